@@ -1,0 +1,138 @@
+//! The HTTP surface: routes, the request-id middleware, body extraction and handlers.
+//! Handlers stay thin: extract → [`crate::validate::validate`] → [`crate::pipeline::Pipeline`]
+//! → [`wire`]; every error goes out through [`crate::error::ApiError`].
+
+pub mod body;
+pub mod wire;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use tracing::Instrument;
+
+use crate::config::Limits;
+use crate::error::{ApiError, Code};
+use crate::models::Models;
+use crate::pipeline::Pipeline;
+use crate::validate::validate;
+
+/// Everything handlers share, built once at startup.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The models served, by name and alias.
+    pub models: Arc<Models>,
+    /// Runs validated requests under the process-wide cap.
+    pub pipeline: Arc<Pipeline>,
+    /// The contract's limits.
+    pub limits: Arc<Limits>,
+}
+
+/// The request id every response carries (`req_<32 hex>`).
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// `x-typesafe-request-id`, which the Python SDK reads.
+pub static TYPESAFE_REQUEST_ID: HeaderName = HeaderName::from_static("x-typesafe-request-id");
+/// `x-request-id`, the same value for everything else.
+pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The service's router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/systemone", post(systemone))
+        .route("/v1/models", get(list_models))
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(request_context))
+        .with_state(state)
+}
+
+/// Gives each request an id, a tracing span and one summary log line; puts the id on the
+/// response. The log names the route and outcome only, never the caller's content.
+async fn request_context(mut request: Request, next: Next) -> Response {
+    let id = format!("req_{}", uuid::Uuid::new_v4().simple());
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_owned();
+    request.extensions_mut().insert(RequestId(id.clone()));
+    let span = tracing::info_span!("request", request_id = %id, route = %route);
+    let started = Instant::now();
+    let mut response = next.run(request).instrument(span.clone()).await;
+    let code = response.extensions().get::<Code>().map(|c| c.as_str());
+    span.in_scope(|| {
+        tracing::info!(
+            status = response.status().as_u16(),
+            error_code = code.unwrap_or(""),
+            latency_ms = started.elapsed().as_secs_f64() * 1e3,
+            "request finished"
+        )
+    });
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        let headers = response.headers_mut();
+        headers.insert(TYPESAFE_REQUEST_ID.clone(), value.clone());
+        headers.insert(REQUEST_ID.clone(), value);
+    }
+    response
+}
+
+async fn systemone(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    match answer(&state, &headers, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn answer(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let value = body::read_json(headers, body, state.limits.max_body_bytes).await?;
+    let request = validate(value, &state.models, &state.limits)?;
+    tracing::info!(
+        model = %request.model().name,
+        questions = request.questions().len(),
+        staged = request.staged(),
+        "request validated"
+    );
+    let outcome = state.pipeline.run(&request).await?;
+    let body = serde_json::to_vec(&wire::SystemOneResponse::new(request.questions(), &outcome))
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot encode the answer");
+            ApiError::new(Code::Internal, "internal error")
+        })?;
+    tracing::info!(
+        upstream_requests = outcome.usage.upstream_requests,
+        input_tokens = outcome.usage.input_tokens,
+        "request answered"
+    );
+    Ok((
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
+}
+
+async fn list_models(State(state): State<AppState>) -> Json<serde_json::Value> {
+    let names: Vec<&str> = state.models.iter().map(|m| m.name.as_str()).collect();
+    Json(wire::models_body(&names))
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(Code::NotFound, "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(Code::MethodNotAllowed, "method not allowed on this route")
+}

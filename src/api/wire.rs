@@ -1,0 +1,165 @@
+//! Response wire types: the `POST /v1/systemone` answer body, in the contract's key order.
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::decode::{argmax, Decoded};
+use crate::lower::{LoweredQuestion, QuestionKind};
+use crate::pipeline::{Outcome, Usage};
+
+/// The whole 200 body.
+pub struct SystemOneResponse<'a> {
+    pub model: &'a str,
+    pub questions: &'a [LoweredQuestion],
+    pub answers: &'a [Decoded],
+    pub usage: Usage,
+}
+
+impl<'a> SystemOneResponse<'a> {
+    /// The body for an outcome.
+    pub fn new(questions: &'a [LoweredQuestion], outcome: &'a Outcome) -> Self {
+        SystemOneResponse {
+            model: &outcome.model,
+            questions,
+            answers: &outcome.answers,
+            usage: outcome.usage,
+        }
+    }
+}
+
+impl Serialize for SystemOneResponse<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("model", self.model)?;
+        map.serialize_entry(
+            "answers",
+            &Answers {
+                questions: self.questions,
+                answers: self.answers,
+            },
+        )?;
+        map.serialize_entry("usage", &UsageWire(self.usage))?;
+        map.end()
+    }
+}
+
+struct Answers<'a> {
+    questions: &'a [LoweredQuestion],
+    answers: &'a [Decoded],
+}
+
+impl Serialize for Answers<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.questions.len()))?;
+        for (q, a) in self.questions.iter().zip(self.answers) {
+            map.serialize_entry(
+                &q.id,
+                &Answer {
+                    question: q,
+                    decoded: a,
+                },
+            )?;
+        }
+        map.end()
+    }
+}
+
+struct Answer<'a> {
+    question: &'a LoweredQuestion,
+    decoded: &'a Decoded,
+}
+
+impl Serialize for Answer<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let q = self.question;
+        let d = self.decoded;
+        let p = &d.probabilities;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("type", q.kind.as_str())?;
+        match q.kind {
+            QuestionKind::Choice => {
+                map.serialize_entry("choice", &q.options[argmax(p)].label)?;
+                map.serialize_entry(
+                    "probabilities",
+                    &Pairs(
+                        q.options
+                            .iter()
+                            .map(|o| o.label.as_str())
+                            .zip(p.iter().copied()),
+                    ),
+                )?;
+            }
+            QuestionKind::Noul => {
+                // Options are [no, yes].
+                map.serialize_entry("noul", &p.get(1).copied().unwrap_or(0.0))?;
+            }
+            QuestionKind::Score => {
+                let score: f64 = p.iter().enumerate().map(|(i, x)| i as f64 * x).sum();
+                map.serialize_entry("score", &score)?;
+                let keys: Vec<String> = (0..p.len()).map(|i| i.to_string()).collect();
+                map.serialize_entry(
+                    "legend",
+                    &Pairs(
+                        keys.iter()
+                            .map(String::as_str)
+                            .zip(q.options.iter().map(|o| &o.description)),
+                    ),
+                )?;
+                map.serialize_entry(
+                    "probabilities",
+                    &Pairs(keys.iter().map(String::as_str).zip(p.iter().copied())),
+                )?;
+            }
+        }
+        map.serialize_entry("confidence", &d.confidence)?;
+        map.serialize_entry("temperature", &d.temperature)?;
+        if let Some(mass) = d.option_mass {
+            map.serialize_entry("option_mass", &mass)?;
+        }
+        map.end()
+    }
+}
+
+/// Key/value pairs written as a JSON object in their order.
+struct Pairs<I>(I);
+
+impl<'k, V: Serialize, I: Iterator<Item = (&'k str, V)> + Clone> Serialize for Pairs<I> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in self.0.clone() {
+            map.serialize_entry(k, &v)?;
+        }
+        map.end()
+    }
+}
+
+struct UsageWire(Usage);
+
+impl Serialize for UsageWire {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let u = &self.0;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("input_tokens", &u.input_tokens)?;
+        map.serialize_entry("output_tokens", &u.output_tokens)?;
+        map.serialize_entry("upstream_requests", &u.upstream_requests)?;
+        map.serialize_entry("cached_tokens", &u.cached_tokens)?;
+        if u.estimated {
+            map.serialize_entry("estimated", &true)?;
+        }
+        map.end()
+    }
+}
+
+/// `GET /v1/models`: TypeSafe's shape and OpenAI's in one body.
+pub fn models_body(models: &[&str]) -> Value {
+    let typesafe: Vec<Value> = models
+        .iter()
+        .map(|name| serde_json::json!({"name": name, "description": format!("System One over {name}"), "release_date": null}))
+        .collect();
+    let openai: Vec<Value> = models
+        .iter()
+        .map(|name| serde_json::json!({"id": name, "object": "model", "owned_by": "systemone"}))
+        .collect();
+    serde_json::json!({"models": typesafe, "object": "list", "data": openai})
+}

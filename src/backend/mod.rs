@@ -1,0 +1,100 @@
+//! Backends: one small object-safe trait, one file per wire dialect.
+//!
+//! A backend turns one masked read (a user message, the option ids to allow, the ids to
+//! read) into the pre-mask log-probabilities of exactly those ids, or a [`BackendError`]
+//! that says which contract outcome applies. Each dialect's doc comment lists how it
+//! differs from plain OpenAI and refuses what it cannot honour.
+
+pub mod vllm;
+
+use futures::future::BoxFuture;
+
+use crate::limits::InFlightPermit;
+use crate::prompt::UserContent;
+
+/// One upstream request: a masked single-token completion.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadRequest<'a> {
+    /// The user message.
+    pub content: &'a UserContent,
+    /// The assistant prefill (`answer=`).
+    pub prefix: &'a str,
+    /// Every option id of the question: the mask.
+    pub allowed_ids: &'a [u32],
+    /// The ids whose log-probabilities this read returns (a slice of `allowed_ids`).
+    pub read_ids: &'a [u32],
+}
+
+/// Token counts one upstream request reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+}
+
+/// What one read returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadReply {
+    /// Pre-mask log-probability of each id of `read_ids`, in that order; all finite.
+    pub logprobs: Vec<f64>,
+    /// Usage as the backend reported it; `None` when it reported none.
+    pub usage: Option<ReadUsage>,
+    /// The model name the backend reported.
+    pub model: Option<String>,
+}
+
+/// How a read failed, in terms of the contract's outcomes. Details for the log stay here;
+/// the caller only ever sees the mapped code.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BackendError {
+    /// The backend said 429.
+    #[error("backend rate limited the request")]
+    RateLimited { retry_after: Option<u64> },
+    /// The backend said 503.
+    #[error("backend is overloaded")]
+    Overloaded { retry_after: Option<u64> },
+    /// The backend refused the request with another 4xx.
+    #[error("backend rejected the request with status {status}")]
+    Rejected { status: u16 },
+    /// The backend answered 5xx (other than 503).
+    #[error("backend failed with status {status}")]
+    ServerError { status: u16 },
+    /// No connection could be made.
+    #[error("backend is unreachable")]
+    Unreachable,
+    /// The read ran out of time.
+    #[error("backend read timed out")]
+    Timeout,
+    /// The answer breaks the protocol (malformed, no logprobs, a requested id missing,
+    /// non-finite numbers). The text is for the log only.
+    #[error("backend answer breaks the protocol: {0}")]
+    Protocol(String),
+}
+
+/// A chat-completion backend in one dialect, serving one upstream model.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// The dialect's name, for logs and metrics.
+    fn dialect(&self) -> &'static str;
+    /// Most ids one read may ask for; longer questions are read in slices.
+    fn max_ids_per_read(&self) -> usize;
+    /// Sends one read. The permit is held until the read completes.
+    fn read<'a>(
+        &'a self,
+        request: ReadRequest<'a>,
+        permit: InFlightPermit,
+    ) -> BoxFuture<'a, Result<ReadReply, BackendError>>;
+}
+
+/// Retry-After in whole seconds from a response header (delta-seconds form only).
+pub(crate) fn retry_after_secs(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| s.ceil() as u64)
+}

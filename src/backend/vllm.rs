@@ -1,0 +1,334 @@
+//! The vLLM dialect: `POST <base>/chat/completions` with vLLM's extras.
+//!
+//! How it differs from plain OpenAI chat completions:
+//! * `continue_final_message: true` + `add_generation_prompt: false`: the assistant turn
+//!   (`answer=`) is continued, not answered.
+//! * `allowed_token_ids`: a hard mask on the option ids (plain OpenAI has only `logit_bias`).
+//! * `logprob_token_ids`: the pre-mask log-probability of exactly these ids, returned as
+//!   `top_logprobs` entries whose token is `"token_id:<n>"` (with
+//!   `return_tokens_as_token_ids: true`). At most [`crate::config::ModelConfig::max_ids_per_read`]
+//!   ids per request (some deployments answer 400 above 128), so long questions are read in
+//!   slices, each with the full mask.
+//! * `temperature: 0`, `max_tokens: 1`: the sampled token is irrelevant; only logprobs are read.
+//!
+//! Servers older than `logprob_token_ids` ignore it silently and return the top-k instead,
+//! so every requested id must come back: a missing one is a protocol error, never a zero.
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde::{Deserialize, Serialize};
+
+use super::{retry_after_secs, Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
+use crate::config::Secret;
+use crate::limits::InFlightPermit;
+use crate::prompt::UserContent;
+
+/// Largest backend answer read into memory; anything bigger is a protocol error.
+const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+/// The most `top_logprobs` vLLM accepts.
+const MAX_TOP_LOGPROBS: usize = 20;
+
+/// A vLLM server serving one model.
+pub struct VllmBackend {
+    /// Shared connection pool.
+    client: reqwest::Client,
+    /// `<base>/chat/completions`.
+    url: String,
+    /// The backend's model id.
+    upstream_model: String,
+    /// Bearer key for the backend.
+    api_key: Option<Secret>,
+    /// Most ids per read.
+    max_ids_per_read: usize,
+}
+
+impl std::fmt::Debug for VllmBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VllmBackend")
+            .field("upstream_model", &self.upstream_model)
+            .field("api_key", &self.api_key)
+            .field("max_ids_per_read", &self.max_ids_per_read)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VllmBackend {
+    /// A backend at `base_url` (ending in `/v1`).
+    pub fn new(
+        client: reqwest::Client,
+        base_url: &str,
+        upstream_model: String,
+        api_key: Option<Secret>,
+        max_ids_per_read: usize,
+    ) -> Self {
+        VllmBackend {
+            client,
+            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            upstream_model,
+            api_key,
+            max_ids_per_read: max_ids_per_read.max(1),
+        }
+    }
+
+    /// The request body, keys in the order the reference sends them.
+    pub fn body<'a>(&'a self, request: &ReadRequest<'a>) -> ChatRequest<'a> {
+        ChatRequest {
+            model: &self.upstream_model,
+            messages: (
+                UserMessage {
+                    role: "user",
+                    content: request.content,
+                },
+                AssistantMessage {
+                    role: "assistant",
+                    content: request.prefix,
+                },
+            ),
+            continue_final_message: true,
+            add_generation_prompt: false,
+            max_tokens: 1,
+            temperature: 0,
+            logprobs: true,
+            top_logprobs: request.read_ids.len().min(MAX_TOP_LOGPROBS),
+            logprob_token_ids: request.read_ids,
+            allowed_token_ids: request.allowed_ids,
+            return_tokens_as_token_ids: true,
+        }
+    }
+
+    async fn send(&self, request: ReadRequest<'_>) -> Result<ReadReply, BackendError> {
+        let body = serde_json::to_vec(&self.body(&request))
+            .map_err(|e| BackendError::Protocol(format!("cannot encode request: {e}")))?;
+        let mut call = self
+            .client
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        if let Some(key) = &self.api_key {
+            call = call.bearer_auth(key.expose());
+        }
+        let mut response = call.send().await.map_err(transport_error)?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after_secs(response.headers());
+            let text = read_capped(&mut response).await.unwrap_or_default();
+            tracing::warn!(
+                dialect = "vllm",
+                status = status.as_u16(),
+                body = %String::from_utf8_lossy(&text[..text.len().min(200)]),
+                "backend answered an error"
+            );
+            return Err(match status.as_u16() {
+                429 => BackendError::RateLimited { retry_after },
+                503 => BackendError::Overloaded { retry_after },
+                s @ 400..=499 => BackendError::Rejected { status: s },
+                s => BackendError::ServerError { status: s },
+            });
+        }
+        let bytes = read_capped(&mut response).await?;
+        parse_reply(&bytes, request.read_ids)
+    }
+}
+
+impl Backend for VllmBackend {
+    fn dialect(&self) -> &'static str {
+        "vllm"
+    }
+
+    fn max_ids_per_read(&self) -> usize {
+        self.max_ids_per_read
+    }
+
+    fn read<'a>(
+        &'a self,
+        request: ReadRequest<'a>,
+        permit: InFlightPermit,
+    ) -> BoxFuture<'a, Result<ReadReply, BackendError>> {
+        async move {
+            let reply = self.send(request).await;
+            drop(permit);
+            reply
+        }
+        .boxed()
+    }
+}
+
+fn transport_error(e: reqwest::Error) -> BackendError {
+    if e.is_timeout() {
+        BackendError::Timeout
+    } else if e.is_connect() {
+        BackendError::Unreachable
+    } else {
+        BackendError::Protocol(format!("transport: {e}"))
+    }
+}
+
+async fn read_capped(response: &mut reqwest::Response) -> Result<Vec<u8>, BackendError> {
+    let mut out = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+        if out.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(BackendError::Protocol(format!(
+                "answer larger than {MAX_RESPONSE_BYTES} bytes"
+            )));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// The request body (`Serialize` keeps field order, which the golden vectors pin).
+#[derive(Debug, Serialize)]
+pub struct ChatRequest<'a> {
+    model: &'a str,
+    messages: (UserMessage<'a>, AssistantMessage<'a>),
+    continue_final_message: bool,
+    add_generation_prompt: bool,
+    max_tokens: u32,
+    temperature: u32,
+    logprobs: bool,
+    top_logprobs: usize,
+    logprob_token_ids: &'a [u32],
+    allowed_token_ids: &'a [u32],
+    return_tokens_as_token_ids: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct UserMessage<'a> {
+    role: &'static str,
+    content: &'a UserContent,
+}
+
+#[derive(Debug, Serialize)]
+struct AssistantMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+#[derive(Deserialize)]
+struct ChatResponse {
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<UsageWire>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    logprobs: Option<ChoiceLogprobs>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceLogprobs {
+    content: Option<Vec<TokenLogprobs>>,
+}
+
+#[derive(Deserialize)]
+struct TokenLogprobs {
+    #[serde(default)]
+    top_logprobs: Vec<TopLogprob>,
+}
+
+#[derive(Deserialize)]
+struct TopLogprob {
+    token: Option<String>,
+    id: Option<u64>,
+    logprob: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct UsageWire {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+/// Reads the log-probabilities of `read_ids` out of a vLLM answer.
+fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError> {
+    let response: ChatResponse = serde_json::from_slice(bytes)
+        .map_err(|e| BackendError::Protocol(format!("malformed JSON: {e}")))?;
+    let top = response
+        .choices
+        .first()
+        .and_then(|c| c.logprobs.as_ref())
+        .and_then(|l| l.content.as_ref())
+        .and_then(|c| c.first())
+        .map(|t| &t.top_logprobs)
+        .ok_or_else(|| BackendError::Protocol("no logprobs in the answer".into()))?;
+    let mut logprobs = vec![f64::NAN; read_ids.len()];
+    for entry in top {
+        let id = entry.id.or_else(|| {
+            entry
+                .token
+                .as_deref()
+                .and_then(|t| t.strip_prefix("token_id:"))
+                .and_then(|n| n.parse().ok())
+        });
+        let Some(id) = id else { continue };
+        if let Some(pos) = read_ids.iter().position(|r| u64::from(*r) == id) {
+            let lp = entry.logprob.unwrap_or(f64::NAN);
+            if !lp.is_finite() {
+                return Err(BackendError::Protocol(format!(
+                    "non-finite logprob for token id {id}"
+                )));
+            }
+            logprobs[pos] = lp;
+        }
+    }
+    if let Some(missing) = logprobs.iter().position(|lp| lp.is_nan()) {
+        return Err(BackendError::Protocol(format!(
+            "requested token id {} missing from the answer",
+            read_ids[missing]
+        )));
+    }
+    let usage = response.usage.map(|u| ReadUsage {
+        prompt_tokens: u.prompt_tokens.unwrap_or(0),
+        completion_tokens: u.completion_tokens.unwrap_or(1),
+        cached_tokens: u
+            .prompt_tokens_details
+            .and_then(|d| d.cached_tokens)
+            .unwrap_or(0),
+    });
+    Ok(ReadReply {
+        logprobs,
+        usage,
+        model: response.model,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_by_id_and_checked() {
+        let ok = br#"{"model":"m","choices":[{"logprobs":{"content":[{"top_logprobs":[
+            {"token":"token_id:1001","logprob":-2.0},{"token":"token_id:1000","logprob":-0.5}]}]}}],
+            "usage":{"prompt_tokens":10,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}"#;
+        let reply = parse_reply(ok, &[1000, 1001]).expect("valid");
+        assert_eq!(reply.logprobs, vec![-0.5, -2.0]);
+        assert_eq!(reply.usage.map(|u| u.cached_tokens), Some(4));
+        assert_eq!(reply.model.as_deref(), Some("m"));
+
+        let missing = parse_reply(ok, &[1000, 1001, 1002]);
+        assert!(matches!(missing, Err(BackendError::Protocol(m)) if m.contains("1002")));
+        assert!(matches!(
+            parse_reply(b"{", &[1]),
+            Err(BackendError::Protocol(_))
+        ));
+        let no_logprobs = br#"{"choices":[{"logprobs":null}]}"#;
+        assert!(matches!(
+            parse_reply(no_logprobs, &[1]),
+            Err(BackendError::Protocol(_))
+        ));
+        let null_lp = br#"{"choices":[{"logprobs":{"content":[{"top_logprobs":[{"token":"token_id:1","logprob":null}]}]}}]}"#;
+        assert!(matches!(
+            parse_reply(null_lp, &[1]),
+            Err(BackendError::Protocol(_))
+        ));
+    }
+}

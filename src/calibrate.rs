@@ -1,0 +1,120 @@
+//! Calibration: the temperature applied to a question's probabilities.
+//!
+//! Raw one-token probabilities are overconfident. The default temperature depends on the
+//! option count n: `ln T = a + b·ln(max(n, 2))`, with `(a, b)` measured per model and kept in
+//! `calibration/<model>.json`. Tempering is `p_i^(1/T) / Σ p_j^(1/T)`; T = 1 leaves p as is
+//! and no T changes the argmax.
+
+use serde::Deserialize;
+
+use crate::config::read_path_or_shipped;
+
+/// GLM-5.3-Flash's measured formula, the default for a model without a file.
+pub const DEFAULT_FORMULA: Calibration = Calibration {
+    a: 0.962,
+    b: -0.076,
+};
+
+/// `ln T = a + b·ln n`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct Calibration {
+    /// Intercept of ln T.
+    pub a: f64,
+    /// Slope of ln T over ln n.
+    pub b: f64,
+}
+
+/// Files shipped in `calibration/`, compiled in.
+const BUILTIN: &[(&str, &str)] = &[
+    (
+        "glm-5.3-flash",
+        include_str!("../calibration/glm-5.3-flash.json"),
+    ),
+    ("glm-5.3", include_str!("../calibration/glm-5.3.json")),
+    ("kimi-k2.6", include_str!("../calibration/kimi-k2.6.json")),
+];
+
+impl Calibration {
+    /// Loads a calibration file, or a shipped one by name.
+    pub fn load(path_or_name: &str) -> Result<Self, String> {
+        let text =
+            read_path_or_shipped(path_or_name, BUILTIN).map_err(|e| format!("calibration {e}"))?;
+        let c: Calibration =
+            serde_json::from_str(&text).map_err(|e| format!("calibration {path_or_name}: {e}"))?;
+        if !(c.a.is_finite() && c.b.is_finite()) {
+            return Err(format!(
+                "calibration {path_or_name}: a and b must be finite"
+            ));
+        }
+        Ok(c)
+    }
+
+    /// The default temperature for a question with `n` options (n < 2 counts as 2).
+    pub fn temperature(&self, n: usize) -> f64 {
+        let n = n.max(2) as f64;
+        (self.a + self.b * n.ln()).exp()
+    }
+}
+
+/// Tempers a probability vector: `p_i^(1/T) / Σ p_j^(1/T)`, computed in log space.
+pub fn temper(p: &[f64], t: f64) -> Vec<f64> {
+    if t == 1.0 {
+        return p.to_vec();
+    }
+    let logs: Vec<f64> = p.iter().map(|x| x.ln() / t).collect();
+    let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let exps: Vec<f64> = logs.iter().map(|l| (l - max).exp()).collect();
+    let sum: f64 = exps.iter().sum();
+    exps.iter().map(|e| e / sum).collect()
+}
+
+/// `1 − H(p)/ln n`, clamped to [0, 1]; 1 for a single option.
+pub fn confidence(p: &[f64]) -> f64 {
+    if p.len() < 2 {
+        return 1.0;
+    }
+    let h: f64 = p.iter().filter(|x| **x > 0.0).map(|x| -x * x.ln()).sum();
+    (1.0 - h / (p.len() as f64).ln()).clamp(0.0, 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_formula_matches_the_reference_values() {
+        let c = DEFAULT_FORMULA;
+        assert!((c.temperature(2) - 2.4826).abs() < 1e-4);
+        assert!((c.temperature(1) - c.temperature(2)).abs() < 1e-15);
+        assert!((c.temperature(10) - 2.1968).abs() < 1e-4);
+        assert!((c.temperature(151) - 1.7873).abs() < 1e-4);
+    }
+
+    #[test]
+    fn shipped_files_load_by_name() {
+        assert_eq!(
+            Calibration::load("glm-5.3-flash").expect("ships"),
+            DEFAULT_FORMULA
+        );
+        let kimi = Calibration::load("kimi-k2.6").expect("ships");
+        assert_eq!((kimi.a, kimi.b), (1.069, -0.095));
+        assert!(Calibration::load("nope").is_err());
+    }
+
+    #[test]
+    fn tempering_keeps_the_argmax_and_flattens() {
+        let p = [0.7, 0.2, 0.1];
+        let q = temper(&p, 2.0);
+        assert!((q.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!(q[0] > q[1] && q[1] > q[2]);
+        assert!(q[0] < p[0]);
+        assert_eq!(temper(&p, 1.0), p.to_vec());
+    }
+
+    #[test]
+    fn confidence_is_one_for_certainty_and_zero_for_uniform() {
+        assert_eq!(confidence(&[1.0, 0.0]), 1.0);
+        assert!(confidence(&[0.25; 4]).abs() < 1e-12);
+        assert_eq!(confidence(&[1.0]), 1.0);
+    }
+}

@@ -1,0 +1,460 @@
+//! Configuration: one clap struct (every flag has a `SYSTEMONE_*` twin) plus an optional
+//! TOML model registry for serving several models.
+//!
+//! Flags describe one model (the common case). `--config FILE` replaces that one model with
+//! the file's `[[model]]` list; process-wide settings (listen address, limits, in-flight
+//! cap, timeouts) always come from flags or env. Secrets are held in [`Secret`], whose
+//! `Debug` and `Display` print `[redacted]`.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
+
+/// Reads a data file (token table, calibration) from a path, or, when no such file exists,
+/// the copy shipped in the binary under that name (`gemma-3` or `token-tables/gemma-3.json`).
+pub fn read_path_or_shipped(
+    path_or_name: &str,
+    shipped: &[(&str, &str)],
+) -> Result<String, String> {
+    let path = std::path::Path::new(path_or_name);
+    if path.is_file() {
+        return std::fs::read_to_string(path).map_err(|e| format!("{path_or_name}: {e}"));
+    }
+    let name = path_or_name
+        .rsplit('/')
+        .next()
+        .unwrap_or(path_or_name)
+        .trim_end_matches(".json");
+    shipped
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| (*text).to_string())
+        .ok_or_else(|| format!("{path_or_name}: not a file and not the name of a shipped one"))
+}
+
+/// A value that must never be printed (API keys).
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
+    }
+}
+
+/// The `systemone` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "systemone",
+    version,
+    about = "System One semantics over any chat LLM"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve `POST /v1/systemone` in front of a chat-completion backend.
+    Serve(Box<ServeConfig>),
+}
+
+/// Which wire dialect a backend speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// vLLM's OpenAI-compatible server with `allowed_token_ids` and `logprob_token_ids`.
+    Vllm,
+    /// llama.cpp's `llama-server` (not available yet: refused at startup).
+    Llamacpp,
+}
+
+/// The prompt layout (technique §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// Each request leads with its own question: best accuracy.
+    #[default]
+    Accuracy,
+    /// Every request leads with all questions, so the backend's prefix cache is shared.
+    Cost,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Everything `systemone serve` needs.
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// Address to listen on.
+    #[arg(long, env = "SYSTEMONE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// TOML file with a `[[model]]` registry; replaces the single-model flags below.
+    #[arg(long, env = "SYSTEMONE_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub model: ModelFlags,
+
+    #[command(flatten)]
+    pub limits: Limits,
+
+    #[command(flatten)]
+    pub upstream: UpstreamSettings,
+
+    /// Log format (`text` for people, `json` for collectors). Level via `RUST_LOG`.
+    #[arg(long, env = "SYSTEMONE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// The one model served when no `--config` file is given.
+#[derive(Debug, Clone, Args)]
+pub struct ModelFlags {
+    /// Backend dialect.
+    #[arg(long, env = "SYSTEMONE_BACKEND", value_enum, default_value_t = BackendKind::Vllm)]
+    pub backend: BackendKind,
+
+    /// Backend base URL, ending in `/v1`.
+    #[arg(
+        long,
+        env = "SYSTEMONE_BACKEND_URL",
+        default_value = "http://127.0.0.1:8000/v1"
+    )]
+    pub backend_url: String,
+
+    /// API key sent to the backend as a bearer token (never logged).
+    #[arg(long, env = "SYSTEMONE_BACKEND_API_KEY", hide_env_values = true)]
+    pub backend_api_key: Option<Secret>,
+
+    /// The backend's id for the model (defaults to `--model`).
+    #[arg(long, env = "SYSTEMONE_UPSTREAM_MODEL")]
+    pub upstream_model: Option<String>,
+
+    /// Public model name callers use.
+    #[arg(long, env = "SYSTEMONE_MODEL", default_value = "glm-5.3-flash")]
+    pub model: String,
+
+    /// Extra public names for the model (`jev-latest` always names the default model).
+    #[arg(long = "alias", env = "SYSTEMONE_ALIASES", value_delimiter = ',')]
+    pub aliases: Vec<String>,
+
+    /// Token table: a file path, or the name of a table shipped in `token-tables/`.
+    #[arg(long, env = "SYSTEMONE_TOKEN_TABLE")]
+    pub token_table: Option<String>,
+
+    /// Calibration file (`a`, `b` of `ln T = a + b·ln n`): a path or a shipped name.
+    /// Without one, the reference's GLM-5.3-Flash formula applies.
+    #[arg(long, env = "SYSTEMONE_CALIBRATION")]
+    pub calibration: Option<String>,
+
+    /// Default prompt layout for the model (a request's `layout` overrides it).
+    #[arg(long, env = "SYSTEMONE_LAYOUT", value_enum, default_value_t = Layout::Accuracy)]
+    pub layout: Layout,
+
+    /// Most token ids read in one upstream request (vLLM deployments cap this at 128).
+    #[arg(long, env = "SYSTEMONE_MAX_IDS_PER_READ", default_value_t = 128)]
+    pub max_ids_per_read: usize,
+}
+
+/// Request limits (contract "Limits"). Every one is configurable.
+#[derive(Debug, Clone, Args)]
+pub struct Limits {
+    /// Most questions in one request.
+    #[arg(long, env = "SYSTEMONE_MAX_QUESTIONS", default_value_t = 64)]
+    pub max_questions: usize,
+    /// Most options in one choice question (also capped by the model's labels).
+    #[arg(long, env = "SYSTEMONE_MAX_OPTIONS", default_value_t = 255)]
+    pub max_options: usize,
+    /// Most levels in one score question.
+    #[arg(long, env = "SYSTEMONE_MAX_LEVELS", default_value_t = 10)]
+    pub max_levels: usize,
+    /// Most tokens in the state.
+    #[arg(long, env = "SYSTEMONE_MAX_STATE_TOKENS", default_value_t = 32_768)]
+    pub max_state_tokens: usize,
+    /// Most tokens in one question (instructions + criteria).
+    #[arg(long, env = "SYSTEMONE_MAX_QUESTION_TOKENS", default_value_t = 16_384)]
+    pub max_question_tokens: usize,
+    /// Most upstream prompt tokens over all upstream requests of one call.
+    #[arg(long, env = "SYSTEMONE_MAX_REQUEST_TOKENS", default_value_t = 200_000)]
+    pub max_request_tokens: usize,
+    /// Most bytes in a request body, after decompression.
+    #[arg(long, env = "SYSTEMONE_MAX_BODY_BYTES", default_value_t = 24 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_questions: 64,
+            max_options: 255,
+            max_levels: 10,
+            max_state_tokens: 32_768,
+            max_question_tokens: 16_384,
+            max_request_tokens: 200_000,
+            max_body_bytes: 24 * 1024 * 1024,
+        }
+    }
+}
+
+/// How the service treats its backends, process-wide.
+#[derive(Debug, Clone, Args)]
+pub struct UpstreamSettings {
+    /// Most upstream requests in flight across the whole process; callers wait beyond it.
+    #[arg(long, env = "SYSTEMONE_MAX_IN_FLIGHT", default_value_t = 16)]
+    pub max_in_flight: usize,
+    /// Seconds one upstream read may take (504 `system_one_upstream_timeout`).
+    #[arg(long, env = "SYSTEMONE_READ_TIMEOUT_SECS", default_value_t = 30.0)]
+    pub read_timeout_secs: f64,
+    /// Seconds one whole request may take, waiting for slots included (504 `system_one_deadline_exceeded`).
+    #[arg(long, env = "SYSTEMONE_REQUEST_TIMEOUT_SECS", default_value_t = 120.0)]
+    pub request_timeout_secs: f64,
+    /// Seconds to wait for a TCP connection to a backend.
+    #[arg(long, env = "SYSTEMONE_CONNECT_TIMEOUT_SECS", default_value_t = 5.0)]
+    pub connect_timeout_secs: f64,
+}
+
+impl Default for UpstreamSettings {
+    fn default() -> Self {
+        UpstreamSettings {
+            max_in_flight: 16,
+            read_timeout_secs: 30.0,
+            request_timeout_secs: 120.0,
+            connect_timeout_secs: 5.0,
+        }
+    }
+}
+
+impl UpstreamSettings {
+    /// The per-read timeout.
+    pub fn read_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.read_timeout_secs)
+    }
+    /// The whole-request deadline.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.request_timeout_secs)
+    }
+    /// The connect timeout.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.connect_timeout_secs)
+    }
+}
+
+/// One model of the registry, as written in the TOML file (`[[model]]`) or built from flags.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Public name.
+    pub name: String,
+    /// Other public names.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// Whether this is the default model (the first model is, when none says so).
+    #[serde(default)]
+    pub default: bool,
+    /// Backend dialect.
+    pub backend: BackendKind,
+    /// Backend base URL, ending in `/v1`.
+    pub backend_url: String,
+    /// The backend's id for the model (defaults to `name`).
+    pub upstream_model: Option<String>,
+    /// Name of the environment variable holding the backend API key (the file never holds keys).
+    pub backend_api_key_env: Option<String>,
+    /// The key itself, resolved from flags or `backend_api_key_env`; never read from the file.
+    #[serde(skip)]
+    pub backend_api_key: Option<Secret>,
+    /// Token table path or shipped name.
+    pub token_table: String,
+    /// Calibration path or shipped name.
+    pub calibration: Option<String>,
+    /// Default prompt layout.
+    #[serde(default)]
+    pub layout: Layout,
+    /// Most token ids read per upstream request.
+    #[serde(default = "default_max_ids")]
+    pub max_ids_per_read: usize,
+}
+
+fn default_max_ids() -> usize {
+    128
+}
+
+/// The TOML file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryFile {
+    /// The models, in the order `/v1/models` lists them.
+    pub model: Vec<ModelConfig>,
+}
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {path}: {reason}")]
+    File { path: String, reason: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ServeConfig {
+    /// The models to serve: the TOML registry when `--config` is given, else the flags' one.
+    pub fn model_configs(&self) -> Result<Vec<ModelConfig>, ConfigError> {
+        match &self.config {
+            Some(path) => load_registry(path),
+            None => Ok(vec![self.model.to_model_config()?]),
+        }
+    }
+}
+
+impl ModelFlags {
+    /// The single model these flags describe.
+    pub fn to_model_config(&self) -> Result<ModelConfig, ConfigError> {
+        let token_table = self.token_table.clone().ok_or_else(|| {
+            ConfigError::Invalid(
+                "--token-table (SYSTEMONE_TOKEN_TABLE) is required: a token table built for the served model's tokenizer".into(),
+            )
+        })?;
+        Ok(ModelConfig {
+            name: self.model.clone(),
+            aliases: self.aliases.clone(),
+            default: true,
+            backend: self.backend,
+            backend_url: self.backend_url.clone(),
+            upstream_model: self.upstream_model.clone(),
+            backend_api_key_env: None,
+            backend_api_key: self.backend_api_key.clone(),
+            token_table,
+            calibration: self.calibration.clone(),
+            layout: self.layout,
+            max_ids_per_read: self.max_ids_per_read,
+        })
+    }
+}
+
+/// Reads a `[[model]]` registry and resolves each model's key from its env variable.
+pub fn load_registry(path: &std::path::Path) -> Result<Vec<ModelConfig>, ConfigError> {
+    let err = |reason: String| ConfigError::File {
+        path: path.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let file: RegistryFile = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
+    if file.model.is_empty() {
+        return Err(err("no [[model]] entries".into()));
+    }
+    let mut models = file.model;
+    for m in &mut models {
+        if let Some(var) = &m.backend_api_key_env {
+            m.backend_api_key = std::env::var(var).ok().map(Secret::new);
+        }
+    }
+    Ok(models)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_redacted_in_debug_output() {
+        let cli = Cli::try_parse_from([
+            "systemone",
+            "serve",
+            "--backend-api-key",
+            "sk-canary-123",
+            "--token-table",
+            "golden-fake",
+        ])
+        .expect("parses");
+        let Command::Serve(cfg) = cli.command;
+        let debug = format!("{cfg:?}");
+        assert!(!debug.contains("sk-canary-123"), "{debug}");
+        assert!(debug.contains("[redacted]"));
+        let model = cfg.model_configs().expect("one model");
+        assert!(!format!("{model:?}").contains("sk-canary-123"));
+        assert_eq!(
+            model[0].backend_api_key.as_ref().map(Secret::expose),
+            Some("sk-canary-123")
+        );
+    }
+
+    #[test]
+    fn defaults_match_the_contract() {
+        let cli = Cli::try_parse_from(["systemone", "serve"]).expect("parses");
+        let Command::Serve(cfg) = cli.command;
+        assert_eq!(cfg.upstream.max_in_flight, 16);
+        assert_eq!(cfg.upstream.read_timeout(), Duration::from_secs(30));
+        assert_eq!(cfg.upstream.request_timeout(), Duration::from_secs(120));
+        assert_eq!(cfg.limits.max_body_bytes, 24 * 1024 * 1024);
+        assert_eq!(cfg.model.max_ids_per_read, 128);
+    }
+
+    #[test]
+    fn a_registry_file_describes_several_models() {
+        let dir = std::env::temp_dir().join(format!("systemone-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp");
+        let path = dir.join("models.toml");
+        std::fs::write(
+            &path,
+            r#"
+[[model]]
+name = "a"
+backend = "vllm"
+backend_url = "http://127.0.0.1:1/v1"
+token_table = "golden-fake"
+
+[[model]]
+name = "b"
+aliases = ["bee"]
+default = true
+backend = "vllm"
+backend_url = "http://127.0.0.1:2/v1"
+upstream_model = "org/b"
+token_table = "golden-fake"
+layout = "cost"
+"#,
+        )
+        .expect("write");
+        let models = load_registry(&path).expect("loads");
+        assert_eq!(models.len(), 2);
+        assert_eq!(models[1].layout, Layout::Cost);
+        assert_eq!(models[1].aliases, vec!["bee".to_string()]);
+        std::fs::write(&path, "[[model]]\nname = \"a\"\nbogus = 1\n").expect("write");
+        assert!(load_registry(&path).is_err());
+    }
+}

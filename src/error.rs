@@ -1,0 +1,269 @@
+//! The one error table: every failure of every layer becomes a [`Code`], and the code alone
+//! decides the HTTP status, the stable `system_one_*` string and the error `type` a
+//! workflow engine branches on. Handlers never pick a status.
+//!
+//! Messages meant for the caller name the field, the limit and the value the caller sent;
+//! they never carry the backend's own text, URL or key (those are logged once, at `warn`,
+//! where the failure is first seen).
+
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// The error `type` values: a small fixed set a client can branch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorType {
+    Invalid,
+    Auth,
+    RateLimited,
+    Quota,
+    CapExceeded,
+    Unavailable,
+    Timeout,
+    Protocol,
+    NotConfigured,
+}
+
+macro_rules! codes {
+    ($( $variant:ident => ($status:expr, $ty:ident, $text:literal), )*) => {
+        /// Every error this service returns. The table below is the whole mapping.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Code { $( $variant, )* }
+
+        impl Code {
+            /// Every code, for tests and documentation.
+            pub const ALL: &'static [Code] = &[$( Code::$variant, )*];
+
+            /// The stable string in the body and in `x-systemone-error-code`.
+            pub fn as_str(self) -> &'static str {
+                match self { $( Code::$variant => $text, )* }
+            }
+            /// The HTTP status this code is answered with.
+            pub fn status(self) -> StatusCode {
+                match self { $( Code::$variant => $status, )* }
+            }
+            /// The error class.
+            pub fn error_type(self) -> ErrorType {
+                match self { $( Code::$variant => ErrorType::$ty, )* }
+            }
+        }
+    };
+}
+
+codes! {
+    // 400 / 415: the body cannot be read.
+    InvalidJson => (StatusCode::BAD_REQUEST, Invalid, "system_one_invalid_json"),
+    UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, Invalid, "system_one_unsupported_media_type"),
+    UnsupportedEncoding => (StatusCode::UNSUPPORTED_MEDIA_TYPE, Invalid, "system_one_unsupported_encoding"),
+    // 422: schema rules.
+    InvalidBody => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_body"),
+    DuplicateKey => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_duplicate_key"),
+    UnsupportedModel => (StatusCode::UNPROCESSABLE_ENTITY, NotConfigured, "system_one_unsupported_model"),
+    MissingState => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_missing_state"),
+    InvalidState => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_state"),
+    InvalidNumber => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_number"),
+    InvalidQuestions => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_questions"),
+    NoQuestions => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_no_questions"),
+    TooManyQuestions => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_too_many_questions"),
+    InvalidQuestionId => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_question_id"),
+    InvalidQuestion => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_question"),
+    UnsupportedQuestionType => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_unsupported_question_type"),
+    UnknownField => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_unknown_field"),
+    InvalidInstructions => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_instructions"),
+    InvalidCriteria => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_criteria"),
+    TooManyOptions => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_too_many_options"),
+    TooManyLevels => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_too_many_levels"),
+    InvalidLabel => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_label"),
+    InvalidDescription => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_description"),
+    NothingToAsk => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_nothing_to_ask"),
+    BadTemperature => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_temperature"),
+    BadLayout => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_layout"),
+    BadPermutations => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_permutations"),
+    BadHistory => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_history"),
+    ImagesUnsupported => (StatusCode::UNPROCESSABLE_ENTITY, NotConfigured, "system_one_images_unsupported"),
+    // 413: size rules.
+    BodyTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_body_too_large"),
+    StateTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_state_too_large"),
+    QuestionTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_question_too_large"),
+    RequestTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_request_too_large"),
+    // Upstream outcomes.
+    UpstreamRateLimited => (StatusCode::TOO_MANY_REQUESTS, RateLimited, "system_one_upstream_rate_limited"),
+    UpstreamRejected => (StatusCode::BAD_REQUEST, Invalid, "system_one_upstream_rejected"),
+    UpstreamError => (StatusCode::BAD_GATEWAY, Protocol, "system_one_upstream_error"),
+    UpstreamProtocol => (StatusCode::BAD_GATEWAY, Protocol, "system_one_upstream_protocol"),
+    UpstreamOverloaded => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_upstream_overloaded"),
+    UpstreamUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_upstream_unavailable"),
+    TokenTableMismatch => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_token_table_mismatch"),
+    UpstreamTimeout => (StatusCode::GATEWAY_TIMEOUT, Timeout, "system_one_upstream_timeout"),
+    DeadlineExceeded => (StatusCode::GATEWAY_TIMEOUT, Timeout, "system_one_deadline_exceeded"),
+    // Routing and the unexpected.
+    NotFound => (StatusCode::NOT_FOUND, Invalid, "system_one_not_found"),
+    MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Invalid, "system_one_method_not_allowed"),
+    Internal => (StatusCode::INTERNAL_SERVER_ERROR, Unavailable, "system_one_internal"),
+}
+
+/// One entry of a 422's FastAPI-style `detail` list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Detail {
+    /// Path into the body, starting with `"body"`.
+    pub loc: Vec<String>,
+    /// What is wrong, naming the limit and the value.
+    pub msg: String,
+    /// A short machine-readable reason (the code without its prefix).
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// An error on its way to the caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// Decides status, code string and type.
+    pub code: Code,
+    /// The caller-facing message.
+    pub message: String,
+    /// Where in the body the problem is (for 422 `detail`); empty when not about a field.
+    pub loc: Vec<String>,
+    /// Seconds for `Retry-After`, for 429 and 503.
+    pub retry_after: Option<u64>,
+    /// Overrides the status for an upstream 4xx that keeps its own status class.
+    pub status_override: Option<StatusCode>,
+}
+
+impl ApiError {
+    /// An error with a message and no field location.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+            loc: Vec::new(),
+            retry_after: None,
+            status_override: None,
+        }
+    }
+
+    /// An error about one field; `loc` is the path below `body`.
+    pub fn at(code: Code, loc: Vec<String>, msg: impl Into<String>) -> Self {
+        let msg = msg.into();
+        let message = if loc.is_empty() {
+            msg
+        } else {
+            format!("{}: {}", loc.join("."), msg)
+        };
+        ApiError {
+            loc,
+            ..ApiError::new(code, message)
+        }
+    }
+
+    /// Adds a `Retry-After` in seconds.
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    /// The status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.status_override.unwrap_or_else(|| self.code.status())
+    }
+
+    /// The JSON body of the error.
+    pub fn body(&self) -> serde_json::Value {
+        let mut body = serde_json::json!({
+            "error": {
+                "message": self.message,
+                "code": self.code.as_str(),
+                "type": self.code.error_type(),
+            }
+        });
+        if self.status() == StatusCode::UNPROCESSABLE_ENTITY {
+            let mut loc = vec!["body".to_string()];
+            loc.extend(self.loc.iter().cloned());
+            let msg = self
+                .message
+                .split_once(": ")
+                .filter(|_| !self.loc.is_empty())
+                .map_or(self.message.as_str(), |(_, m)| m);
+            let detail = Detail {
+                loc,
+                msg: msg.to_string(),
+                kind: self
+                    .code
+                    .as_str()
+                    .trim_start_matches("system_one_")
+                    .to_string(),
+            };
+            body["detail"] = serde_json::json!([detail]);
+        }
+        body
+    }
+}
+
+/// The header that repeats the error code.
+pub static ERROR_CODE_HEADER: HeaderName = HeaderName::from_static("x-systemone-error-code");
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut response = (
+            status,
+            [(
+                axum::http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            ERROR_CODE_HEADER.clone(),
+            HeaderValue::from_static(self.code.as_str()),
+        );
+        if let Some(secs) = self.retry_after {
+            headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        // Let handlers and middleware see which code was answered (for logs and metrics).
+        response.extensions_mut().insert(self.code);
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_prefixed_and_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for code in Code::ALL {
+            assert!(code.as_str().starts_with("system_one_"), "{code:?}");
+            assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
+        }
+    }
+
+    #[test]
+    fn a_422_carries_a_detail_list_with_the_location() {
+        let e = ApiError::at(
+            Code::TooManyOptions,
+            vec!["questions".into(), "q".into(), "criteria".into()],
+            "300 options is more than the limit of 255",
+        );
+        let body = e.body();
+        assert_eq!(
+            body["error"]["message"],
+            "questions.q.criteria: 300 options is more than the limit of 255"
+        );
+        assert_eq!(body["error"]["type"], "invalid");
+        assert_eq!(
+            body["detail"][0]["loc"],
+            serde_json::json!(["body", "questions", "q", "criteria"])
+        );
+        assert_eq!(
+            body["detail"][0]["msg"],
+            "300 options is more than the limit of 255"
+        );
+        let not_422 = ApiError::new(Code::UpstreamError, "x").body();
+        assert!(not_422.get("detail").is_none());
+    }
+}

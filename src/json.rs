@@ -1,0 +1,345 @@
+//! JSON in and out, the way the reference library sees it.
+//!
+//! * [`parse_strict`] reads a caller's body into an order-preserving [`Value`] and refuses
+//!   duplicate keys at any depth (serde_json alone keeps the last one silently).
+//!   Numbers keep the text the caller wrote (`arbitrary_precision`), so `2**64` and `10**30`
+//!   survive exactly.
+//! * [`write_python`] writes a value byte for byte as Python's
+//!   `json.dumps(v, ensure_ascii=False, allow_nan=False)`: `", "` and `": "` separators, raw
+//!   UTF-8, escapes only for `"` `\\` and C0 controls, integers as written, floats as
+//!   Python's `repr`. The prompt is made of this text, so a single differing byte changes
+//!   what the model sees.
+
+use std::fmt::{self, Write as _};
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+/// Why a body is not acceptable JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON at all (syntax, encoding, nesting deeper than 128).
+    #[error("the body is not valid JSON: {0}")]
+    Syntax(String),
+    /// Valid JSON, but some object names a key twice.
+    #[error("the key {0:?} appears twice in one JSON object")]
+    DuplicateKey(String),
+}
+
+/// The key serde_json uses to hand an `arbitrary_precision` number to a visitor.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// Parses `bytes` as one JSON value, refusing duplicate object keys anywhere.
+pub fn parse_strict(bytes: &[u8]) -> Result<Value, JsonError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = StrictValue.deserialize(&mut de).map_err(classify)?;
+    de.end().map_err(classify)?;
+    Ok(value)
+}
+
+fn classify(e: serde_json::Error) -> JsonError {
+    let text = e.to_string();
+    match text.strip_prefix(DUP_PREFIX) {
+        Some(rest) => {
+            // serde_json appends " at line L column C"; keep only the key.
+            let key = rest.rsplit_once(" at line ").map_or(rest, |(k, _)| k);
+            JsonError::DuplicateKey(key.to_string())
+        }
+        None => JsonError::Syntax(text),
+    }
+}
+
+const DUP_PREFIX: &str = "duplicate key: ";
+
+/// A seed that builds a [`Value`] and fails on a repeated key.
+struct StrictValue;
+
+impl<'de> DeserializeSeed<'de> for StrictValue {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrictValue {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("non-finite number"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(v) = seq.next_element_seed(StrictValue)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == NUMBER_TOKEN && out.is_empty() {
+                // An arbitrary-precision number: its literal text comes as the value.
+                let literal: String = map.next_value()?;
+                let number: Number = serde_json::from_str(&literal).map_err(de::Error::custom)?;
+                return Ok(Value::Number(number));
+            }
+            let value = map.next_value_seed(StrictValue)?;
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(format_args!("{DUP_PREFIX}{key}")));
+            }
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// A number that Python's `json.dumps(..., allow_nan=False)` refuses: a float literal
+/// outside the range of `f64` (Python reads `1e400` as `inf`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the number {0} is outside the range of a 64-bit float")]
+pub struct NonFiniteNumber(pub String);
+
+/// Writes `v` as Python's `json.dumps(v, ensure_ascii=False, allow_nan=False)` would.
+pub fn write_python(out: &mut String, v: &Value) -> Result<(), NonFiniteNumber> {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => write_number(out, n.as_str())?,
+        Value::String(s) => write_python_str(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_python(out, item)?;
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_python_str(out, k);
+                out.push_str(": ");
+                write_python(out, item)?;
+            }
+            out.push('}');
+        }
+    }
+    Ok(())
+}
+
+/// `write_python` into a fresh string.
+pub fn to_python(v: &Value) -> Result<String, NonFiniteNumber> {
+    let mut out = String::new();
+    write_python(&mut out, v)?;
+    Ok(out)
+}
+
+/// Writes a JSON string literal with Python's escapes (`ensure_ascii=False`).
+pub fn write_python_str(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let esc: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if esc.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(esc);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// Writes a JSON number literal the way Python re-serialises what `json.loads` read:
+/// integers keep their digits (Python ints are unbounded), floats go through `repr`.
+fn write_number(out: &mut String, literal: &str) -> Result<(), NonFiniteNumber> {
+    let is_float = literal.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'));
+    if !is_float {
+        // `-0` is the int 0 in Python.
+        out.push_str(if literal == "-0" { "0" } else { literal });
+        return Ok(());
+    }
+    let x: f64 = literal
+        .parse()
+        .map_err(|_| NonFiniteNumber(literal.to_string()))?;
+    if !x.is_finite() {
+        return Err(NonFiniteNumber(literal.to_string()));
+    }
+    write_float_repr(out, x);
+    Ok(())
+}
+
+/// Python's `repr(float)`: the shortest round-tripping digits, positional notation when
+/// the decimal exponent is in [-4, 16), scientific (`1e-07`, `1.5e+300`) otherwise, and a
+/// trailing `.0` on integral positional values.
+pub fn write_float_repr(out: &mut String, x: f64) {
+    if x == 0.0 {
+        out.push_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
+        return;
+    }
+    // Rust's `{:e}` gives the same shortest round-trip digits as Python's repr.
+    let sci = format!("{:e}", x.abs());
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    if x.is_sign_negative() {
+        out.push('-');
+    }
+    // Value = 0.DIGITS × 10^decpt.
+    let decpt = exp + 1;
+    if (-4 < decpt) && (decpt <= 16) {
+        let ndigits = digits.len() as i32;
+        if decpt <= 0 {
+            out.push_str("0.");
+            for _ in 0..(-decpt) {
+                out.push('0');
+            }
+            out.push_str(&digits);
+        } else if decpt >= ndigits {
+            out.push_str(&digits);
+            for _ in 0..(decpt - ndigits) {
+                out.push('0');
+            }
+            out.push_str(".0");
+        } else {
+            let (int_part, frac) = digits.split_at(decpt as usize);
+            out.push_str(int_part);
+            out.push('.');
+            out.push_str(frac);
+        }
+    } else {
+        let (first, rest) = digits.split_at(1);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        let _ = write!(
+            out,
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.unsigned_abs()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn py(text: &str) -> String {
+        to_python(&parse_strict(text.as_bytes()).expect("parses")).expect("finite")
+    }
+
+    #[test]
+    fn floats_follow_python_repr() {
+        let cases = [
+            ("0.1", "0.1"),
+            ("1e-7", "1e-07"),
+            ("2.0", "2.0"),
+            ("1e15", "1000000000000000.0"),
+            ("1e16", "1e+16"),
+            ("-0.0", "-0.0"),
+            ("1.5e300", "1.5e+300"),
+            ("1.7976931348623157e308", "1.7976931348623157e+308"),
+            ("5e-324", "5e-324"),
+            ("0.0001", "0.0001"),
+            ("0.00001", "1e-05"),
+            ("123456.789", "123456.789"),
+            ("1E5", "100000.0"),
+            ("-2.5e-3", "-0.0025"),
+            ("9007199254740993.0", "9007199254740992.0"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(py(input), want, "input {input}");
+        }
+    }
+
+    #[test]
+    fn integers_keep_their_digits() {
+        assert_eq!(py("18446744073709551616"), "18446744073709551616");
+        assert_eq!(
+            py("1000000000000000000000000000000"),
+            "1000000000000000000000000000000"
+        );
+        assert_eq!(py("-0"), "0");
+        assert_eq!(py("-17"), "-17");
+    }
+
+    #[test]
+    fn strings_escape_like_python() {
+        let s = "q\"b\\n\n\r\t\u{8}\u{c}\u{0}\u{1}\u{1f}\u{7f}/\u{2028}é😀";
+        let v = Value::String(s.into());
+        assert_eq!(
+            to_python(&v).expect("ok"),
+            "\"q\\\"b\\\\n\\n\\r\\t\\b\\f\\u0000\\u0001\\u001f\u{7f}/\u{2028}é😀\""
+        );
+    }
+
+    #[test]
+    fn containers_use_python_separators_and_keep_order() {
+        assert_eq!(
+            py(r#"{"b": [1, {}, []], "a": null}"#),
+            r#"{"b": [1, {}, []], "a": null}"#
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_are_found_at_any_depth() {
+        assert!(matches!(
+            parse_strict(br#"{"a": {"x": 1, "x": 2}}"#),
+            Err(JsonError::DuplicateKey(k)) if k == "x"
+        ));
+        assert!(parse_strict(br#"[{"a":1},{"a":1}]"#).is_ok());
+        assert!(matches!(parse_strict(b"{"), Err(JsonError::Syntax(_))));
+        assert!(matches!(parse_strict(b"{} x"), Err(JsonError::Syntax(_))));
+    }
+
+    #[test]
+    fn overflowing_floats_are_refused() {
+        let v = parse_strict(b"1e400").expect("parses as a literal");
+        assert!(matches!(to_python(&v), Err(NonFiniteNumber(_))));
+    }
+}

@@ -1,0 +1,81 @@
+//! The `systemone` binary: parse the configuration, set up logging, serve.
+
+use clap::Parser;
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+
+use systemone::config::{Cli, Command, LogFormat, ServeConfig};
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(config) => {
+            init_tracing(config.log_format);
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("systemone: cannot start the runtime: {e}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(serve(&config)) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("systemone: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
+    let state = systemone::build_state(config)?;
+    for model in state.models.iter() {
+        tracing::info!(
+            model = %model.name,
+            dialect = model.backend.dialect(),
+            labels = model.table.capacity(),
+            "serving model"
+        );
+    }
+    let listener = TcpListener::bind(config.listen).await?;
+    // Scripts wait for this line to learn the bound address (useful with port 0).
+    tracing::info!(address = %listener.local_addr()?, "listening");
+    axum::serve(listener, systemone::app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

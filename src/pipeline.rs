@@ -1,0 +1,301 @@
+//! The orchestrator: runs one [`ValidRequest`] from prompt to answers.
+//!
+//! Every question's reads go out concurrently under the process-wide in-flight cap
+//! ([`InFlight`]); with images, a shared history or the `cost` layout the first question
+//! goes alone first (`staged`) to seat the shared prefix in the backend's cache. Each read
+//! has its own timeout and the whole request a deadline (slot waits included). The first
+//! failure drops every other future, which cancels their upstream requests: a caller gets
+//! all answers or one error.
+
+use std::time::Duration;
+
+use futures::future::try_join_all;
+use tokio::time::timeout;
+
+use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
+use crate::config::UpstreamSettings;
+use crate::decode::{certain, decode, DecodeError, Decoded, OrderRead};
+use crate::error::{ApiError, Code};
+use crate::json::NonFiniteNumber;
+use crate::limits::InFlight;
+use crate::prompt::{plan, Ask};
+use crate::tokens::estimate_tokens_for_bytes;
+use crate::validate::ValidRequest;
+
+/// Token accounting of one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens over every upstream request.
+    pub input_tokens: u64,
+    /// Generated tokens (one per upstream request).
+    pub output_tokens: u64,
+    /// Upstream requests sent.
+    pub upstream_requests: u64,
+    /// Prompt tokens served from the backend's prefix cache.
+    pub cached_tokens: u64,
+    /// Whether some counts are estimates because the backend reported none.
+    pub estimated: bool,
+}
+
+/// The answers of one request.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// One per question, in request order.
+    pub answers: Vec<Decoded>,
+    /// Token accounting.
+    pub usage: Usage,
+    /// The model as the backend reported it (or the configured upstream id).
+    pub model: String,
+}
+
+/// Why a request failed after validation.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error("backend answer breaks the protocol: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("the request ran out of time")]
+    Deadline,
+    #[error(transparent)]
+    Render(#[from] NonFiniteNumber),
+}
+
+/// Runs requests; one per process, shared by every handler.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    /// The process-wide cap on upstream requests in flight.
+    in_flight: InFlight,
+    /// Limit on one upstream read.
+    read_timeout: Duration,
+    /// Limit on one whole request.
+    request_timeout: Duration,
+}
+
+/// What one question's reads returned, before decoding.
+struct QuestionReads {
+    orders: Vec<OrderRead>,
+    usage: Usage,
+    model: Option<String>,
+}
+
+impl Pipeline {
+    /// A pipeline with the given timeouts and cap.
+    pub fn new(settings: &UpstreamSettings) -> Self {
+        Pipeline {
+            in_flight: InFlight::new(settings.max_in_flight),
+            read_timeout: settings.read_timeout(),
+            request_timeout: settings.request_timeout(),
+        }
+    }
+
+    /// The in-flight cap (for metrics and tests).
+    pub fn in_flight(&self) -> &InFlight {
+        &self.in_flight
+    }
+
+    /// Answers every question of `req`, or fails as a whole.
+    pub async fn run(&self, req: &ValidRequest) -> Result<Outcome, PipelineError> {
+        timeout(self.request_timeout, self.run_unbounded(req))
+            .await
+            .unwrap_or(Err(PipelineError::Deadline))
+    }
+
+    async fn run_unbounded(&self, req: &ValidRequest) -> Result<Outcome, PipelineError> {
+        let asks = plan(req)?;
+        let asked: Vec<usize> = (0..asks.len())
+            .filter(|q| req.questions()[*q].options.len() >= 2)
+            .collect();
+        for (i, q) in req.questions().iter().enumerate() {
+            tracing::debug!("q#{i} {} n={}", q.kind.as_str(), q.options.len());
+        }
+
+        let mut reads: Vec<Option<QuestionReads>> = (0..asks.len()).map(|_| None).collect();
+        let ask_all = |qs: &[usize]| {
+            try_join_all(qs.iter().map(|q| {
+                let q = *q;
+                let asks = &asks[q];
+                async move { self.ask_question(req, q, asks).await.map(|r| (q, r)) }
+            }))
+        };
+        let mut results = Vec::with_capacity(asked.len());
+        if req.staged() && asked.len() > 1 {
+            results.extend(ask_all(&asked[..1]).await?);
+            results.extend(ask_all(&asked[1..]).await?);
+        } else {
+            results.extend(ask_all(&asked).await?);
+        }
+        for (q, r) in results {
+            reads[q] = Some(r);
+        }
+
+        let mut usage = Usage::default();
+        let mut model = None;
+        let mut answers = Vec::with_capacity(reads.len());
+        for (q, r) in reads.into_iter().enumerate() {
+            let Some(r) = r else {
+                answers.push(certain());
+                continue;
+            };
+            let n = req.questions()[q].options.len();
+            let t = req
+                .temperature()
+                .unwrap_or_else(|| req.model().calibration.temperature(n));
+            answers.push(decode(&r.orders, t)?);
+            usage.input_tokens += r.usage.input_tokens;
+            usage.output_tokens += r.usage.output_tokens;
+            usage.upstream_requests += r.usage.upstream_requests;
+            usage.cached_tokens += r.usage.cached_tokens;
+            usage.estimated |= r.usage.estimated;
+            model = model.or(r.model);
+        }
+        Ok(Outcome {
+            answers,
+            usage,
+            model: model.unwrap_or_else(|| req.model().upstream_model.clone()),
+        })
+    }
+
+    /// Sends every read of one question (each order, each slice of ids) and merges them.
+    async fn ask_question(
+        &self,
+        req: &ValidRequest,
+        question: usize,
+        asks: &[Ask],
+    ) -> Result<QuestionReads, PipelineError> {
+        let model = req.model();
+        let n = req.questions()[question].options.len();
+        let ids: Vec<u32> = model.table.labels[..n].iter().map(|l| l.id).collect();
+        let per_read = model.backend.max_ids_per_read().max(1);
+        let slices: Vec<(usize, std::ops::Range<usize>)> = (0..asks.len())
+            .flat_map(|a| {
+                (0..n)
+                    .step_by(per_read)
+                    .map(move |s| (a, s..(s + per_read).min(n)))
+            })
+            .collect();
+        let replies = try_join_all(slices.iter().map(|(a, range)| {
+            let request = ReadRequest {
+                content: &asks[*a].content,
+                prefix: &model.table.prefix,
+                allowed_ids: &ids,
+                read_ids: &ids[range.clone()],
+            };
+            self.read(model.backend.as_ref(), request)
+        }))
+        .await?;
+
+        let mut orders: Vec<OrderRead> = asks
+            .iter()
+            .map(|a| OrderRead {
+                shift: a.shift,
+                logprobs: Vec::with_capacity(n),
+            })
+            .collect();
+        let mut usage = Usage::default();
+        let mut reported = None;
+        for ((a, _), reply) in slices.iter().zip(replies) {
+            orders[*a].logprobs.extend_from_slice(&reply.logprobs);
+            let u = reply.usage.unwrap_or_else(|| {
+                usage.estimated = true;
+                ReadUsage {
+                    prompt_tokens: estimate_tokens_for_bytes(asks[*a].content.text_len()) as u64,
+                    completion_tokens: 1,
+                    cached_tokens: 0,
+                }
+            });
+            usage.input_tokens += u.prompt_tokens;
+            usage.output_tokens += u.completion_tokens;
+            usage.cached_tokens += u.cached_tokens;
+            usage.upstream_requests += 1;
+            reported = reported.or(reply.model);
+        }
+        Ok(QuestionReads {
+            orders,
+            usage,
+            model: reported,
+        })
+    }
+
+    /// One upstream request: wait for a slot, then read within the read timeout.
+    async fn read(
+        &self,
+        backend: &dyn Backend,
+        request: ReadRequest<'_>,
+    ) -> Result<ReadReply, BackendError> {
+        let permit = self.in_flight.acquire().await;
+        timeout(self.read_timeout, backend.read(request, permit))
+            .await
+            .unwrap_or(Err(BackendError::Timeout))
+    }
+}
+
+impl From<PipelineError> for ApiError {
+    fn from(e: PipelineError) -> Self {
+        match e {
+            PipelineError::Backend(b) => b.into(),
+            PipelineError::Decode(d) => {
+                tracing::warn!(reason = %d, "backend answer breaks the protocol");
+                ApiError::new(Code::UpstreamProtocol, "the backend's answer broke the protocol (see the service log for this request id)")
+            }
+            PipelineError::Deadline => ApiError::new(
+                Code::DeadlineExceeded,
+                "the request did not finish within its deadline",
+            ),
+            PipelineError::Render(n) => ApiError::new(Code::InvalidNumber, n.to_string()),
+        }
+    }
+}
+
+/// Longest `Retry-After` passed on to a caller.
+pub const MAX_RETRY_AFTER_SECS: u64 = 60;
+
+impl From<BackendError> for ApiError {
+    fn from(e: BackendError) -> Self {
+        let retry = |s: Option<u64>| s.unwrap_or(1).clamp(1, MAX_RETRY_AFTER_SECS);
+        match e {
+            BackendError::RateLimited { retry_after } => ApiError::new(
+                Code::UpstreamRateLimited,
+                "the backend is rate limiting; retry later",
+            )
+            .retry_after(retry(retry_after)),
+            BackendError::Overloaded { retry_after } => ApiError::new(
+                Code::UpstreamOverloaded,
+                "the backend is overloaded; retry later",
+            )
+            .retry_after(retry(retry_after)),
+            BackendError::Rejected { status } if status == 401 || status == 403 => ApiError::new(
+                Code::UpstreamError,
+                "the backend refused this service's credentials",
+            ),
+            BackendError::Rejected { status } => {
+                let mut e = ApiError::new(
+                    Code::UpstreamRejected,
+                    format!("the backend rejected the request with status {status}"),
+                );
+                e.status_override = axum::http::StatusCode::from_u16(status).ok();
+                e
+            }
+            BackendError::ServerError { status } => ApiError::new(
+                Code::UpstreamError,
+                format!("the backend failed with status {status}"),
+            ),
+            BackendError::Unreachable => ApiError::new(
+                Code::UpstreamUnavailable,
+                "the backend is unreachable; retry later",
+            )
+            .retry_after(5),
+            BackendError::Timeout => ApiError::new(
+                Code::UpstreamTimeout,
+                "a backend read did not finish within the read timeout",
+            ),
+            BackendError::Protocol(detail) => {
+                tracing::warn!(reason = %detail, "backend answer breaks the protocol");
+                ApiError::new(
+                    Code::UpstreamProtocol,
+                    "the backend's answer broke the protocol (see the service log for this request id)",
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,711 @@
+//! Validation: a caller's JSON body becomes a [`ValidRequest`], the only thing the pipeline
+//! runs. Every schema and size rule of the contract is checked here, before any upstream
+//! call, and each failure names the field, the limit and the value received.
+//!
+//! Token limits are counted with [`crate::tokens::estimate_tokens`] (see its doc for how
+//! it errs) until a model's real tokenizer is configured.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::config::{Layout, Limits};
+use crate::error::{ApiError, Code};
+use crate::json::{to_python, NonFiniteNumber};
+use crate::lower::{lower_choice, lower_noul, lower_score, LoweredQuestion};
+use crate::models::{Model, Models};
+use crate::prompt;
+use crate::tokens::estimate_tokens;
+
+/// Most characters in a choice label.
+pub const MAX_LABEL_CHARS: usize = 128;
+/// Most rotated option orders a request may ask for.
+pub const MAX_PERMUTATIONS: usize = 8;
+
+/// A record that grows across calls, placed where the prefix cache keeps it (technique §2).
+#[derive(Debug, Clone, PartialEq)]
+pub enum History {
+    /// No history: the plain layout.
+    None,
+    /// One history for every question; the lead is then the whole question block.
+    Shared(String),
+    /// A history per question (aligned with the questions); `None` keeps the plain layout.
+    PerQuestion(Vec<Option<String>>),
+}
+
+/// A request that passed every rule. Fields are private: [`validate`] (and, for
+/// reproducing the reference library, [`ValidRequest::reference`]) are the only ways in.
+#[derive(Debug, Clone)]
+pub struct ValidRequest {
+    model: Arc<Model>,
+    state_json: String,
+    questions: Vec<LoweredQuestion>,
+    temperature: Option<f64>,
+    layout: Layout,
+    permutations: usize,
+    history: History,
+    images: Vec<String>,
+}
+
+impl ValidRequest {
+    /// The model that answers.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+    /// The state as the prompt embeds it (Python-compatible JSON).
+    pub fn state_json(&self) -> &str {
+        &self.state_json
+    }
+    /// The lowered questions, in request order.
+    pub fn questions(&self) -> &[LoweredQuestion] {
+        &self.questions
+    }
+    /// The caller's temperature override.
+    pub fn temperature(&self) -> Option<f64> {
+        self.temperature
+    }
+    /// The prompt layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    /// How many rotated orders each question is asked in (before capping at its option count).
+    pub fn permutations(&self) -> usize {
+        self.permutations
+    }
+    /// The history, if any.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+    /// Image URLs (data URLs), sent once ahead of the text.
+    pub fn images(&self) -> &[String] {
+        &self.images
+    }
+    /// Whether the first question goes alone to seat the shared prefix (technique §6).
+    pub fn staged(&self) -> bool {
+        !self.images.is_empty()
+            || self.layout == Layout::Cost
+            || matches!(self.history, History::Shared(_))
+    }
+
+    /// Builds a request the way the reference library accepts it, without the HTTP
+    /// contract's extra rules (any JSON state, image URLs passed through as given). Used to
+    /// reproduce the reference's golden vectors at the library level; the HTTP path always
+    /// goes through [`validate`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn reference(
+        model: Arc<Model>,
+        state: &Value,
+        questions: Vec<LoweredQuestion>,
+        temperature: Option<f64>,
+        layout: Layout,
+        permutations: usize,
+        images: Vec<String>,
+        history: History,
+    ) -> Result<Self, NonFiniteNumber> {
+        Ok(ValidRequest {
+            model,
+            state_json: to_python(state)?,
+            questions,
+            temperature,
+            layout,
+            permutations: permutations.max(1),
+            history,
+            images,
+        })
+    }
+}
+
+fn loc(parts: &[&str]) -> Vec<String> {
+    parts.iter().map(|s| s.to_string()).collect()
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Checks a body against the contract and the model's capacity.
+pub fn validate(body: Value, models: &Models, limits: &Limits) -> Result<ValidRequest, ApiError> {
+    let Value::Object(mut body) = body else {
+        return Err(ApiError::at(
+            Code::InvalidBody,
+            vec![],
+            format!("the body must be a JSON object, got {}", type_name(&body)),
+        ));
+    };
+
+    let model = match body.get("model") {
+        None | Some(Value::Null) => models.default_model().clone(),
+        Some(Value::String(name)) => models.resolve(name).cloned().ok_or_else(|| {
+            ApiError::at(
+                Code::UnsupportedModel,
+                loc(&["model"]),
+                format!(
+                    "model {name:?} is not served here; served models: {}",
+                    models.public_names().join(", ")
+                ),
+            )
+        })?,
+        Some(other) => {
+            return Err(ApiError::at(
+                Code::UnsupportedModel,
+                loc(&["model"]),
+                format!("model must be a string, got {}", type_name(other)),
+            ))
+        }
+    };
+
+    let state = body
+        .remove("state")
+        .ok_or_else(|| ApiError::at(Code::MissingState, loc(&["state"]), "state is required"))?;
+    match &state {
+        Value::String(s) if s.trim().is_empty() => {
+            return Err(ApiError::at(
+                Code::InvalidState,
+                loc(&["state"]),
+                "state must not be a blank string",
+            ))
+        }
+        Value::String(_) | Value::Object(_) | Value::Array(_) => {}
+        other => {
+            return Err(ApiError::at(
+                Code::InvalidState,
+                loc(&["state"]),
+                format!(
+                    "state must be a string, object or array, got {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    }
+    let state_json = to_python(&state)
+        .map_err(|e| ApiError::at(Code::InvalidNumber, loc(&["state"]), e.to_string()))?;
+
+    let questions = validate_questions(body.remove("questions"), &model, limits)?;
+
+    let temperature = match body.get("temperature") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => {
+            let t: f64 = n.as_str().parse().unwrap_or(f64::NAN);
+            if !(t.is_finite() && t > 0.0) {
+                return Err(ApiError::at(
+                    Code::BadTemperature,
+                    loc(&["temperature"]),
+                    format!(
+                        "temperature must be a finite number > 0, got {}",
+                        n.as_str()
+                    ),
+                ));
+            }
+            Some(t)
+        }
+        Some(other) => {
+            return Err(ApiError::at(
+                Code::BadTemperature,
+                loc(&["temperature"]),
+                format!("temperature must be a number > 0, got {}", type_name(other)),
+            ))
+        }
+    };
+
+    let layout = match body.get("layout") {
+        None | Some(Value::Null) => model.layout,
+        Some(Value::String(s)) if s == "accuracy" => Layout::Accuracy,
+        Some(Value::String(s)) if s == "cost" => Layout::Cost,
+        Some(_) => {
+            return Err(ApiError::at(
+                Code::BadLayout,
+                loc(&["layout"]),
+                "layout must be \"accuracy\" or \"cost\"",
+            ))
+        }
+    };
+
+    let permutations = match body.get("permutations") {
+        None | Some(Value::Null) => 1,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(k) if (1..=MAX_PERMUTATIONS as u64).contains(&k) => k as usize,
+            _ => {
+                return Err(ApiError::at(
+                    Code::BadPermutations,
+                    loc(&["permutations"]),
+                    format!(
+                        "permutations must be an integer from 1 to {MAX_PERMUTATIONS}, got {}",
+                        n.as_str()
+                    ),
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(ApiError::at(
+                Code::BadPermutations,
+                loc(&["permutations"]),
+                format!(
+                    "permutations must be an integer from 1 to {MAX_PERMUTATIONS}, got {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    };
+
+    let history = validate_history(body.get("history"), &questions)?;
+    let images = validate_images(&body, &model)?;
+
+    let request = ValidRequest {
+        model,
+        state_json,
+        questions,
+        temperature,
+        layout,
+        permutations,
+        history,
+        images,
+    };
+    check_token_limits(&request, limits)?;
+    Ok(request)
+}
+
+fn validate_questions(
+    questions: Option<Value>,
+    model: &Model,
+    limits: &Limits,
+) -> Result<Vec<LoweredQuestion>, ApiError> {
+    let questions = match questions {
+        Some(Value::Object(map)) => map,
+        None => {
+            return Err(ApiError::at(
+                Code::InvalidQuestions,
+                loc(&["questions"]),
+                "questions is required: an object of question id -> question",
+            ))
+        }
+        Some(other) => {
+            return Err(ApiError::at(
+                Code::InvalidQuestions,
+                loc(&["questions"]),
+                format!(
+                    "questions must be an object of question id -> question, got {}",
+                    type_name(&other)
+                ),
+            ))
+        }
+    };
+    if questions.is_empty() {
+        return Err(ApiError::at(
+            Code::NoQuestions,
+            loc(&["questions"]),
+            "questions must hold at least 1 question, got 0",
+        ));
+    }
+    if questions.len() > limits.max_questions {
+        return Err(ApiError::at(
+            Code::TooManyQuestions,
+            loc(&["questions"]),
+            format!(
+                "{} questions is more than the limit of {}",
+                questions.len(),
+                limits.max_questions
+            ),
+        ));
+    }
+    questions
+        .into_iter()
+        .map(|(id, q)| validate_question(id, q, model, limits))
+        .collect()
+}
+
+fn validate_question(
+    id: String,
+    question: Value,
+    model: &Model,
+    limits: &Limits,
+) -> Result<LoweredQuestion, ApiError> {
+    if id.is_empty() {
+        return Err(ApiError::at(
+            Code::InvalidQuestionId,
+            loc(&["questions", ""]),
+            "question ids must be non-empty strings",
+        ));
+    }
+    let at = |field: Option<&str>| {
+        let mut l = vec!["questions".to_string(), id.clone()];
+        l.extend(field.map(str::to_string));
+        l
+    };
+    let Value::Object(mut q) = question else {
+        return Err(ApiError::at(
+            Code::InvalidQuestion,
+            at(None),
+            format!("a question must be an object, got {}", type_name(&question)),
+        ));
+    };
+    if let Some(field) = q
+        .keys()
+        .find(|k| !matches!(k.as_str(), "type" | "instructions" | "criteria"))
+    {
+        return Err(ApiError::at(
+            Code::UnknownField,
+            at(Some(field)),
+            "unknown field; a question has only type, instructions and criteria",
+        ));
+    }
+    let kind = match q.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(other) => {
+            return Err(ApiError::at(
+                Code::InvalidQuestion,
+                at(Some("type")),
+                format!("type must be a string, got {}", type_name(other)),
+            ))
+        }
+        None => {
+            return Err(ApiError::at(
+                Code::InvalidQuestion,
+                at(Some("type")),
+                "type is required: \"choice\", \"noul\" or \"score\"",
+            ))
+        }
+    };
+    let instructions = q.remove("instructions").unwrap_or(Value::Null);
+    if matches!(instructions, Value::Bool(_) | Value::Number(_)) {
+        return Err(ApiError::at(
+            Code::InvalidInstructions,
+            at(Some("instructions")),
+            format!(
+                "instructions must be a string, object, array or null, got {}",
+                type_name(&instructions)
+            ),
+        ));
+    }
+    let criteria = q.remove("criteria");
+    let lowered = match kind.as_str() {
+        "choice" => {
+            let map =
+                match criteria {
+                    Some(Value::Object(map)) => map,
+                    Some(other) => return Err(ApiError::at(
+                        Code::InvalidCriteria,
+                        at(Some("criteria")),
+                        format!(
+                            "a choice's criteria must be an object label -> description, got {}",
+                            type_name(&other)
+                        ),
+                    )),
+                    None => {
+                        return Err(ApiError::at(
+                            Code::InvalidCriteria,
+                            at(Some("criteria")),
+                            "a choice needs criteria: an object label -> description",
+                        ))
+                    }
+                };
+            check_option_count(
+                map.len(),
+                limits.max_options,
+                model,
+                &at(Some("criteria")),
+                Code::TooManyOptions,
+            )?;
+            let mut options = Vec::with_capacity(map.len());
+            for (index, (label, description)) in map.into_iter().enumerate() {
+                check_label(&label, index, &at(Some("criteria")))?;
+                check_description(&description, &at(Some("criteria")), index)?;
+                options.push((label, description));
+            }
+            lower_choice(id.clone(), instructions, options)
+        }
+        "noul" => {
+            let (if_false, if_true) = match criteria {
+                None | Some(Value::Null) => (Value::Null, Value::Null),
+                Some(Value::Object(mut map)) => {
+                    if let Some(key) = map.keys().find(|k| *k != "true" && *k != "false") {
+                        return Err(ApiError::at(
+                            Code::InvalidCriteria,
+                            at(Some("criteria")),
+                            format!("a noul's criteria may only have the keys \"true\" and \"false\", got {key:?}"),
+                        ));
+                    }
+                    let f = map.remove("false").unwrap_or(Value::Null);
+                    let t = map.remove("true").unwrap_or(Value::Null);
+                    check_description(&f, &at(Some("criteria")), 0)?;
+                    check_description(&t, &at(Some("criteria")), 1)?;
+                    (f, t)
+                }
+                Some(other) => {
+                    return Err(ApiError::at(
+                        Code::InvalidCriteria,
+                        at(Some("criteria")),
+                        format!("a noul's criteria must be an object with \"true\" and/or \"false\", got {}", type_name(&other)),
+                    ))
+                }
+            };
+            if is_nothing(&instructions) && is_nothing(&if_false) && is_nothing(&if_true) {
+                return Err(ApiError::at(
+                    Code::NothingToAsk,
+                    at(None),
+                    "a noul needs instructions or a description in criteria; both are empty",
+                ));
+            }
+            lower_noul(id.clone(), instructions, if_false, if_true)
+        }
+        "score" => {
+            let levels =
+                match criteria {
+                    Some(Value::Array(levels)) => levels,
+                    Some(other) => return Err(ApiError::at(
+                        Code::InvalidCriteria,
+                        at(Some("criteria")),
+                        format!(
+                            "a score's criteria must be an array of levels, lowest first, got {}",
+                            type_name(&other)
+                        ),
+                    )),
+                    None => {
+                        return Err(ApiError::at(
+                            Code::InvalidCriteria,
+                            at(Some("criteria")),
+                            "a score needs criteria: an array of levels, lowest first",
+                        ))
+                    }
+                };
+            check_option_count(
+                levels.len(),
+                limits.max_levels,
+                model,
+                &at(Some("criteria")),
+                Code::TooManyLevels,
+            )?;
+            for (index, level) in levels.iter().enumerate() {
+                if matches!(level, Value::Null | Value::Bool(_) | Value::Number(_)) {
+                    return Err(ApiError::at(
+                        Code::InvalidCriteria,
+                        at(Some("criteria")),
+                        format!(
+                            "level {index} must be a string, object or array, got {}",
+                            type_name(level)
+                        ),
+                    ));
+                }
+            }
+            lower_score(id.clone(), instructions, levels)
+        }
+        _ => {
+            return Err(ApiError::at(
+                Code::UnsupportedQuestionType,
+                at(Some("type")),
+                "type must be \"choice\", \"noul\" or \"score\"",
+            ))
+        }
+    };
+    let rendered = prompt::question_json(&lowered, 0, &model.table)
+        .map_err(|e| ApiError::at(Code::InvalidNumber, at(None), e.to_string()))?;
+    let tokens = estimate_tokens(&rendered);
+    if tokens > limits.max_question_tokens {
+        return Err(ApiError::at(
+            Code::QuestionTooLarge,
+            at(None),
+            format!(
+                "the question is about {tokens} tokens, more than the limit of {}",
+                limits.max_question_tokens
+            ),
+        ));
+    }
+    Ok(lowered)
+}
+
+/// Null, or a blank string: says nothing.
+fn is_nothing(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.trim().is_empty(),
+        _ => false,
+    }
+}
+
+fn check_option_count(
+    n: usize,
+    limit: usize,
+    model: &Model,
+    at: &[String],
+    over_limit: Code,
+) -> Result<(), ApiError> {
+    if n == 0 {
+        return Err(ApiError::at(
+            Code::InvalidCriteria,
+            at.to_vec(),
+            "criteria must hold at least 1 option, got 0",
+        ));
+    }
+    if n > limit {
+        return Err(ApiError::at(
+            over_limit,
+            at.to_vec(),
+            format!("{n} options is more than the limit of {limit}"),
+        ));
+    }
+    let capacity = model.table.capacity();
+    if n > capacity {
+        return Err(ApiError::at(
+            Code::TooManyOptions,
+            at.to_vec(),
+            format!(
+                "{n} options is more than the {capacity} single-token option labels model {} has",
+                model.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_label(label: &str, index: usize, at: &[String]) -> Result<(), ApiError> {
+    let problem = if label.trim().is_empty() {
+        Some("is blank".to_string())
+    } else if label.chars().count() > MAX_LABEL_CHARS {
+        Some(format!(
+            "has {} characters, more than the limit of {MAX_LABEL_CHARS}",
+            label.chars().count()
+        ))
+    } else if label
+        .chars()
+        .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
+    {
+        Some("contains a line break or control character".to_string())
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => Err(ApiError::at(
+            Code::InvalidLabel,
+            at.to_vec(),
+            format!("label #{index} {p}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn check_description(description: &Value, at: &[String], index: usize) -> Result<(), ApiError> {
+    if matches!(description, Value::Bool(_) | Value::Number(_)) {
+        return Err(ApiError::at(
+            Code::InvalidDescription,
+            at.to_vec(),
+            format!(
+                "the description of option #{index} must be a string, object, array or null, got {}",
+                type_name(description)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_history(
+    history: Option<&Value>,
+    questions: &[LoweredQuestion],
+) -> Result<History, ApiError> {
+    match history {
+        None | Some(Value::Null) => Ok(History::None),
+        Some(Value::String(s)) => Ok(History::Shared(s.clone())),
+        Some(Value::Object(map)) => {
+            if let Some(key) = map.keys().find(|k| !questions.iter().any(|q| &q.id == *k)) {
+                return Err(ApiError::at(
+                    Code::BadHistory,
+                    vec!["history".into(), key.clone()],
+                    "history names a question id that is not in questions",
+                ));
+            }
+            let per = questions
+                .iter()
+                .map(|q| match map.get(&q.id) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) => Ok(Some(s.clone())),
+                    Some(other) => Err(ApiError::at(
+                        Code::BadHistory,
+                        vec!["history".into(), q.id.clone()],
+                        format!(
+                            "a question's history must be a string, got {}",
+                            type_name(other)
+                        ),
+                    )),
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(History::PerQuestion(per))
+        }
+        Some(other) => Err(ApiError::at(
+            Code::BadHistory,
+            loc(&["history"]),
+            format!(
+                "history must be a string or an object question id -> string, got {}",
+                type_name(other)
+            ),
+        )),
+    }
+}
+
+/// Images and assets: no model is vision-capable yet, so any image is refused up front.
+fn validate_images(body: &Map<String, Value>, model: &Model) -> Result<Vec<String>, ApiError> {
+    let has_images = match body.get("images") {
+        None | Some(Value::Null) => false,
+        Some(Value::Array(items)) => !items.is_empty(),
+        Some(other) => {
+            return Err(ApiError::at(
+                Code::InvalidBody,
+                loc(&["images"]),
+                format!(
+                    "images must be an array of strings, got {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    };
+    let has_assets = match body.get("assets") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(map)) => !map.is_empty(),
+        Some(other) => {
+            return Err(ApiError::at(
+                Code::InvalidBody,
+                loc(&["assets"]),
+                format!("assets must be an object, got {}", type_name(other)),
+            ))
+        }
+    };
+    if has_images || has_assets {
+        return Err(ApiError::at(
+            Code::ImagesUnsupported,
+            loc(&[if has_images { "images" } else { "assets" }]),
+            format!("model {} is not configured as vision-capable", model.name),
+        ));
+    }
+    Ok(Vec::new())
+}
+
+/// The state, per-question and whole-request token limits.
+fn check_token_limits(req: &ValidRequest, limits: &Limits) -> Result<(), ApiError> {
+    let state_tokens = estimate_tokens(&req.state_json);
+    if state_tokens > limits.max_state_tokens {
+        return Err(ApiError::at(
+            Code::StateTooLarge,
+            loc(&["state"]),
+            format!(
+                "the state is about {state_tokens} tokens, more than the limit of {}",
+                limits.max_state_tokens
+            ),
+        ));
+    }
+    let total = prompt::estimate_upstream_tokens(req);
+    if total > limits.max_request_tokens {
+        return Err(ApiError::at(
+            Code::RequestTooLarge,
+            vec![],
+            format!(
+                "the request needs about {total} upstream prompt tokens, more than the limit of {}",
+                limits.max_request_tokens
+            ),
+        ));
+    }
+    Ok(())
+}
