@@ -101,7 +101,15 @@ impl ValidRequest {
         permutations: usize,
         images: Vec<String>,
         history: History,
-    ) -> Result<Self, NonFiniteNumber> {
+    ) -> Result<Self, ReferenceError> {
+        let capacity = model.table.capacity();
+        if let Some(q) = questions.iter().find(|q| q.options.len() > capacity) {
+            return Err(ReferenceError::TooManyOptions {
+                model: model.name.clone(),
+                capacity,
+                options: q.options.len(),
+            });
+        }
         Ok(ValidRequest {
             model,
             state_json: to_python(state)?,
@@ -113,6 +121,19 @@ impl ValidRequest {
             images,
         })
     }
+}
+
+/// Why [`ValidRequest::reference`] refuses its input (the reference raises `ValueError`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("{model} has {capacity} single-token choice indexes, but a question has {options} options -- use labels instead")]
+    TooManyOptions {
+        model: String,
+        capacity: usize,
+        options: usize,
+    },
+    #[error(transparent)]
+    NonFinite(#[from] NonFiniteNumber),
 }
 
 fn loc(parts: &[&str]) -> Vec<String> {
@@ -386,25 +407,26 @@ fn validate_question(
     let criteria = q.remove("criteria");
     let lowered = match kind.as_str() {
         "choice" => {
-            let map =
-                match criteria {
-                    Some(Value::Object(map)) => map,
-                    Some(other) => return Err(ApiError::at(
+            let map = match criteria {
+                Some(Value::Object(map)) => map,
+                Some(other) => {
+                    return Err(ApiError::at(
                         Code::InvalidCriteria,
                         at(Some("criteria")),
                         format!(
                             "a choice's criteria must be an object label -> description, got {}",
                             type_name(&other)
                         ),
-                    )),
-                    None => {
-                        return Err(ApiError::at(
-                            Code::InvalidCriteria,
-                            at(Some("criteria")),
-                            "a choice needs criteria: an object label -> description",
-                        ))
-                    }
-                };
+                    ))
+                }
+                None => {
+                    return Err(ApiError::at(
+                        Code::InvalidCriteria,
+                        at(Some("criteria")),
+                        "a choice needs criteria: an object label -> description",
+                    ))
+                }
+            };
             check_option_count(
                 map.len(),
                 limits.max_options,
@@ -455,25 +477,26 @@ fn validate_question(
             lower_noul(id.clone(), instructions, if_false, if_true)
         }
         "score" => {
-            let levels =
-                match criteria {
-                    Some(Value::Array(levels)) => levels,
-                    Some(other) => return Err(ApiError::at(
+            let levels = match criteria {
+                Some(Value::Array(levels)) => levels,
+                Some(other) => {
+                    return Err(ApiError::at(
                         Code::InvalidCriteria,
                         at(Some("criteria")),
                         format!(
                             "a score's criteria must be an array of levels, lowest first, got {}",
                             type_name(&other)
                         ),
-                    )),
-                    None => {
-                        return Err(ApiError::at(
-                            Code::InvalidCriteria,
-                            at(Some("criteria")),
-                            "a score needs criteria: an array of levels, lowest first",
-                        ))
-                    }
-                };
+                    ))
+                }
+                None => {
+                    return Err(ApiError::at(
+                        Code::InvalidCriteria,
+                        at(Some("criteria")),
+                        "a score needs criteria: an array of levels, lowest first",
+                    ))
+                }
+            };
             check_option_count(
                 levels.len(),
                 limits.max_levels,
