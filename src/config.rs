@@ -88,6 +88,47 @@ pub struct Cli {
 pub enum Command {
     /// Serve `POST /v1/systemone` in front of a chat-completion backend.
     Serve(Box<ServeConfig>),
+    /// Build or check token tables from a HuggingFace `tokenizer.json`.
+    #[command(subcommand)]
+    Tokens(TokensCommand),
+}
+
+/// `systemone tokens …`
+#[derive(Debug, Subcommand)]
+pub enum TokensCommand {
+    /// Write `token-tables/<name>.json`: the integers that are single tokens after the prefix.
+    Build {
+        /// The model's `tokenizer.json`.
+        #[arg(long)]
+        tokenizer: PathBuf,
+        /// The table's name (also the default output file name).
+        #[arg(long)]
+        name: String,
+        /// Human-readable tokenizer name recorded in the table (defaults to `--name`).
+        #[arg(long)]
+        tokenizer_name: Option<String>,
+        /// The assistant prefill the labels follow.
+        #[arg(long, default_value = "answer=")]
+        prefix: String,
+        /// Most labels to collect.
+        #[arg(long, default_value_t = 255)]
+        max: usize,
+        /// Integers below this are tried.
+        #[arg(long, default_value_t = crate::tokens::build::DEFAULT_SEARCH_LIMIT)]
+        search_limit: u32,
+        /// Output file (default `token-tables/<name>.json`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Verify a table against a tokenizer; exits non-zero on any mismatch.
+    Check {
+        /// The model's `tokenizer.json`.
+        #[arg(long)]
+        tokenizer: PathBuf,
+        /// The table file.
+        #[arg(long)]
+        table: PathBuf,
+    },
 }
 
 /// Which wire dialect a backend speaks.
@@ -401,7 +442,9 @@ mod tests {
             "golden-fake",
         ])
         .expect("parses");
-        let Command::Serve(cfg) = cli.command;
+        let Command::Serve(cfg) = cli.command else {
+            panic!("serve")
+        };
         let debug = format!("{cfg:?}");
         assert!(!debug.contains("sk-canary-123"), "{debug}");
         assert!(debug.contains("[redacted]"));
@@ -416,7 +459,9 @@ mod tests {
     #[test]
     fn defaults_match_the_contract() {
         let cli = Cli::try_parse_from(["systemone", "serve"]).expect("parses");
-        let Command::Serve(cfg) = cli.command;
+        let Command::Serve(cfg) = cli.command else {
+            panic!("serve")
+        };
         assert_eq!(cfg.upstream.max_in_flight, 16);
         assert_eq!(cfg.upstream.read_timeout(), Duration::from_secs(30));
         assert_eq!(cfg.upstream.request_timeout(), Duration::from_secs(120));

@@ -4,7 +4,9 @@ use clap::Parser;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
-use systemone::config::{Cli, Command, LogFormat, ServeConfig};
+use systemone::config::{Cli, Command, LogFormat, ServeConfig, TokensCommand};
+use systemone::tokens::build::{build, check, LoadedTokenizer};
+use systemone::tokens::TokenTable;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -24,6 +26,66 @@ fn main() -> std::process::ExitCode {
                     eprintln!("systemone: {e}");
                     std::process::ExitCode::FAILURE
                 }
+            }
+        }
+        Command::Tokens(command) => match tokens(command) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("systemone tokens: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+/// `systemone tokens build|check`.
+fn tokens(command: TokensCommand) -> Result<(), Box<dyn std::error::Error>> {
+    match command {
+        TokensCommand::Build {
+            tokenizer,
+            name,
+            tokenizer_name,
+            prefix,
+            max,
+            search_limit,
+            out,
+        } => {
+            let tk = LoadedTokenizer::from_file(&tokenizer)?;
+            let table = build(
+                &tk,
+                &name,
+                tokenizer_name.as_deref().unwrap_or(&name),
+                &prefix,
+                max,
+                search_limit,
+            )?;
+            let out = out.unwrap_or_else(|| format!("token-tables/{name}.json").into());
+            std::fs::write(&out, table.to_json())?;
+            println!(
+                "wrote {} ({} labels, last {}, tokenizer sha256 {})",
+                out.display(),
+                table.capacity(),
+                table.labels.last().map_or(0, |l| l.number),
+                tk.sha256
+            );
+            Ok(())
+        }
+        TokensCommand::Check { tokenizer, table } => {
+            let tk = LoadedTokenizer::from_file(&tokenizer)?;
+            let table = TokenTable::load(&table.display().to_string())?;
+            let problems = check(&tk, &table)?;
+            if problems.is_empty() {
+                println!(
+                    "ok: {} labels of {} match the tokenizer",
+                    table.capacity(),
+                    table.name
+                );
+                Ok(())
+            } else {
+                for p in &problems {
+                    eprintln!("mismatch: {p}");
+                }
+                Err(format!("{} mismatches", problems.len()).into())
             }
         }
     }

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::read_path_or_shipped;
 
+pub mod build;
+
 /// Estimated token count of a text, used for the contract's token limits while no real
 /// tokenizer is configured. It is the UTF-8 byte count: an upper bound for byte-level BPE
 /// and SentencePiece-with-byte-fallback tokenizers (every token covers at least one byte),
@@ -57,10 +59,14 @@ pub struct TokenTable {
 }
 
 /// Tables shipped in `token-tables/`, compiled in.
-const BUILTIN: &[(&str, &str)] = &[(
-    "golden-fake",
-    include_str!("../../token-tables/golden-fake.json"),
-)];
+const BUILTIN: &[(&str, &str)] = &[
+    (
+        "golden-fake",
+        include_str!("../../token-tables/golden-fake.json"),
+    ),
+    ("gemma-3", include_str!("../../token-tables/gemma-3.json")),
+    ("qwen-3", include_str!("../../token-tables/qwen-3.json")),
+];
 
 /// Why a table could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +97,27 @@ impl TokenTable {
             return Err("label numbers must be strictly ascending".into());
         }
         Ok(table)
+    }
+
+    /// The table as written to `token-tables/`: one label per line, so diffs stay readable.
+    pub fn to_json(&self) -> String {
+        let labels: Vec<String> = self
+            .labels
+            .iter()
+            .map(|l| format!("    {{\"number\": {}, \"id\": {}}}", l.number, l.id))
+            .collect();
+        let head = serde_json::json!({
+            "name": self.name,
+            "tokenizer": {"name": self.tokenizer.name, "sha256": self.tokenizer.sha256},
+            "prefix": self.prefix,
+        });
+        let head = serde_json::to_string_pretty(&head).unwrap_or_default();
+        let head = head.trim_end().trim_end_matches('}').trim_end();
+        format!(
+            "{head},\n  \"prefix_ids\": {},\n  \"labels\": [\n{}\n  ]\n}}\n",
+            serde_json::to_string(&self.prefix_ids).unwrap_or_default(),
+            labels.join(",\n")
+        )
     }
 
     /// How many options one question may have on this model.

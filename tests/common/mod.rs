@@ -48,8 +48,10 @@ pub fn config(backend_url: &str, extra: &[&str]) -> ServeConfig {
         "glm-5.3-flash",
     ];
     args.extend_from_slice(extra);
-    let Command::Serve(config) = Cli::try_parse_from(args).expect("valid flags").command;
-    *config
+    match Cli::try_parse_from(args).expect("valid flags").command {
+        Command::Serve(config) => *config,
+        other => panic!("not serve: {other:?}"),
+    }
 }
 
 /// Starts the service with `config`.

