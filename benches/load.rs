@@ -4,16 +4,19 @@
 //! * The service is the binary Cargo built (`CARGO_BIN_EXE_systemone`), started as a child
 //!   on `127.0.0.1:0`; the bound address is read from its `listening` log line.
 //! * A keep-alive reqwest client sends 1-question, 4-option requests at each concurrency
-//!   level for a fixed time after a warm-up, first straight to the fake (the exact body the
-//!   service sends upstream for that request) and then through the service. The *added*
-//!   latency is the service percentile minus the direct percentile at the same concurrency.
+//!   level for a fixed time, in alternating rounds (each after a short warm-up) straight to
+//!   the fake (the exact body the service sends upstream for that request) and through the
+//!   service. The *added* latency is the service percentile minus the direct percentile at
+//!   the same concurrency.
 //! * Memory is the child's `VmRSS` before/after each level and `VmHWM` (peak) from
 //!   `/proc/<pid>/status`.
 //!
 //! Targets are printed next to the numbers, never asserted.
 //!
 //! `cargo bench --bench load`
-//! Knobs (environment): `LOAD_SECS` (default 3), `LOAD_WARMUP_SECS` (default 0.5),
+//! Knobs (environment): `LOAD_SECS` (measured seconds per path and level, default 3, split
+//! over 3 rounds), `LOAD_WARMUP_SECS` (per round, default 0.3), `LOAD_LEVELS` (default
+//! `1,64`),
 //! `LOAD_SERVICE_RUST_LOG` (the child's `RUST_LOG`; default keeps only warnings plus the
 //! startup lines), `LOAD_SERVICE_ARGS` (extra `serve` flags, split on whitespace, e.g.
 //! `--max-in-flight 64`).
@@ -43,6 +46,9 @@ use systemone::validate::{History, ValidRequest};
 
 const MODEL: &str = "glm-5.3-flash";
 const LEVELS: [usize; 2] = [1, 64];
+/// Each level alternates direct and service rounds, so drift in the machine's state (other
+/// work, frequency) hits both paths alike.
+const ROUNDS: u32 = 3;
 /// No single request may take longer than this; keeps every phase bounded.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Hard cap on requests per phase (a phase normally stops on time first).
@@ -313,6 +319,28 @@ struct Phase {
 }
 
 impl Phase {
+    fn empty() -> Self {
+        Phase {
+            requests: 0,
+            all_requests: 0,
+            errors: 0,
+            elapsed: Duration::ZERO,
+            latencies: Vec::new(),
+            first_error: None,
+        }
+    }
+    /// Adds another round of the same path.
+    fn merge(&mut self, other: Phase) {
+        self.requests += other.requests;
+        self.all_requests += other.all_requests;
+        self.errors += other.errors;
+        self.elapsed += other.elapsed;
+        self.latencies.extend(other.latencies);
+        self.latencies.sort_unstable();
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
     fn rate(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }
@@ -393,14 +421,7 @@ async fn drive(
             (latencies, errors, sent_all, first_error)
         }));
     }
-    let mut phase = Phase {
-        requests: 0,
-        all_requests: 0,
-        errors: 0,
-        elapsed: Duration::ZERO,
-        latencies: Vec::new(),
-        first_error: None,
-    };
+    let mut phase = Phase::empty();
     for task in tasks {
         let (latencies, errors, sent_all, first_error) = task.await.expect("load task");
         phase.latencies.extend(latencies);
@@ -423,8 +444,19 @@ fn ms(d: Duration) -> f64 {
 
 fn main() {
     // `cargo bench` passes `--bench` (and maybe a filter); nothing here takes arguments.
-    let warmup = env_secs("LOAD_WARMUP_SECS", 0.5);
+    let warmup = env_secs("LOAD_WARMUP_SECS", 0.3);
     let duration = env_secs("LOAD_SECS", 3.0);
+    let round = duration / ROUNDS;
+    let levels: Vec<usize> = std::env::var("LOAD_LEVELS")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .filter_map(|c| c.trim().parse().ok())
+                .filter(|c| (1..=4096).contains(c))
+                .collect()
+        })
+        .filter(|l: &Vec<usize>| !l.is_empty())
+        .unwrap_or_else(|| LEVELS.to_vec());
 
     let fake_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -439,7 +471,9 @@ fn main() {
         fake_rt.spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                fake.state.chat_bodies.lock().expect("lock").clear();
+                // Swap under the lock, drop outside it: the handlers share this mutex.
+                let old = std::mem::take(&mut *fake.state.chat_bodies.lock().expect("lock"));
+                drop(old);
             }
         });
     }
@@ -496,11 +530,12 @@ fn main() {
         }
     });
     eprintln!(
-        "service body {} bytes, upstream body {} bytes; {:.1} s warm-up + {:.1} s per phase",
+        "service body {} bytes, upstream body {} bytes; per level and path {ROUNDS} rounds of \
+         {:.1} s warm-up + {:.1} s measured",
         service_body.len(),
         direct_body.len(),
         warmup.as_secs_f64(),
-        duration.as_secs_f64()
+        round.as_secs_f64()
     );
 
     struct Row {
@@ -513,26 +548,31 @@ fn main() {
         hwm: f64,
     }
     let mut rows = Vec::new();
-    for &concurrency in &LEVELS {
-        let direct = client_rt.block_on(drive(
-            &client,
-            &direct_url,
-            &direct_body,
-            concurrency,
-            warmup,
-            duration,
-        ));
+    for &concurrency in &levels {
         let (rss_before, _) = memory(pid);
-        let cpu_before = cpu_time(pid);
-        let through = client_rt.block_on(drive(
-            &client,
-            &service_url,
-            &service_body,
-            concurrency,
-            warmup,
-            duration,
-        ));
-        let cpu_used = cpu_time(pid).saturating_sub(cpu_before);
+        let mut direct = Phase::empty();
+        let mut through = Phase::empty();
+        let mut cpu_used = Duration::ZERO;
+        for _ in 0..ROUNDS {
+            direct.merge(client_rt.block_on(drive(
+                &client,
+                &direct_url,
+                &direct_body,
+                concurrency,
+                warmup,
+                round,
+            )));
+            let cpu_before = cpu_time(pid);
+            through.merge(client_rt.block_on(drive(
+                &client,
+                &service_url,
+                &service_body,
+                concurrency,
+                warmup,
+                round,
+            )));
+            cpu_used += cpu_time(pid).saturating_sub(cpu_before);
+        }
         let (rss_after, hwm) = memory(pid);
         // The CPU time covers the warm-up too; so does `all_requests`.
         let cpu_per_q = cpu_used / u32::try_from(through.all_requests.max(1)).unwrap_or(u32::MAX);
@@ -565,7 +605,7 @@ fn main() {
     let mark = |ok: bool| if ok { "ok" } else { "MISS" };
     println!();
     println!(
-        "### systemone load: 1 question × 4 options, fake vLLM with 0 latency, {} s per level",
+        "### systemone load: 1 question × 4 options, fake vLLM with 0 latency, {} s measured per path and level",
         duration.as_secs_f64()
     );
     println!();
