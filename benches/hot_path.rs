@@ -20,7 +20,6 @@ use serde_json::{json, Value};
 
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::{Backend, ReadRequest};
-use systemone::calibrate::DEFAULT_FORMULA;
 use systemone::config::Layout;
 use systemone::decode::{decode, OrderRead};
 use systemone::lower::lower_choice;
@@ -66,15 +65,11 @@ fn model() -> Arc<Model> {
         None,
         128,
     );
-    Arc::new(Model {
-        name: MODEL.into(),
-        aliases: vec![],
-        upstream_model: MODEL.into(),
-        backend: Arc::new(backend),
-        table: TokenTable::load("golden-fake").expect("golden-fake table"),
-        calibration: DEFAULT_FORMULA,
-        layout: Layout::Accuracy,
-    })
+    Arc::new(Model::new(
+        MODEL,
+        Arc::new(backend),
+        TokenTable::load("golden-fake").expect("golden-fake table"),
+    ))
 }
 
 /// A one-question request whose choice has `n` options.

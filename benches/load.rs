@@ -36,7 +36,6 @@ use serde_json::{json, Value};
 use fake_vllm::FakeVllm;
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::ReadRequest;
-use systemone::calibrate::DEFAULT_FORMULA;
 use systemone::config::Layout;
 use systemone::lower::lower_choice;
 use systemone::models::Model;
@@ -268,21 +267,17 @@ fn service_body() -> Vec<u8> {
 /// The vLLM body the service sends upstream for [`service_body`], rendered by the library.
 fn direct_body(base_url: &str) -> Vec<u8> {
     let backend = VllmBackend::new(reqwest::Client::new(), base_url, MODEL.into(), None, 128);
-    let model = Arc::new(Model {
-        name: MODEL.into(),
-        aliases: vec![],
-        upstream_model: MODEL.into(),
-        backend: Arc::new(VllmBackend::new(
+    let model = Arc::new(Model::new(
+        MODEL,
+        Arc::new(VllmBackend::new(
             reqwest::Client::new(),
             base_url,
             MODEL.into(),
             None,
             128,
         )),
-        table: TokenTable::load("golden-fake").expect("golden-fake table"),
-        calibration: DEFAULT_FORMULA,
-        layout: Layout::Accuracy,
-    });
+        TokenTable::load("golden-fake").expect("golden-fake table"),
+    ));
     let question = lower_choice("route".into(), json!(INSTRUCTIONS), criteria());
     let req = ValidRequest::reference(
         model.clone(),

@@ -228,6 +228,20 @@ pub struct ModelFlags {
     #[arg(long, env = "SYSTEMONE_LAYOUT", value_enum, default_value_t = Layout::Accuracy)]
     pub layout: Layout,
 
+    /// The model's `tokenizer.json`: token limits are then counted exactly, and the token
+    /// table is checked against it at startup. Without it, limits use a byte estimate.
+    #[arg(long, env = "SYSTEMONE_TOKENIZER")]
+    pub tokenizer: Option<String>,
+
+    /// Seconds between live checks of the token table against the serving tokenizer
+    /// (0 turns the check off, for backends that cannot tokenize).
+    #[arg(
+        long,
+        env = "SYSTEMONE_TOKEN_CHECK_INTERVAL_SECS",
+        default_value_t = 600
+    )]
+    pub token_check_interval_secs: u64,
+
     /// Most token ids read in one upstream request (vLLM deployments cap this at 128).
     #[arg(long, env = "SYSTEMONE_MAX_IDS_PER_READ", default_value_t = 128)]
     pub max_ids_per_read: usize,
@@ -288,6 +302,13 @@ pub struct UpstreamSettings {
     /// Seconds to wait for a TCP connection to a backend.
     #[arg(long, env = "SYSTEMONE_CONNECT_TIMEOUT_SECS", default_value_t = 5.0)]
     pub connect_timeout_secs: f64,
+    /// Seconds one live token-table check may take before it counts as inconclusive.
+    #[arg(
+        long,
+        env = "SYSTEMONE_TOKEN_CHECK_TIMEOUT_SECS",
+        default_value_t = 30.0
+    )]
+    pub token_check_timeout_secs: f64,
 }
 
 impl Default for UpstreamSettings {
@@ -297,6 +318,7 @@ impl Default for UpstreamSettings {
             read_timeout_secs: 30.0,
             request_timeout_secs: 120.0,
             connect_timeout_secs: 5.0,
+            token_check_timeout_secs: 30.0,
         }
     }
 }
@@ -313,6 +335,10 @@ impl UpstreamSettings {
     /// The connect timeout.
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.connect_timeout_secs)
+    }
+    /// The bound on one live token-table check.
+    pub fn token_check_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.token_check_timeout_secs)
     }
 }
 
@@ -349,10 +375,19 @@ pub struct ModelConfig {
     /// Most token ids read per upstream request.
     #[serde(default = "default_max_ids")]
     pub max_ids_per_read: usize,
+    /// The model's `tokenizer.json`, for exact token counts and a startup table check.
+    pub tokenizer: Option<String>,
+    /// Seconds between live token-table checks (0: never).
+    #[serde(default = "default_check_interval")]
+    pub token_check_interval_secs: u64,
 }
 
 fn default_max_ids() -> usize {
     128
+}
+
+fn default_check_interval() -> u64 {
+    600
 }
 
 /// The TOML file.
@@ -403,6 +438,8 @@ impl ModelFlags {
             calibration: self.calibration.clone(),
             layout: self.layout,
             max_ids_per_read: self.max_ids_per_read,
+            tokenizer: self.tokenizer.clone(),
+            token_check_interval_secs: self.token_check_interval_secs,
         })
     }
 }

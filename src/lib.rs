@@ -53,7 +53,11 @@ pub use api::{router, AppState};
 /// Builds the shared state from a serve configuration.
 pub fn build_state(config: &config::ServeConfig) -> Result<AppState, config::ConfigError> {
     let client = upstream_client(&config.upstream)?;
-    let models = models::Models::from_configs(&config.model_configs()?, &client)?;
+    let models = models::Models::from_configs(
+        &config.model_configs()?,
+        &client,
+        config.upstream.token_check_timeout(),
+    )?;
     Ok(AppState {
         models: Arc::new(models),
         pipeline: Arc::new(pipeline::Pipeline::new(&config.upstream)),

@@ -2,13 +2,22 @@
 //! its backend, token table, calibration and default layout. Built once at startup.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::backend::vllm::VllmBackend;
 use crate::backend::Backend;
 use crate::calibrate::{Calibration, DEFAULT_FORMULA};
 use crate::config::{BackendKind, ConfigError, Layout, ModelConfig};
-use crate::tokens::TokenTable;
+use crate::prompt::PREAMBLE;
+use crate::tokens::build::{check, LoadedTokenizer};
+use crate::tokens::verify::Verifier;
+use crate::tokens::{TokenCounter, TokenTable};
+
+/// How often a model's token table is checked against the serving tokenizer by default.
+pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(600);
+/// The bound on one check.
+pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The alias that names the default model out of the box.
 pub const DEFAULT_ALIAS: &str = "jev-latest";
@@ -25,11 +34,44 @@ pub struct Model {
     /// Where its reads go.
     pub backend: Arc<dyn Backend>,
     /// Its single-token labels.
-    pub table: TokenTable,
+    pub table: Arc<TokenTable>,
+    /// Counts tokens for the limits (the real tokenizer when configured).
+    pub counter: TokenCounter,
     /// Its default-temperature formula.
     pub calibration: Calibration,
     /// Its default layout.
     pub layout: Layout,
+    /// The live check of `table` against the serving tokenizer.
+    pub verifier: Arc<Verifier>,
+    /// Tokens in the preamble, counted once.
+    pub preamble_tokens: OnceLock<usize>,
+}
+
+impl Model {
+    /// A model with defaults: upstream id = name, no aliases, the default calibration, the
+    /// `accuracy` layout, estimated token counts, a check every 10 minutes.
+    pub fn new(name: impl Into<String>, backend: Arc<dyn Backend>, table: TokenTable) -> Self {
+        let name = name.into();
+        Model {
+            upstream_model: name.clone(),
+            name,
+            aliases: Vec::new(),
+            backend,
+            table: Arc::new(table),
+            counter: TokenCounter::Estimate,
+            calibration: DEFAULT_FORMULA,
+            layout: Layout::Accuracy,
+            verifier: Arc::new(Verifier::new(DEFAULT_CHECK_INTERVAL, DEFAULT_CHECK_TIMEOUT)),
+            preamble_tokens: OnceLock::new(),
+        }
+    }
+
+    /// Tokens the fixed preamble costs in every upstream request.
+    pub fn preamble_tokens(&self) -> usize {
+        *self
+            .preamble_tokens
+            .get_or_init(|| self.counter.count(PREAMBLE))
+    }
 }
 
 /// Every model, by public name and alias.
@@ -48,43 +90,77 @@ impl Models {
     pub fn from_configs(
         configs: &[ModelConfig],
         client: &reqwest::Client,
+        check_timeout: Duration,
     ) -> Result<Self, ConfigError> {
         let mut list = Vec::with_capacity(configs.len());
         for c in configs {
-            let table = TokenTable::load(&c.token_table)
-                .map_err(|e| ConfigError::Invalid(format!("model {}: {e}", c.name)))?;
-            let calibration = match &c.calibration {
-                Some(path) => Calibration::load(path)
-                    .map_err(|e| ConfigError::Invalid(format!("model {}: {e}", c.name)))?,
-                None => DEFAULT_FORMULA,
-            };
-            let upstream_model = c.upstream_model.clone().unwrap_or_else(|| c.name.clone());
-            let backend: Arc<dyn Backend> = match c.backend {
-                BackendKind::Vllm => Arc::new(VllmBackend::new(
-                    client.clone(),
-                    &c.backend_url,
-                    upstream_model.clone(),
-                    c.backend_api_key.clone(),
-                    c.max_ids_per_read,
-                )),
-                BackendKind::Llamacpp => {
-                    return Err(ConfigError::Invalid(format!(
-                        "model {}: the llamacpp dialect is not implemented yet; use --backend vllm",
-                        c.name
-                    )))
-                }
-            };
-            list.push(Arc::new(Model {
-                name: c.name.clone(),
-                aliases: c.aliases.clone(),
-                upstream_model,
-                backend,
-                table,
-                calibration,
-                layout: c.layout,
-            }));
+            list.push(Arc::new(Self::build_model(c, client, check_timeout)?));
         }
         Self::new(list, configs.iter().position(|c| c.default).unwrap_or(0))
+    }
+
+    /// One model from its configuration: table, tokenizer (checked against the table),
+    /// calibration and backend.
+    fn build_model(
+        c: &ModelConfig,
+        client: &reqwest::Client,
+        check_timeout: Duration,
+    ) -> Result<Model, ConfigError> {
+        let invalid = |e: String| ConfigError::Invalid(format!("model {}: {e}", c.name));
+        let table = TokenTable::load(&c.token_table).map_err(|e| invalid(e.to_string()))?;
+        let counter = match &c.tokenizer {
+            None => TokenCounter::Estimate,
+            Some(path) => {
+                let started = Instant::now();
+                let tk = LoadedTokenizer::from_file(std::path::Path::new(path))
+                    .map_err(|e| invalid(e.to_string()))?;
+                let problems = check(&tk, &table).map_err(|e| invalid(e.to_string()))?;
+                if !problems.is_empty() {
+                    return Err(invalid(format!(
+                        "token table {} does not match tokenizer {path}: {}",
+                        c.token_table,
+                        problems.join("; ")
+                    )));
+                }
+                tracing::info!(
+                    model = %c.name,
+                    load_ms = started.elapsed().as_secs_f64() * 1e3,
+                    "tokenizer loaded and token table checked"
+                );
+                TokenCounter::Tokenizer(Arc::new(tk))
+            }
+        };
+        let calibration = match &c.calibration {
+            Some(path) => Calibration::load(path).map_err(invalid)?,
+            None => DEFAULT_FORMULA,
+        };
+        let upstream_model = c.upstream_model.clone().unwrap_or_else(|| c.name.clone());
+        let backend: Arc<dyn Backend> = match c.backend {
+            BackendKind::Vllm => Arc::new(VllmBackend::new(
+                client.clone(),
+                &c.backend_url,
+                upstream_model.clone(),
+                c.backend_api_key.clone(),
+                c.max_ids_per_read,
+            )),
+            BackendKind::Llamacpp => {
+                return Err(invalid(
+                    "the llamacpp dialect is not implemented yet; use --backend vllm".into(),
+                ))
+            }
+        };
+        Ok(Model {
+            aliases: c.aliases.clone(),
+            upstream_model,
+            counter,
+            calibration,
+            layout: c.layout,
+            verifier: Arc::new(Verifier::new(
+                Duration::from_secs(c.token_check_interval_secs),
+                check_timeout,
+            )),
+            ..Model::new(c.name.clone(), backend, table)
+        })
     }
 
     /// A registry from ready models (tests build backends of their own).

@@ -20,6 +20,7 @@ use crate::json::NonFiniteNumber;
 use crate::limits::InFlight;
 use crate::prompt::{plan, Ask};
 use crate::tokens::estimate_tokens_for_bytes;
+use crate::tokens::verify::Verdict;
 use crate::validate::ValidRequest;
 
 /// Token accounting of one request.
@@ -57,6 +58,9 @@ pub enum PipelineError {
     Decode(#[from] DecodeError),
     #[error("the request ran out of time")]
     Deadline,
+    /// The model's token table failed its live check; retry after this many seconds.
+    #[error("the model's token table does not match the serving tokenizer")]
+    TableMismatch(u64),
     #[error(transparent)]
     Render(#[from] NonFiniteNumber),
 }
@@ -102,6 +106,19 @@ impl Pipeline {
     }
 
     async fn run_unbounded(&self, req: &ValidRequest) -> Result<Outcome, PipelineError> {
+        let model = req.model();
+        let verdict = model
+            .verifier
+            .verdict(&model.backend, &model.table, &self.in_flight)
+            .await;
+        if verdict == Verdict::Mismatch {
+            return Err(PipelineError::TableMismatch(
+                model
+                    .verifier
+                    .seconds_to_next_check()
+                    .min(MAX_RETRY_AFTER_SECS),
+            ));
+        }
         let asks = plan(req)?;
         let asked: Vec<usize> = (0..asks.len())
             .filter(|q| req.questions()[*q].options.len() >= 2)
@@ -243,6 +260,11 @@ impl From<PipelineError> for ApiError {
                 "the request did not finish within its deadline",
             ),
             PipelineError::Render(n) => ApiError::new(Code::InvalidNumber, n.to_string()),
+            PipelineError::TableMismatch(retry) => ApiError::new(
+                Code::TokenTableMismatch,
+                "the model is disabled: its token table does not match the tokenizer the backend serves; retry later",
+            )
+            .retry_after(retry),
         }
     }
 }

@@ -16,7 +16,7 @@ use serde::{Serialize, Serializer};
 use crate::config::Layout;
 use crate::json::{write_python, write_python_str, NonFiniteNumber};
 use crate::lower::LoweredQuestion;
-use crate::tokens::{estimate_tokens_for_bytes, TokenTable};
+use crate::tokens::TokenTable;
 use crate::validate::{History, ValidRequest};
 
 /// The fixed instruction that opens every user message (206 bytes).
@@ -256,37 +256,6 @@ pub fn plan(req: &ValidRequest) -> Result<Vec<Vec<Ask>>, NonFiniteNumber> {
         plan.push(asks);
     }
     Ok(plan)
-}
-
-/// Upper estimate of the prompt tokens all upstream requests of `req` will carry, without
-/// rendering them: every read repeats the preamble, the lead, the state and the question.
-pub fn estimate_upstream_tokens(req: &ValidRequest) -> usize {
-    let table = &req.model().table;
-    let per_read_ids = req.model().backend.max_ids_per_read().max(1);
-    let sizes: Vec<usize> = req
-        .questions()
-        .iter()
-        .map(|q| question_json(q, 0, table).map_or(0, |j| j.len() + 1))
-        .collect();
-    let block: usize = sizes.iter().sum();
-    let history_len = |qi: usize| match req.history() {
-        History::None => 0,
-        History::Shared(h) => h.len() + 2,
-        History::PerQuestion(per) => per[qi].as_ref().map_or(0, |h| h.len() + 2),
-    };
-    let whole_block = req.layout() == Layout::Cost || matches!(req.history(), History::Shared(_));
-    let mut bytes = 0usize;
-    for (qi, q) in req.questions().iter().enumerate() {
-        let n = q.options.len();
-        if n < 2 {
-            continue;
-        }
-        let reads = shifts(n, req.permutations()).len() * n.div_ceil(per_read_ids);
-        let lead = if whole_block { block } else { sizes[qi] };
-        let one = PREAMBLE.len() + lead + req.state_json().len() + sizes[qi] + history_len(qi) + 16;
-        bytes = bytes.saturating_add(reads.saturating_mul(one));
-    }
-    estimate_tokens_for_bytes(bytes)
 }
 
 #[cfg(test)]

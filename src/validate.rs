@@ -15,7 +15,6 @@ use crate::json::{to_python, NonFiniteNumber};
 use crate::lower::{lower_choice, lower_noul, lower_score, LoweredQuestion};
 use crate::models::{Model, Models};
 use crate::prompt;
-use crate::tokens::estimate_tokens;
 
 /// Most characters in a choice label.
 pub const MAX_LABEL_CHARS: usize = 128;
@@ -208,7 +207,10 @@ pub fn validate(body: Value, models: &Models, limits: &Limits) -> Result<ValidRe
     let state_json = to_python(&state)
         .map_err(|e| ApiError::at(Code::InvalidNumber, loc(&["state"]), e.to_string()))?;
 
-    let questions = validate_questions(body.remove("questions"), &model, limits)?;
+    let (questions, question_tokens): (Vec<_>, Vec<_>) =
+        validate_questions(body.remove("questions"), &model, limits)?
+            .into_iter()
+            .unzip();
 
     let temperature = match body.get("temperature") {
         None | Some(Value::Null) => None,
@@ -288,15 +290,16 @@ pub fn validate(body: Value, models: &Models, limits: &Limits) -> Result<ValidRe
         history,
         images,
     };
-    check_token_limits(&request, limits)?;
+    check_token_limits(&request, &question_tokens, limits)?;
     Ok(request)
 }
 
+/// The questions, each with its token count.
 fn validate_questions(
     questions: Option<Value>,
     model: &Model,
     limits: &Limits,
-) -> Result<Vec<LoweredQuestion>, ApiError> {
+) -> Result<Vec<(LoweredQuestion, usize)>, ApiError> {
     let questions = match questions {
         Some(Value::Object(map)) => map,
         None => {
@@ -346,7 +349,7 @@ fn validate_question(
     question: Value,
     model: &Model,
     limits: &Limits,
-) -> Result<LoweredQuestion, ApiError> {
+) -> Result<(LoweredQuestion, usize), ApiError> {
     if id.is_empty() {
         return Err(ApiError::at(
             Code::InvalidQuestionId,
@@ -528,7 +531,7 @@ fn validate_question(
     };
     let rendered = prompt::question_json(&lowered, 0, &model.table)
         .map_err(|e| ApiError::at(Code::InvalidNumber, at(None), e.to_string()))?;
-    let tokens = estimate_tokens(&rendered);
+    let tokens = model.counter.count(&rendered);
     if tokens > limits.max_question_tokens {
         return Err(ApiError::at(
             Code::QuestionTooLarge,
@@ -539,7 +542,7 @@ fn validate_question(
             ),
         ));
     }
-    Ok(lowered)
+    Ok((lowered, tokens))
 }
 
 /// Null, or a blank string: says nothing.
@@ -706,26 +709,64 @@ fn validate_images(body: &Map<String, Value>, model: &Model) -> Result<Vec<Strin
     Ok(Vec::new())
 }
 
-/// The state, per-question and whole-request token limits.
-fn check_token_limits(req: &ValidRequest, limits: &Limits) -> Result<(), ApiError> {
-    let state_tokens = estimate_tokens(&req.state_json);
+/// Tokens each upstream request adds around its parts (`{"state": `, newlines, the chat
+/// template's turn markers and the `answer=` prefill): a generous allowance.
+const FRAMING_TOKENS: usize = 32;
+
+/// The state and whole-request token limits (the per-question one is checked with each
+/// question). Counts each piece once and multiplies: no prompt is rendered here.
+fn check_token_limits(
+    req: &ValidRequest,
+    question_tokens: &[usize],
+    limits: &Limits,
+) -> Result<(), ApiError> {
+    let counter = &req.model.counter;
+    let state_tokens = counter.count(&req.state_json);
     if state_tokens > limits.max_state_tokens {
         return Err(ApiError::at(
             Code::StateTooLarge,
             loc(&["state"]),
             format!(
-                "the state is about {state_tokens} tokens, more than the limit of {}",
+                "the state is {}{state_tokens} tokens, more than the limit of {}",
+                if counter.is_exact() { "" } else { "about " },
                 limits.max_state_tokens
             ),
         ));
     }
-    let total = prompt::estimate_upstream_tokens(req);
+    let per_read_ids = req.model.backend.max_ids_per_read().max(1);
+    let block: usize = question_tokens.iter().sum();
+    let whole_block = req.layout == Layout::Cost || matches!(req.history, History::Shared(_));
+    let shared_history = match &req.history {
+        History::Shared(h) => counter.count(h),
+        _ => 0,
+    };
+    let base = req.model.preamble_tokens() + state_tokens + FRAMING_TOKENS;
+    let mut total = 0usize;
+    for (qi, q) in req.questions.iter().enumerate() {
+        let n = q.options.len();
+        if n < 2 {
+            continue;
+        }
+        let history = match &req.history {
+            History::PerQuestion(per) => per[qi].as_deref().map_or(0, |h| counter.count(h)),
+            _ => shared_history,
+        };
+        let lead = if whole_block {
+            block
+        } else {
+            question_tokens[qi]
+        };
+        let reads = prompt::shifts(n, req.permutations).len() * n.div_ceil(per_read_ids);
+        let one = base + lead + question_tokens[qi] + history;
+        total = total.saturating_add(reads.saturating_mul(one));
+    }
     if total > limits.max_request_tokens {
         return Err(ApiError::at(
             Code::RequestTooLarge,
             vec![],
             format!(
-                "the request needs about {total} upstream prompt tokens, more than the limit of {}",
+                "the request needs {}{total} upstream prompt tokens, more than the limit of {}",
+                if counter.is_exact() { "" } else { "about " },
                 limits.max_request_tokens
             ),
         ));

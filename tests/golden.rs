@@ -48,15 +48,11 @@ fn cases() -> Vec<Value> {
 
 fn model(base_url: &str) -> Arc<Model> {
     let client = reqwest::Client::new();
-    Arc::new(Model {
-        name: MODEL.into(),
-        aliases: vec![],
-        upstream_model: MODEL.into(),
-        backend: Arc::new(VllmBackend::new(client, base_url, MODEL.into(), None, 128)),
-        table: TokenTable::load("golden-fake").expect("table"),
-        calibration: DEFAULT_FORMULA,
-        layout: Layout::Accuracy,
-    })
+    Arc::new(Model::new(
+        MODEL,
+        Arc::new(VllmBackend::new(client, base_url, MODEL.into(), None, 128)),
+        TokenTable::load("golden-fake").expect("golden-fake table"),
+    ))
 }
 
 fn history(case: &Value) -> History {

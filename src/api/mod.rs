@@ -65,7 +65,15 @@ async fn request_context(mut request: Request, next: Next) -> Response {
         .map_or("unmatched", |p| p.as_str())
         .to_owned();
     request.extensions_mut().insert(RequestId(id.clone()));
-    let span = tracing::info_span!("request", request_id = %id, route = %route);
+    // Filled in by the handler, so the one summary line carries them.
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        route = %route,
+        model = tracing::field::Empty,
+        questions = tracing::field::Empty,
+        upstream_requests = tracing::field::Empty,
+    );
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     let code = response.extensions().get::<Code>().map(|c| c.as_str());
@@ -95,23 +103,16 @@ async fn systemone(State(state): State<AppState>, headers: HeaderMap, body: Body
 async fn answer(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     let value = body::read_json(headers, body, state.limits.max_body_bytes).await?;
     let request = validate(value, &state.models, &state.limits)?;
-    tracing::info!(
-        model = %request.model().name,
-        questions = request.questions().len(),
-        staged = request.staged(),
-        "request validated"
-    );
+    let span = tracing::Span::current();
+    span.record("model", request.model().name.as_str());
+    span.record("questions", request.questions().len());
     let outcome = state.pipeline.run(&request).await?;
+    span.record("upstream_requests", outcome.usage.upstream_requests);
     let body = serde_json::to_vec(&wire::SystemOneResponse::new(request.questions(), &outcome))
         .map_err(|e| {
             tracing::error!(error = %e, "cannot encode the answer");
             ApiError::new(Code::Internal, "internal error")
         })?;
-    tracing::info!(
-        upstream_requests = outcome.usage.upstream_requests,
-        input_tokens = outcome.usage.input_tokens,
-        "request answered"
-    );
     Ok((
         StatusCode::OK,
         [(axum::http::header::CONTENT_TYPE, "application/json")],

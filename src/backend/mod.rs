@@ -84,6 +84,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         request: ReadRequest<'a>,
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<ReadReply, BackendError>>;
+    /// Tokenizes each text with the serving tokenizer (special tokens as the backend adds
+    /// them), for the live token-table check. One upstream request; the permit is held
+    /// until it completes.
+    fn tokenize<'a>(
+        &'a self,
+        texts: &'a [String],
+        permit: InFlightPermit,
+    ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>>;
 }
 
 /// Retry-After in whole seconds from a response header (delta-seconds form only).

@@ -70,6 +70,55 @@ impl VllmBackend {
         }
     }
 
+    /// `<base>/completions`, for the tokenizer check.
+    fn completions_url(&self) -> String {
+        self.url.replace("/chat/completions", "/completions")
+    }
+
+    /// `POST <base>/completions` with `echo` and `max_tokens: 0`: the prompt's tokens as ids.
+    async fn tokenize_texts(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, BackendError> {
+        let body = serde_json::json!({
+            "model": self.upstream_model,
+            "prompt": texts,
+            "max_tokens": 0,
+            "echo": true,
+            "logprobs": 0,
+            "temperature": 0,
+            "return_tokens_as_token_ids": true,
+        });
+        let mut call = self.client.post(self.completions_url()).json(&body);
+        if let Some(key) = &self.api_key {
+            call = call.bearer_auth(key.expose());
+        }
+        let mut response = call.send().await.map_err(transport_error)?;
+        let bytes = read_success(&mut response).await?;
+        let parsed: CompletionsResponse = serde_json::from_slice(&bytes)
+            .map_err(|e| BackendError::Protocol(format!("malformed tokenize answer: {e}")))?;
+        let mut out = vec![None; texts.len()];
+        for (i, choice) in parsed.choices.into_iter().enumerate() {
+            let index = choice.index.unwrap_or(i);
+            let tokens = choice
+                .logprobs
+                .and_then(|l| l.tokens)
+                .ok_or_else(|| BackendError::Protocol("tokenize answer without tokens".into()))?;
+            let ids = tokens
+                .iter()
+                .map(|t| t.strip_prefix("token_id:").and_then(|n| n.parse().ok()))
+                .collect::<Option<Vec<u32>>>()
+                .ok_or_else(|| {
+                    BackendError::Protocol(
+                        "tokenize answer with a token that is not token_id:N".into(),
+                    )
+                })?;
+            if let Some(slot) = out.get_mut(index) {
+                *slot = Some(ids);
+            }
+        }
+        out.into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| BackendError::Protocol("tokenize answer is missing a prompt".into()))
+    }
+
     /// The request body, keys in the order the reference sends them.
     pub fn body<'a>(&'a self, request: &ReadRequest<'a>) -> ChatRequest<'a> {
         ChatRequest {
@@ -108,24 +157,7 @@ impl VllmBackend {
             call = call.bearer_auth(key.expose());
         }
         let mut response = call.send().await.map_err(transport_error)?;
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = retry_after_secs(response.headers());
-            let text = read_capped(&mut response).await.unwrap_or_default();
-            tracing::warn!(
-                dialect = "vllm",
-                status = status.as_u16(),
-                body = %String::from_utf8_lossy(&text[..text.len().min(200)]),
-                "backend answered an error"
-            );
-            return Err(match status.as_u16() {
-                429 => BackendError::RateLimited { retry_after },
-                503 => BackendError::Overloaded { retry_after },
-                s @ 400..=499 => BackendError::Rejected { status: s },
-                s => BackendError::ServerError { status: s },
-            });
-        }
-        let bytes = read_capped(&mut response).await?;
+        let bytes = read_success(&mut response).await?;
         parse_reply(&bytes, request.read_ids)
     }
 }
@@ -151,6 +183,40 @@ impl Backend for VllmBackend {
         }
         .boxed()
     }
+
+    fn tokenize<'a>(
+        &'a self,
+        texts: &'a [String],
+        permit: InFlightPermit,
+    ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>> {
+        async move {
+            let reply = self.tokenize_texts(texts).await;
+            drop(permit);
+            reply
+        }
+        .boxed()
+    }
+}
+
+/// The body of a 2xx answer, or the error its status stands for (logged once here).
+async fn read_success(response: &mut reqwest::Response) -> Result<Vec<u8>, BackendError> {
+    let status = response.status();
+    if status.is_success() {
+        return read_capped(response).await;
+    }
+    let retry_after = retry_after_secs(response.headers());
+    let text = read_capped(response).await.unwrap_or_default();
+    tracing::warn!(
+        status = status.as_u16(),
+        body = %String::from_utf8_lossy(&text[..text.len().min(200)]),
+        "backend answered an error"
+    );
+    Err(match status.as_u16() {
+        429 => BackendError::RateLimited { retry_after },
+        503 => BackendError::Overloaded { retry_after },
+        s @ 400..=499 => BackendError::Rejected { status: s },
+        s => BackendError::ServerError { status: s },
+    })
 }
 
 fn transport_error(e: reqwest::Error) -> BackendError {
@@ -202,6 +268,23 @@ struct UserMessage<'a> {
 struct AssistantMessage<'a> {
     role: &'static str,
     content: &'a str,
+}
+
+#[derive(Deserialize)]
+struct CompletionsResponse {
+    #[serde(default)]
+    choices: Vec<CompletionChoice>,
+}
+
+#[derive(Deserialize)]
+struct CompletionChoice {
+    index: Option<usize>,
+    logprobs: Option<CompletionLogprobs>,
+}
+
+#[derive(Deserialize)]
+struct CompletionLogprobs {
+    tokens: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]

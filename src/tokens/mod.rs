@@ -10,6 +10,46 @@ use serde::{Deserialize, Serialize};
 use crate::config::read_path_or_shipped;
 
 pub mod build;
+pub mod verify;
+
+use std::sync::Arc;
+
+use build::LoadedTokenizer;
+
+/// Counts tokens for the contract's limits: with the model's real tokenizer when one is
+/// configured (loaded once at startup), else with [`estimate_tokens`].
+#[derive(Clone, Default)]
+pub enum TokenCounter {
+    /// No tokenizer configured: one token per UTF-8 byte (an upper bound).
+    #[default]
+    Estimate,
+    /// The model's own tokenizer.
+    Tokenizer(Arc<LoadedTokenizer>),
+}
+
+impl std::fmt::Debug for TokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenCounter::Estimate => f.write_str("Estimate"),
+            TokenCounter::Tokenizer(t) => write!(f, "Tokenizer(sha256 {})", t.sha256),
+        }
+    }
+}
+
+impl TokenCounter {
+    /// Tokens in `text` (no special tokens).
+    pub fn count(&self, text: &str) -> usize {
+        match self {
+            TokenCounter::Estimate => estimate_tokens(text),
+            TokenCounter::Tokenizer(t) => t.count(text).unwrap_or_else(|_| estimate_tokens(text)),
+        }
+    }
+
+    /// Whether counts are exact rather than estimated.
+    pub fn is_exact(&self) -> bool {
+        matches!(self, TokenCounter::Tokenizer(_))
+    }
+}
 
 /// Estimated token count of a text, used for the contract's token limits while no real
 /// tokenizer is configured. It is the UTF-8 byte count: an upper bound for byte-level BPE

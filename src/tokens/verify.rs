@@ -1,0 +1,318 @@
+//! The live check: is the token table still true of the tokenizer that serves right now?
+//!
+//! A wrong table gives plausible, wrong probabilities, so the service checks it against the
+//! backend at a model's first request and every `interval` after (technique §3): one batched
+//! tokenize request for `prefix` and `prefix + label` for every label, compared with the
+//! table. The comparison is relative to the backend's own tokens for the prefix, so a BOS
+//! the backend adds is neither required nor forbidden.
+//!
+//! * No lock is held while a check runs; requests that arrive meanwhile go by the last
+//!   verdict and never wait, except before the very first verdict, when they wait for the
+//!   first check (itself bounded by `timeout`).
+//! * A mismatch disables the model (503 `system_one_token_table_mismatch` with
+//!   `Retry-After`) until a later check passes.
+//! * A check that cannot conclude (429, timeout, malformed answer) keeps the previous verdict.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::backend::Backend;
+use crate::limits::InFlight;
+use crate::tokens::TokenTable;
+
+/// What the last concluded check said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// No check has concluded yet.
+    Unchecked,
+    /// The table matches the serving tokenizer.
+    Verified,
+    /// The table does not match: the model is disabled.
+    Mismatch,
+    /// Checks are turned off for this model (interval 0).
+    Disabled,
+}
+
+impl Verdict {
+    /// The metric value: 0 unchecked, 1 verified, -1 mismatch.
+    pub fn as_metric(self) -> i64 {
+        match self {
+            Verdict::Unchecked => 0,
+            Verdict::Verified => 1,
+            Verdict::Mismatch => -1,
+            Verdict::Disabled => 2,
+        }
+    }
+
+    /// A word for `/readyz`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Unchecked => "unchecked",
+            Verdict::Verified => "verified",
+            Verdict::Mismatch => "mismatch",
+            Verdict::Disabled => "disabled",
+        }
+    }
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckOutcome {
+    /// The table matches.
+    Match,
+    /// The table does not match; the text says where (token ids only).
+    Mismatch(String),
+    /// The check could not conclude; the text says why.
+    Inconclusive(String),
+}
+
+/// A snapshot for `/readyz` and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// The current verdict.
+    pub verdict: Verdict,
+    /// Wall-clock time the last check finished (concluded or not).
+    pub last_check: Option<SystemTime>,
+}
+
+#[derive(Debug)]
+struct State {
+    verdict: Verdict,
+    /// When the last check started (tokio time, so paused clocks drive it in tests).
+    started: Option<Instant>,
+    /// Whether a check is running now.
+    running: bool,
+    /// Wall-clock time of the last finished check.
+    finished_at: Option<SystemTime>,
+}
+
+/// The live token-table check of one model.
+#[derive(Debug)]
+pub struct Verifier {
+    /// Verdict and schedule; held only for bookkeeping, never across a check.
+    state: Mutex<State>,
+    /// Bumped each time a check finishes, so first-time waiters wake.
+    finished: watch::Sender<u64>,
+    /// Time between checks.
+    interval: Duration,
+    /// Bound on one check.
+    timeout: Duration,
+}
+
+impl Verifier {
+    /// A verifier that has not checked yet; an `interval` of zero turns checks off.
+    pub fn new(interval: Duration, timeout: Duration) -> Self {
+        Verifier {
+            state: Mutex::new(State {
+                verdict: if interval.is_zero() {
+                    Verdict::Disabled
+                } else {
+                    Verdict::Unchecked
+                },
+                started: None,
+                running: false,
+                finished_at: None,
+            }),
+            finished: watch::channel(0).0,
+            interval,
+            timeout,
+        }
+    }
+
+    /// The current verdict and when the last check ran.
+    pub fn status(&self) -> Status {
+        let state = self.lock();
+        Status {
+            verdict: state.verdict,
+            last_check: state.finished_at,
+        }
+    }
+
+    /// Seconds until the next check is due (for `Retry-After`), at least 1.
+    pub fn seconds_to_next_check(&self) -> u64 {
+        let state = self.lock();
+        let due = state.started.map_or(Duration::ZERO, |s| {
+            (s + self.interval).saturating_duration_since(Instant::now())
+        });
+        due.as_secs().max(1)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts a check when one is due, and returns the verdict requests should go by. Only
+    /// before the first verdict does this wait (for the first check to finish).
+    pub async fn verdict(
+        self: &Arc<Self>,
+        backend: &Arc<dyn Backend>,
+        table: &Arc<TokenTable>,
+        in_flight: &InFlight,
+    ) -> Verdict {
+        let mut finished = self.finished.subscribe();
+        let (verdict, started_now) = {
+            let mut state = self.lock();
+            if state.verdict == Verdict::Disabled {
+                return Verdict::Disabled;
+            }
+            let due = state.started.is_none_or(|s| s.elapsed() >= self.interval);
+            let start = due && !state.running;
+            if start {
+                state.running = true;
+                state.started = Some(Instant::now());
+            }
+            (state.verdict, start)
+        };
+        if started_now {
+            let verifier = self.clone();
+            let (backend, table, in_flight) = (backend.clone(), table.clone(), in_flight.clone());
+            tokio::spawn(async move {
+                let outcome = match tokio::time::timeout(
+                    verifier.timeout,
+                    check_once(backend.as_ref(), &table, &in_flight),
+                )
+                .await
+                {
+                    Ok(outcome) => outcome,
+                    Err(_) => CheckOutcome::Inconclusive("the check timed out".into()),
+                };
+                verifier.record(outcome);
+            });
+        }
+        if verdict != Verdict::Unchecked {
+            return verdict;
+        }
+        // No verdict yet: wait for the running check to finish (bounded by its timeout).
+        let running = self.lock().running;
+        if running {
+            let _ = finished.changed().await;
+        }
+        self.lock().verdict
+    }
+
+    /// Applies a check's outcome.
+    pub fn record(&self, outcome: CheckOutcome) {
+        {
+            let mut state = self.lock();
+            state.running = false;
+            state.finished_at = Some(SystemTime::now());
+            match &outcome {
+                CheckOutcome::Match => state.verdict = Verdict::Verified,
+                CheckOutcome::Mismatch(_) => state.verdict = Verdict::Mismatch,
+                CheckOutcome::Inconclusive(_) => {}
+            }
+        }
+        match outcome {
+            CheckOutcome::Match => tracing::debug!("token table verified against the backend"),
+            CheckOutcome::Mismatch(why) => {
+                tracing::error!(reason = %why, "token table does not match the serving tokenizer; model disabled")
+            }
+            CheckOutcome::Inconclusive(why) => {
+                tracing::warn!(reason = %why, "token table check did not conclude; keeping the previous verdict")
+            }
+        }
+        self.finished.send_modify(|n| *n += 1);
+    }
+}
+
+/// One check: tokenize the prefix and every labelled string in one request, compare.
+pub async fn check_once(
+    backend: &dyn Backend,
+    table: &TokenTable,
+    in_flight: &InFlight,
+) -> CheckOutcome {
+    let mut texts = Vec::with_capacity(table.labels.len() + 1);
+    texts.push(table.prefix.clone());
+    texts.extend(
+        table
+            .labels
+            .iter()
+            .map(|l| format!("{}{}", table.prefix, l.number)),
+    );
+    let permit = in_flight.acquire().await;
+    let tokens = match backend.tokenize(&texts, permit).await {
+        Ok(tokens) => tokens,
+        Err(e) => return CheckOutcome::Inconclusive(e.to_string()),
+    };
+    compare(table, &tokens)
+}
+
+/// Compares a backend's tokens for `[prefix, prefix+label…]` with the table.
+pub fn compare(table: &TokenTable, tokens: &[Vec<u32>]) -> CheckOutcome {
+    if tokens.len() != table.labels.len() + 1 {
+        return CheckOutcome::Inconclusive(format!(
+            "asked to tokenize {} texts, got {}",
+            table.labels.len() + 1,
+            tokens.len()
+        ));
+    }
+    let prefix = &tokens[0];
+    if !prefix.ends_with(&table.prefix_ids) {
+        return CheckOutcome::Mismatch(format!(
+            "the prefix tokenizes as {prefix:?}, the table says {:?}",
+            table.prefix_ids
+        ));
+    }
+    for (label, got) in table.labels.iter().zip(&tokens[1..]) {
+        let single = got.len() == prefix.len() + 1 && got.starts_with(prefix);
+        if !single || got.last() != Some(&label.id) {
+            return CheckOutcome::Mismatch(format!(
+                "label {} tokenizes as {got:?} after the prefix {prefix:?}; the table says id {}",
+                label.number, label.id
+            ));
+        }
+    }
+    CheckOutcome::Match
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> TokenTable {
+        TokenTable::load("gemma-3").expect("ships")
+    }
+
+    #[test]
+    fn matching_tokens_with_or_without_bos_pass() {
+        let t = table();
+        let mut tokens = vec![t.prefix_ids.clone()];
+        tokens.extend(
+            t.labels
+                .iter()
+                .map(|l| [t.prefix_ids.clone(), vec![l.id]].concat()),
+        );
+        assert_eq!(compare(&t, &tokens), CheckOutcome::Match);
+        let with_bos: Vec<Vec<u32>> = tokens
+            .iter()
+            .map(|ts| [vec![2], ts.clone()].concat())
+            .collect();
+        assert_eq!(compare(&t, &with_bos), CheckOutcome::Match);
+    }
+
+    #[test]
+    fn a_changed_id_or_split_label_is_a_mismatch() {
+        let t = table();
+        let mut tokens = vec![t.prefix_ids.clone()];
+        tokens.extend(
+            t.labels
+                .iter()
+                .map(|l| [t.prefix_ids.clone(), vec![l.id]].concat()),
+        );
+        let mut changed = tokens.clone();
+        changed[3] = [t.prefix_ids.clone(), vec![7]].concat();
+        assert!(matches!(compare(&t, &changed), CheckOutcome::Mismatch(_)));
+        let mut split = tokens.clone();
+        split[2].push(9);
+        assert!(matches!(compare(&t, &split), CheckOutcome::Mismatch(_)));
+        assert!(matches!(
+            compare(&t, &tokens[1..]),
+            CheckOutcome::Inconclusive(_)
+        ));
+    }
+}
