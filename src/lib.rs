@@ -19,6 +19,7 @@
 //! * [`decode`]: log-probabilities → option mass, normalised and merged probabilities.
 //! * [`calibrate`]: the temperature formula and its files; confidence.
 //! * [`limits`]: the process-wide in-flight cap.
+//! * [`metrics`]: Prometheus metrics with bounded labels.
 //! * [`error`]: the one table of codes → status, code string, error type.
 //! * [`config`], [`models`]: flags, the TOML registry, and the models built from them.
 //!
@@ -40,6 +41,7 @@ pub mod error;
 pub mod json;
 pub mod limits;
 pub mod lower;
+pub mod metrics;
 pub mod models;
 pub mod pipeline;
 pub mod prompt;
@@ -62,6 +64,7 @@ pub fn build_state(config: &config::ServeConfig) -> Result<AppState, config::Con
         models: Arc::new(models),
         pipeline: Arc::new(pipeline::Pipeline::new(&config.upstream)),
         limits: Arc::new(config.limits.clone()),
+        metrics: Arc::new(metrics::Metrics::new()),
     })
 }
 

@@ -19,8 +19,10 @@ use tracing::Instrument;
 
 use crate::config::Limits;
 use crate::error::{ApiError, Code};
+use crate::metrics::Metrics;
 use crate::models::Models;
 use crate::pipeline::Pipeline;
+use crate::tokens::verify::Verdict;
 use crate::validate::validate;
 
 /// Everything handlers share, built once at startup.
@@ -32,6 +34,8 @@ pub struct AppState {
     pub pipeline: Arc<Pipeline>,
     /// The contract's limits.
     pub limits: Arc<Limits>,
+    /// Counters and gauges for `/metrics`.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The request id every response carries (`req_<32 hex>`).
@@ -49,15 +53,24 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/systemone", post(systemone))
         .route("/v1/models", get(list_models))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn(request_context))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            request_context,
+        ))
         .with_state(state)
 }
 
 /// Gives each request an id, a tracing span and one summary log line; puts the id on the
 /// response. The log names the route and outcome only, never the caller's content.
-async fn request_context(mut request: Request, next: Next) -> Response {
+async fn request_context(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let id = format!("req_{}", uuid::Uuid::new_v4().simple());
     let route = request
         .extensions()
@@ -77,6 +90,9 @@ async fn request_context(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     let code = response.extensions().get::<Code>().map(|c| c.as_str());
+    state
+        .metrics
+        .count_request(&route, response.status().as_u16(), code.unwrap_or(""));
     span.in_scope(|| {
         tracing::info!(
             status = response.status().as_u16(),
@@ -128,6 +144,54 @@ async fn list_models(State(state): State<AppState>) -> Json<serde_json::Value> {
 
 async fn healthz() -> Json<serde_json::Value> {
     Json(serde_json::json!({"status": "ok"}))
+}
+
+/// 200 when every model's token table is verified against its serving tokenizer (or its
+/// checks are off). Starts any check that is due; waits only for a model's first check.
+async fn readyz(State(state): State<AppState>) -> Response {
+    let in_flight = state.pipeline.in_flight();
+    let mut ready = true;
+    let mut models = Vec::new();
+    for model in state.models.iter() {
+        let verdict = model
+            .verifier
+            .verdict(&model.backend, &model.table, in_flight)
+            .await;
+        ready &= matches!(verdict, Verdict::Verified | Verdict::Disabled);
+        let last_check = model.verifier.status().last_check.map(|t| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        });
+        models.push(serde_json::json!({
+            "name": model.name,
+            "token_table": verdict.as_str(),
+            "last_check_unix": last_check,
+        }));
+    }
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(serde_json::json!({"ready": ready, "models": models})),
+    )
+        .into_response()
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let body = state
+        .metrics
+        .render(&state.models, state.pipeline.in_flight());
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        body,
+    )
+        .into_response()
 }
 
 async fn not_found() -> ApiError {

@@ -69,6 +69,12 @@ pub struct FakeState {
     pub recorded: Mutex<HashMap<(String, Vec<u64>), Value>>,
     /// Delay applied to every correct answer (tokio time).
     pub delay: Mutex<Duration>,
+    /// How `/v1/completions` (the tokenizer check) misbehaves: RateLimited, Slow,
+    /// MalformedJson and ServerError apply.
+    pub completions_fault: Mutex<Fault>,
+    /// Added to every digit-token id the tokenizer returns: a non-zero value simulates a
+    /// different tokenizer served under the same model name.
+    pub token_id_offset: AtomicUsize,
 }
 
 /// A running fake.
@@ -90,6 +96,8 @@ impl FakeVllm {
             max_in_flight: AtomicUsize::new(0),
             recorded: Mutex::new(HashMap::new()),
             delay: Mutex::new(Duration::ZERO),
+            completions_fault: Mutex::new(Fault::None),
+            token_id_offset: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -113,6 +121,21 @@ impl FakeVllm {
     /// Sets the fault mode.
     pub fn set_fault(&self, fault: Fault) {
         *self.state.fault.lock().expect("lock") = fault;
+    }
+
+    /// Sets the fault mode of the tokenizer endpoint.
+    pub fn set_completions_fault(&self, fault: Fault) {
+        *self.state.completions_fault.lock().expect("lock") = fault;
+    }
+
+    /// Shifts the tokenizer's digit-token ids (0 = the golden toy tokenizer).
+    pub fn set_token_id_offset(&self, offset: usize) {
+        self.state.token_id_offset.store(offset, Ordering::SeqCst);
+    }
+
+    /// Tokenizer (completions) requests received so far.
+    pub fn completion_requests(&self) -> usize {
+        self.state.completion_requests.load(Ordering::SeqCst)
     }
 
     /// Sets a delay before every correct answer.
@@ -414,6 +437,17 @@ async fn completions(
     body: axum::body::Bytes,
 ) -> Response {
     state.completion_requests.fetch_add(1, Ordering::SeqCst);
+    let fault = state.completions_fault.lock().expect("lock").clone();
+    match &fault {
+        Fault::RateLimited(ra) => {
+            return with_retry_after(error(StatusCode::TOO_MANY_REQUESTS, "rate limited"), ra)
+        }
+        Fault::ServerError => return error(StatusCode::INTERNAL_SERVER_ERROR, "tokenizer failed"),
+        Fault::MalformedJson => return (StatusCode::OK, "{\"choices\": [").into_response(),
+        Fault::Slow(d) => tokio::time::sleep(*d).await,
+        _ => {}
+    }
+    let offset = state.token_id_offset.load(Ordering::SeqCst) as u64;
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return error(StatusCode::BAD_REQUEST, "body is not JSON");
     };
@@ -436,7 +470,10 @@ async fn completions(
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let ids = toy_tokenize(p);
+            let ids: Vec<u64> = toy_tokenize(p)
+                .into_iter()
+                .map(|id| if id >= 1000 { id + offset } else { id })
+                .collect();
             let tokens: Vec<Value> = ids
                 .iter()
                 .map(|id| if as_ids { json!(format!("token_id:{id}")) } else { json!(id.to_string()) })
