@@ -267,3 +267,19 @@ mod tests {
         assert!(not_422.get("detail").is_none());
     }
 }
+
+#[cfg(test)]
+mod readme {
+    /// The README's error table lists every code the service can answer.
+    #[test]
+    fn readme_lists_every_code() {
+        let readme = include_str!("../README.md");
+        for code in super::Code::ALL {
+            assert!(
+                readme.contains(&format!("`{}`", code.as_str())),
+                "{} missing from README",
+                code.as_str()
+            );
+        }
+    }
+}
