@@ -23,6 +23,9 @@ use crate::backend::Backend;
 use crate::limits::InFlight;
 use crate::tokens::TokenTable;
 
+/// How soon a check is retried while no check has concluded yet.
+pub const UNCHECKED_RETRY: Duration = Duration::from_secs(30);
+
 /// What the last concluded check said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -160,7 +163,13 @@ impl Verifier {
             if state.verdict == Verdict::Disabled {
                 return Verdict::Disabled;
             }
-            let due = state.started.is_none_or(|s| s.elapsed() >= self.interval);
+            // Without any verdict yet, an inconclusive check is retried sooner.
+            let wait = if state.verdict == Verdict::Unchecked {
+                self.interval.min(UNCHECKED_RETRY)
+            } else {
+                self.interval
+            };
+            let due = state.started.is_none_or(|s| s.elapsed() >= wait);
             let start = due && !state.running;
             if start {
                 state.running = true;

@@ -1,0 +1,709 @@
+//! The live token-table check (technique §3) and the token limits (contract "Limits" and
+//! the 503 row), over HTTP against the fake vLLM server.
+//!
+//! * The check runs at a model's first request and then, in the background, whenever a
+//!   request (or `/readyz`) arrives more than `--token-check-interval-secs` (600 by default)
+//!   after the last one started. Only the very first check is waited for; later ones never
+//!   delay a request, which goes by the last verdict.
+//! * A mismatch disables the model (503 `system_one_token_table_mismatch` with
+//!   `Retry-After`, `/readyz` 503) until a later check passes; a check that cannot conclude
+//!   (429, its own 30 s bound, a malformed body, a 5xx) keeps the previous verdict.
+//! * The fake's `/v1/completions` tokenizes with the toy tokenizer the `golden-fake` table
+//!   was built from; `set_token_id_offset` shifts its digit ids to simulate a different
+//!   tokenizer served under the same model name.
+//!
+//! Every check test runs on a paused tokio clock: the 10-minute interval is crossed with
+//! `tokio::time::advance`, a background check is awaited by polling the verifier's status
+//! in a loop bounded in paused time, and no test sleeps in real time.
+//!
+//! The limit tests use the real Gemma 3 and Qwen 3 `tokenizer.json` files from
+//! `SYSTEMONE_TOKENIZERS` (default `~/.cache/systemone/tokenizers`, filled by
+//! `scripts/fetch-tokenizers.sh`); without them they fail rather than skip.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use serde_json::{json, Map, Value};
+use tokio::time::Instant;
+
+use clap::Parser;
+use common::fake_vllm::{FakeVllm, Fault};
+use common::Service;
+use systemone::config::{Cli, Command, ServeConfig};
+use systemone::json::to_python;
+use systemone::tokens::build::LoadedTokenizer;
+use systemone::tokens::verify::{Status, Verdict};
+
+/// The public model name the test configuration serves.
+const MODEL: &str = "glm-5.3-flash";
+/// The default time between checks.
+const INTERVAL: Duration = Duration::from_secs(600);
+/// The default bound on one check.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+/// How far (in paused time) to poll for a background check before giving up: longer than
+/// the check's own bound, so a check that never answers still finishes (inconclusively).
+const CHECK_WAIT: Duration = Duration::from_secs(60);
+/// The contract's default state limit.
+const MAX_STATE_TOKENS: usize = 32_768;
+/// The contract's default per-question limit.
+const MAX_QUESTION_TOKENS: usize = 16_384;
+
+// ---------------------------------------------------------------------------------------
+// Helpers.
+// ---------------------------------------------------------------------------------------
+
+/// One response, read whole.
+struct Reply {
+    status: u16,
+    headers: HeaderMap,
+    text: String,
+    body: Value,
+}
+
+impl Reply {
+    async fn read(response: reqwest::Response) -> Self {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("body reads");
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            text,
+            body,
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(name)
+            .map(|v| v.to_str().expect("ascii header"))
+    }
+
+    fn message(&self) -> &str {
+        self.body["error"]["message"].as_str().unwrap_or("")
+    }
+}
+
+/// A fake plus a service in front of it, with `extra` flags.
+async fn setup(extra: &[&str]) -> (FakeVllm, Service) {
+    let fake = FakeVllm::start().await;
+    let service = common::start(common::config(&fake.base_url(), extra)).await;
+    (fake, service)
+}
+
+async fn ask(service: &Service, body: &Value) -> Reply {
+    Reply::read(service.ask(body).await).await
+}
+
+async fn get(service: &Service, path: &str) -> Reply {
+    let response = service
+        .client
+        .get(service.url(path))
+        .send()
+        .await
+        .expect("service answers");
+    Reply::read(response).await
+}
+
+/// `criteria` with `n` labels `opt_0` … `opt_{n-1}`.
+fn criteria(n: usize) -> Value {
+    let map: Map<String, Value> = (0..n)
+        .map(|i| (format!("opt_{i}"), json!(format!("option number {i}"))))
+        .collect();
+    Value::Object(map)
+}
+
+/// A request with one choice question of `n` options about `state`.
+fn choice_about(state: Value, n: usize) -> Value {
+    json!({
+        "state": state,
+        "questions": {"q": {"type": "choice", "instructions": "Pick one.", "criteria": criteria(n)}},
+    })
+}
+
+/// A small request with one 3-option choice question.
+fn request() -> Value {
+    choice_about(json!("A customer writes: my invoice is wrong."), 3)
+}
+
+/// The default model's verifier status.
+fn status(service: &Service) -> Status {
+    service.state.models.default_model().verifier.status()
+}
+
+/// Asserts a 200 with an answer.
+fn assert_answered(reply: &Reply) {
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(reply.body["answers"]["q"].is_object(), "{}", reply.text);
+}
+
+/// Asserts the contract's error shape: status, code in the header and the body, type.
+fn assert_error(reply: &Reply, status: u16, code: &str, kind: &str) {
+    assert_eq!(reply.status, status, "status; body {}", reply.text);
+    assert_eq!(
+        reply.header("x-systemone-error-code"),
+        Some(code),
+        "{}",
+        reply.text
+    );
+    assert_eq!(reply.body["error"]["code"], json!(code), "{}", reply.text);
+    assert_eq!(reply.body["error"]["type"], json!(kind), "{}", reply.text);
+    assert!(!reply.message().is_empty(), "{}", reply.text);
+    assert!(reply.body.get("answers").is_none(), "{}", reply.text);
+}
+
+/// Asserts a 503 `system_one_token_table_mismatch` with a `Retry-After` of 1 to 60 s.
+fn assert_mismatch_503(reply: &Reply) {
+    assert_error(reply, 503, "system_one_token_table_mismatch", "unavailable");
+    let retry: u64 = reply
+        .header("retry-after")
+        .expect("a 503 carries Retry-After")
+        .parse()
+        .expect("Retry-After is whole seconds");
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+}
+
+/// `/readyz`, asserting its status and the one model's `token_table` word.
+async fn assert_ready(service: &Service, status: u16, token_table: &str) {
+    let reply = get(service, "/readyz").await;
+    assert_eq!(reply.status, status, "{}", reply.text);
+    assert_eq!(reply.body["ready"], json!(status == 200), "{}", reply.text);
+    assert_eq!(
+        reply.body["models"][0]["name"],
+        json!(MODEL),
+        "{}",
+        reply.text
+    );
+    assert_eq!(
+        reply.body["models"][0]["token_table"],
+        json!(token_table),
+        "{}",
+        reply.text
+    );
+}
+
+/// Asserts that `/metrics` has the line `systemone_token_table_verdict{model=...} value`.
+async fn assert_verdict_metric(service: &Service, value: i64) {
+    let reply = get(service, "/metrics").await;
+    assert_eq!(reply.status, 200);
+    let line = format!("systemone_token_table_verdict{{model=\"{MODEL}\"}} {value}");
+    assert!(
+        reply.text.lines().any(|l| l == line),
+        "no line {line:?} in\n{}",
+        reply.text
+    );
+}
+
+/// Waits, on the paused clock, until a check finishes: the verifier's status (verdict or
+/// the time of the last finished check) differs from `before`. Each round yields and then
+/// sleeps 100 ms of paused time, so the loop is bounded by `within` of paused time.
+async fn check_finished(service: &Service, before: Status, within: Duration) -> Status {
+    let started = Instant::now();
+    loop {
+        for _ in 0..16 {
+            tokio::task::yield_now().await;
+        }
+        let now = status(service);
+        if now != before {
+            return now;
+        }
+        assert!(
+            started.elapsed() <= within,
+            "no check finished within {within:?} of paused time; status {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Lets I/O progress without advancing the paused clock (yields only) until `cond` holds.
+async fn until_without_time(mut cond: impl FnMut() -> bool) -> bool {
+    for _ in 0..10_000 {
+        if cond() {
+            return true;
+        }
+        tokio::task::yield_now().await;
+    }
+    cond()
+}
+
+/// A service whose first check has passed: one request answered, verdict `verified`.
+async fn verified() -> (FakeVllm, Service) {
+    let (fake, service) = setup(&[]).await;
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(status(&service).verdict, Verdict::Verified);
+    assert_eq!(fake.completion_requests(), 1);
+    (fake, service)
+}
+
+/// Crosses the interval, sends a request (which starts a check and is answered by the
+/// last verdict: 200 if `expect_ok`, else the mismatch 503), waits for that check to
+/// finish and returns the verifier's status after it, with the paused time it took.
+async fn next_check(fake: &FakeVllm, service: &Service, expect_ok: bool) -> (Status, Duration) {
+    tokio::time::advance(INTERVAL).await;
+    let before = status(service);
+    let sent = fake.completion_requests();
+    let chats = fake.chat_requests();
+    let started = Instant::now();
+    let reply = ask(service, &request()).await;
+    if expect_ok {
+        assert_answered(&reply);
+    } else {
+        assert_mismatch_503(&reply);
+        assert_eq!(
+            fake.chat_requests(),
+            chats,
+            "a disabled model sends no read"
+        );
+    }
+    let after = check_finished(service, before, CHECK_WAIT).await;
+    assert_eq!(
+        fake.completion_requests(),
+        sent + 1,
+        "one tokenizer request per check"
+    );
+    (after, started.elapsed())
+}
+
+/// Where the real tokenizers are (fails, never skips, when they are missing).
+fn tokenizer_path(name: &str) -> PathBuf {
+    let dir = std::env::var("SYSTEMONE_TOKENIZERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/systemone/tokenizers")
+        });
+    let path = dir.join(name).join("tokenizer.json");
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/fetch-tokenizers.sh",
+        path.display()
+    );
+    path
+}
+
+/// Tokens of a string state as the prompt renders it (JSON, quotes included).
+fn state_tokens(tk: &LoadedTokenizer, state: &str) -> usize {
+    let rendered = to_python(&Value::String(state.to_string())).expect("a string renders");
+    tk.count(&rendered).expect("counts")
+}
+
+/// Short pieces that usually add one token each.
+const PIECES: [&str; 8] = [" a", ".", " I", " x", "!", ",", " the", "?"];
+
+/// A string state whose JSON rendering is exactly `target` tokens: a sentence repeated
+/// (the most repetitions that stay within `target`), then padded one piece at a time.
+fn state_of_exactly(tk: &LoadedTokenizer, target: usize) -> String {
+    const SENTENCE: &str =
+        "The customer says the invoice for March is wrong and asks for a refund. ";
+    let text = |k: usize| SENTENCE.repeat(k).trim_end().to_string();
+    let (mut lo, mut hi) = (1usize, target);
+    assert!(state_tokens(tk, &text(lo)) <= target);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if state_tokens(tk, &text(mid)) <= target {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut state = text(lo);
+    for _ in 0..1_000 {
+        let count = state_tokens(tk, &state);
+        if count == target {
+            return state;
+        }
+        let piece = PIECES
+            .iter()
+            .find(|p| {
+                let grown = state_tokens(tk, &format!("{state}{p}"));
+                grown > count && grown <= target
+            })
+            .unwrap_or_else(|| panic!("no piece grows {count} tokens towards {target}"));
+        state.push_str(piece);
+    }
+    panic!("could not reach {target} tokens");
+}
+
+/// `state` plus one piece that adds exactly one token to its rendering.
+fn one_token_more(tk: &LoadedTokenizer, state: &str) -> String {
+    let count = state_tokens(tk, state);
+    PIECES
+        .iter()
+        .map(|p| format!("{state}{p}"))
+        .find(|s| state_tokens(tk, s) == count + 1)
+        .expect("some piece adds exactly one token")
+}
+
+/// Like [`common::config`], but with the token table `table` instead of `golden-fake`.
+fn config_with_table(backend_url: &str, table: &str, extra: &[&str]) -> ServeConfig {
+    let mut args = vec![
+        "systemone",
+        "serve",
+        "--backend-url",
+        backend_url,
+        "--token-table",
+        table,
+        "--model",
+        MODEL,
+    ];
+    args.extend_from_slice(extra);
+    match Cli::try_parse_from(args).expect("valid flags").command {
+        Command::Serve(config) => *config,
+        other => panic!("not serve: {other:?}"),
+    }
+}
+
+/// A service on the fake with the real Gemma 3 tokenizer and table, checks off.
+async fn gemma_service() -> (FakeVllm, Service) {
+    let gemma = tokenizer_path("gemma3");
+    let gemma = gemma.to_str().expect("utf-8 path");
+    let fake = FakeVllm::start().await;
+    let config = config_with_table(
+        &fake.base_url(),
+        "gemma-3",
+        &["--tokenizer", gemma, "--token-check-interval-secs", "0"],
+    );
+    let service = common::start(config).await;
+    (fake, service)
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. A matching table.
+// ---------------------------------------------------------------------------------------
+
+/// A matching table: the first request triggers exactly one tokenizer request (none before
+/// it), is answered 200, and afterwards `/readyz` is 200 with `"token_table": "verified"`
+/// and `/metrics` shows verdict 1, neither sending another tokenizer request.
+#[tokio::test(start_paused = true)]
+async fn a_matching_table_is_verified_once_and_served() {
+    let (fake, service) = setup(&[]).await;
+    assert_eq!(fake.completion_requests(), 0, "no check before any request");
+    assert_eq!(status(&service).verdict, Verdict::Unchecked);
+
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(fake.completion_requests(), 1);
+    assert_eq!(fake.chat_requests(), 1);
+    let now = status(&service);
+    assert_eq!(now.verdict, Verdict::Verified);
+    assert!(now.last_check.is_some());
+
+    assert_ready(&service, 200, "verified").await;
+    assert_verdict_metric(&service, 1).await;
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(fake.completion_requests(), 1, "no check is due yet");
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. The tokenizer changes mid-run.
+// ---------------------------------------------------------------------------------------
+
+/// The serving tokenizer changes after the first verified check (digit ids shifted): ten
+/// minutes later the next request is still answered 200 (by the last verdict, while the
+/// background check runs); once that check has finished, requests get 503
+/// `system_one_token_table_mismatch` with `Retry-After` in 1..=60 and no read is sent for
+/// them, `/readyz` is 503 "mismatch" and the metric is -1. With the tokenizer restored, the
+/// request after the next interval still gets the 503 (it starts the check), and once that
+/// check has passed the model answers 200 again and `/readyz` is back to 200.
+#[tokio::test(start_paused = true)]
+async fn a_changed_tokenizer_disables_the_model_until_a_check_passes() {
+    let (fake, service) = verified().await;
+    fake.set_token_id_offset(1);
+
+    let (after, _) = next_check(&fake, &service, true).await;
+    assert_eq!(after.verdict, Verdict::Mismatch);
+
+    let chats = fake.chat_requests();
+    for _ in 0..3 {
+        assert_mismatch_503(&ask(&service, &request()).await);
+    }
+    assert_eq!(
+        fake.chat_requests(),
+        chats,
+        "a disabled model sends no read"
+    );
+    assert_ready(&service, 503, "mismatch").await;
+    assert_verdict_metric(&service, -1).await;
+    assert_eq!(
+        fake.completion_requests(),
+        2,
+        "no check until the interval passes"
+    );
+
+    fake.set_token_id_offset(0);
+    let (after, _) = next_check(&fake, &service, false).await;
+    assert_eq!(after.verdict, Verdict::Verified);
+    assert_answered(&ask(&service, &request()).await);
+    assert_ready(&service, 200, "verified").await;
+    assert_verdict_metric(&service, 1).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Inconclusive checks.
+// ---------------------------------------------------------------------------------------
+
+/// The tokenizer-endpoint faults that make a check inconclusive, in the order tried. A
+/// 1-hour delay is cut short by the check's own 30 s bound.
+fn inconclusive_faults() -> Vec<Fault> {
+    vec![
+        Fault::RateLimited(Some("5".into())),
+        Fault::Slow(Duration::from_secs(3600)),
+        Fault::MalformedJson,
+        Fault::ServerError,
+    ]
+}
+
+/// Inconclusive checks keep a `verified` verdict: after the first check passed, a check
+/// answered 429, one that runs into its own 30 s bound (the endpoint takes an hour), one
+/// answered with a malformed body and one answered 500 each finish (the last check time
+/// moves) without changing the verdict, and requests after each are still answered 200.
+#[tokio::test(start_paused = true)]
+async fn inconclusive_checks_keep_a_verified_model_served() {
+    let (fake, service) = verified().await;
+    for fault in inconclusive_faults() {
+        fake.set_completions_fault(fault.clone());
+        let before = status(&service);
+        let (after, took) = next_check(&fake, &service, true).await;
+        assert_eq!(after.verdict, Verdict::Verified, "after {fault:?}");
+        assert_ne!(after.last_check, before.last_check, "after {fault:?}");
+        if matches!(fault, Fault::Slow(_)) {
+            assert!(
+                took >= CHECK_TIMEOUT && took < CHECK_WAIT,
+                "the check's own bound ended it: {took:?}"
+            );
+        }
+        assert_answered(&ask(&service, &request()).await);
+        assert_ready(&service, 200, "verified").await;
+    }
+    assert_eq!(fake.completion_requests(), 1 + inconclusive_faults().len());
+}
+
+/// Inconclusive checks keep a `mismatch` verdict too: once a check has found the table
+/// wrong, later checks answered 429, timed out, malformed or 500 leave the model disabled
+/// (503 and no read sent), even though the tokenizer has meanwhile been fixed.
+#[tokio::test(start_paused = true)]
+async fn inconclusive_checks_keep_a_mismatched_model_disabled() {
+    let (fake, service) = verified().await;
+    fake.set_token_id_offset(7);
+    let (after, _) = next_check(&fake, &service, true).await;
+    assert_eq!(after.verdict, Verdict::Mismatch);
+    // Fixed, but no check can conclude.
+    fake.set_token_id_offset(0);
+    for fault in inconclusive_faults() {
+        fake.set_completions_fault(fault.clone());
+        let (after, _) = next_check(&fake, &service, false).await;
+        assert_eq!(after.verdict, Verdict::Mismatch, "after {fault:?}");
+        let chats = fake.chat_requests();
+        assert_mismatch_503(&ask(&service, &request()).await);
+        assert_eq!(fake.chat_requests(), chats);
+        assert_ready(&service, 503, "mismatch").await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. A slow check does not delay requests.
+// ---------------------------------------------------------------------------------------
+
+/// A slow background check does not delay requests: with the tokenizer endpoint taking
+/// 20 s, the request that starts the check ten minutes later is answered 200 in well under
+/// 20 s of paused time, while the check is demonstrably still running (its tokenizer
+/// request has arrived, but no check has finished since); the check then passes 20 s in.
+#[tokio::test(start_paused = true)]
+async fn a_slow_check_does_not_delay_requests() {
+    let (fake, service) = verified().await;
+    let slow = Duration::from_secs(20);
+    fake.set_completions_fault(Fault::Slow(slow));
+    tokio::time::advance(INTERVAL).await;
+
+    let before = status(&service);
+    let sent = fake.completion_requests();
+    let started = Instant::now();
+    let reply = ask(&service, &request()).await;
+    let took = started.elapsed();
+    assert_answered(&reply);
+    assert!(took < Duration::from_secs(1), "the request took {took:?}");
+    assert!(
+        until_without_time(|| fake.completion_requests() == sent + 1).await,
+        "the check's tokenizer request arrived"
+    );
+    assert_eq!(status(&service), before, "the check has not finished");
+    assert!(started.elapsed() < slow);
+    // A second request meanwhile neither waits nor starts another check.
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(fake.completion_requests(), sent + 1);
+    assert_eq!(status(&service), before);
+
+    let after = check_finished(&service, before, CHECK_WAIT).await;
+    assert_eq!(after.verdict, Verdict::Verified);
+    assert!(started.elapsed() >= slow, "{:?}", started.elapsed());
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. The first check.
+// ---------------------------------------------------------------------------------------
+
+/// Before any verdict, requests wait for the first check: with the tokenizer endpoint
+/// taking 5 s (within the 30 s bound), two concurrent first requests both wait at least
+/// 5 s of paused time, share the one check (one tokenizer request) and are answered 200.
+#[tokio::test(start_paused = true)]
+async fn the_first_request_waits_for_the_first_check() {
+    let (fake, service) = setup(&[]).await;
+    let slow = Duration::from_secs(5);
+    fake.set_completions_fault(Fault::Slow(slow));
+    let started = Instant::now();
+    let body = request();
+    let (a, b) = tokio::join!(ask(&service, &body), ask(&service, &body));
+    let took = started.elapsed();
+    assert_answered(&a);
+    assert_answered(&b);
+    assert!(took >= slow && took < CHECK_TIMEOUT, "took {took:?}");
+    assert_eq!(fake.completion_requests(), 1, "one check for both");
+    assert_eq!(status(&service).verdict, Verdict::Verified);
+    assert_ready(&service, 200, "verified").await;
+}
+
+/// A first check that cannot conclude (429) leaves no verdict, and no verdict is not a
+/// mismatch: requests are answered 200 (without another check before the interval), while
+/// `/readyz` stays 503 "unchecked" because the table is not verified.
+#[tokio::test(start_paused = true)]
+async fn an_inconclusive_first_check_still_serves() {
+    let (fake, service) = setup(&[]).await;
+    fake.set_completions_fault(Fault::RateLimited(None));
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(fake.completion_requests(), 1);
+    let now = status(&service);
+    assert_eq!(now.verdict, Verdict::Unchecked);
+    assert!(now.last_check.is_some(), "the check did run");
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(fake.completion_requests(), 1);
+    assert_ready(&service, 503, "unchecked").await;
+    assert_verdict_metric(&service, 0).await;
+}
+
+/// Without any verdict, an inconclusive first check is retried after 30 s rather than a
+/// whole interval: once the tokenizer answers again, the model is verified well before the
+/// 10-minute mark.
+#[tokio::test(start_paused = true)]
+async fn an_unchecked_model_is_retried_soon() {
+    let (fake, service) = setup(&[]).await;
+    fake.set_completions_fault(Fault::RateLimited(None));
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(status(&service).verdict, Verdict::Unchecked);
+    fake.set_completions_fault(Fault::None);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(fake.completion_requests(), 1, "not due yet after 10 s");
+    tokio::time::advance(Duration::from_secs(25)).await;
+    let before = status(&service);
+    // Unchecked: this request waits for the retried check, which now passes.
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(fake.completion_requests(), 2);
+    let after = check_finished(&service, before, Duration::from_secs(30)).await;
+    assert_eq!(after.verdict, Verdict::Verified);
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Checks turned off.
+// ---------------------------------------------------------------------------------------
+
+/// `--token-check-interval-secs 0` turns checks off: across requests, `/readyz` and more
+/// than ten minutes, no tokenizer request is ever sent; requests are answered 200 and
+/// `/readyz` is 200 with "disabled" (metric 2).
+#[tokio::test(start_paused = true)]
+async fn interval_zero_turns_checks_off() {
+    let (fake, service) = setup(&["--token-check-interval-secs", "0"]).await;
+    assert_answered(&ask(&service, &request()).await);
+    assert_ready(&service, 200, "disabled").await;
+    tokio::time::advance(INTERVAL * 2).await;
+    assert_answered(&ask(&service, &request()).await);
+    assert_ready(&service, 200, "disabled").await;
+    assert_verdict_metric(&service, 2).await;
+    assert_eq!(fake.completion_requests(), 0);
+    assert_eq!(status(&service).verdict, Verdict::Disabled);
+    assert_eq!(status(&service).last_check, None);
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. Limits with the real Gemma 3 tokenizer.
+// ---------------------------------------------------------------------------------------
+
+/// The state limit is exact with the real Gemma 3 tokenizer: a string state whose JSON
+/// rendering (quotes included) is exactly 32,768 tokens is answered 200 with a 2-option
+/// choice; one token more is 413 `system_one_state_too_large`, naming 32768 and the count.
+#[tokio::test]
+async fn gemma3_state_limit_is_exact() {
+    let tk = LoadedTokenizer::from_file(&tokenizer_path("gemma3")).expect("loads");
+    let at_limit = state_of_exactly(&tk, MAX_STATE_TOKENS);
+    assert_eq!(state_tokens(&tk, &at_limit), MAX_STATE_TOKENS);
+    let over = one_token_more(&tk, &at_limit);
+    assert_eq!(state_tokens(&tk, &over), MAX_STATE_TOKENS + 1);
+
+    let (fake, service) = gemma_service().await;
+    let reply = ask(&service, &choice_about(json!(at_limit), 2)).await;
+    assert_answered(&reply);
+    assert_eq!(fake.chat_requests(), 1);
+
+    let reply = ask(&service, &choice_about(json!(over), 2)).await;
+    assert_error(&reply, 413, "system_one_state_too_large", "cap_exceeded");
+    assert!(reply.message().contains("32768"), "{}", reply.text);
+    assert!(reply.message().contains("32769"), "{}", reply.text);
+    assert_eq!(fake.chat_requests(), 1, "no read for a refused request");
+    assert_eq!(fake.completion_requests(), 0, "checks are off");
+}
+
+/// With the real Gemma 3 tokenizer, a question whose instructions alone are over 16,384
+/// tokens is 413 `system_one_question_too_large` (naming 16384); Gemma 3 has 10
+/// single-token labels, so a 10-option choice is answered and an 11-option choice is 422
+/// `system_one_too_many_options` naming the capacity 10.
+#[tokio::test]
+async fn gemma3_question_and_option_limits() {
+    let tk = LoadedTokenizer::from_file(&tokenizer_path("gemma3")).expect("loads");
+    let instructions = "Decide whether the customer should get a refund for March. ".repeat(2_000);
+    assert!(tk.count(&instructions).expect("counts") > MAX_QUESTION_TOKENS);
+
+    let (fake, service) = gemma_service().await;
+    let body = json!({
+        "state": "A customer writes: my invoice is wrong.",
+        "questions": {"q": {"type": "choice", "instructions": instructions, "criteria": criteria(2)}},
+    });
+    let reply = ask(&service, &body).await;
+    assert_error(&reply, 413, "system_one_question_too_large", "cap_exceeded");
+    assert!(reply.message().contains("16384"), "{}", reply.text);
+
+    assert_answered(&ask(&service, &choice_about(json!("A short state."), 10)).await);
+    let reply = ask(&service, &choice_about(json!("A short state."), 11)).await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    assert_eq!(
+        reply.body["error"]["code"],
+        json!("system_one_too_many_options"),
+        "{}",
+        reply.text
+    );
+    assert!(reply.message().contains("10"), "{}", reply.text);
+    assert!(reply.message().contains("11"), "{}", reply.text);
+    assert_eq!(
+        fake.chat_requests(),
+        1,
+        "only the 10-option choice was read"
+    );
+}
+
+/// The service refuses to start when `--tokenizer` does not match `--token-table`: the
+/// Qwen 3 `tokenizer.json` with the `gemma-3` table makes `build_state` fail with an error
+/// that names the mismatch.
+#[tokio::test]
+async fn a_tokenizer_that_does_not_match_the_table_refuses_to_start() {
+    let qwen = tokenizer_path("qwen3");
+    let qwen = qwen.to_str().expect("utf-8 path");
+    let config = config_with_table("http://127.0.0.1:9/v1", "gemma-3", &["--tokenizer", qwen]);
+    let message = match systemone::build_state(&config) {
+        Ok(_) => panic!("a mismatched tokenizer must refuse to start"),
+        Err(e) => e.to_string(),
+    };
+    assert!(message.contains("does not match"), "{message}");
+    assert!(message.contains("gemma-3"), "{message}");
+    assert!(message.contains(qwen), "{message}");
+}
