@@ -154,7 +154,11 @@ fn logprobs(n: usize) -> Vec<OrderRead> {
             }
         })
         .collect();
-    vec![OrderRead { shift: 0, logprobs }]
+    vec![OrderRead {
+        shift: 0,
+        logprobs,
+        pre_mask: true,
+    }]
 }
 
 fn hot_path(c: &mut Criterion) {

@@ -132,6 +132,8 @@ fn start_service(backend_url: &str) -> (ServiceGuard, SocketAddr) {
             "serve",
             "--listen",
             "127.0.0.1:0",
+            "--backend",
+            "vllm",
             "--backend-url",
             backend_url,
             "--token-table",

@@ -187,15 +187,16 @@ pub struct ServeConfig {
 /// The one model served when no `--config` file is given.
 #[derive(Debug, Clone, Args)]
 pub struct ModelFlags {
-    /// Backend dialect.
-    #[arg(long, env = "SYSTEMONE_BACKEND", value_enum, default_value_t = BackendKind::Vllm)]
+    /// Backend dialect. The default is the embedded local backend: llama.cpp's
+    /// `llama-server` with Gemma 3 270M, started by `scripts/run-local.sh`.
+    #[arg(long, env = "SYSTEMONE_BACKEND", value_enum, default_value_t = BackendKind::Llamacpp)]
     pub backend: BackendKind,
 
     /// Backend base URL, ending in `/v1`.
     #[arg(
         long,
         env = "SYSTEMONE_BACKEND_URL",
-        default_value = "http://127.0.0.1:8000/v1"
+        default_value = "http://127.0.0.1:8081/v1"
     )]
     pub backend_url: String,
 
@@ -208,7 +209,7 @@ pub struct ModelFlags {
     pub upstream_model: Option<String>,
 
     /// Public model name callers use.
-    #[arg(long, env = "SYSTEMONE_MODEL", default_value = "glm-5.3-flash")]
+    #[arg(long, env = "SYSTEMONE_MODEL", default_value = "gemma-3-270m")]
     pub model: String,
 
     /// Extra public names for the model (`jev-latest` always names the default model).
@@ -216,8 +217,8 @@ pub struct ModelFlags {
     pub aliases: Vec<String>,
 
     /// Token table: a file path, or the name of a table shipped in `token-tables/`.
-    #[arg(long, env = "SYSTEMONE_TOKEN_TABLE")]
-    pub token_table: Option<String>,
+    #[arg(long, env = "SYSTEMONE_TOKEN_TABLE", default_value = "gemma-3")]
+    pub token_table: String,
 
     /// Calibration file (`a`, `b` of `ln T = a + b·ln n`): a path or a shipped name.
     /// Without one, the reference's GLM-5.3-Flash formula applies.
@@ -241,6 +242,15 @@ pub struct ModelFlags {
         default_value_t = 600
     )]
     pub token_check_interval_secs: u64,
+
+    /// Let the backend reuse its prefix cache (llama.cpp `cache_prompt`). A cached prefix
+    /// can move llama.cpp's probabilities slightly; turn off for bit-exact comparisons.
+    #[arg(long, env = "SYSTEMONE_CACHE_PROMPT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub cache_prompt: bool,
+
+    /// Send `chat_template_kwargs: {"enable_thinking": false}` (Qwen 3 style thinking models).
+    #[arg(long, env = "SYSTEMONE_DISABLE_THINKING")]
+    pub disable_thinking: bool,
 
     /// Most token ids read in one upstream request (vLLM deployments cap this at 128).
     #[arg(long, env = "SYSTEMONE_MAX_IDS_PER_READ", default_value_t = 128)]
@@ -380,6 +390,16 @@ pub struct ModelConfig {
     /// Seconds between live token-table checks (0: never).
     #[serde(default = "default_check_interval")]
     pub token_check_interval_secs: u64,
+    /// Let the backend reuse its prefix cache.
+    #[serde(default = "default_true")]
+    pub cache_prompt: bool,
+    /// Send `chat_template_kwargs: {"enable_thinking": false}`.
+    #[serde(default)]
+    pub disable_thinking: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_max_ids() -> usize {
@@ -420,11 +440,6 @@ impl ServeConfig {
 impl ModelFlags {
     /// The single model these flags describe.
     pub fn to_model_config(&self) -> Result<ModelConfig, ConfigError> {
-        let token_table = self.token_table.clone().ok_or_else(|| {
-            ConfigError::Invalid(
-                "--token-table (SYSTEMONE_TOKEN_TABLE) is required: a token table built for the served model's tokenizer".into(),
-            )
-        })?;
         Ok(ModelConfig {
             name: self.model.clone(),
             aliases: self.aliases.clone(),
@@ -434,12 +449,14 @@ impl ModelFlags {
             upstream_model: self.upstream_model.clone(),
             backend_api_key_env: None,
             backend_api_key: self.backend_api_key.clone(),
-            token_table,
+            token_table: self.token_table.clone(),
             calibration: self.calibration.clone(),
             layout: self.layout,
             max_ids_per_read: self.max_ids_per_read,
             tokenizer: self.tokenizer.clone(),
             token_check_interval_secs: self.token_check_interval_secs,
+            cache_prompt: self.cache_prompt,
+            disable_thinking: self.disable_thinking,
         })
     }
 }

@@ -12,8 +12,11 @@ use crate::calibrate::{confidence, temper};
 pub struct OrderRead {
     /// Position `p` held the caller's option `(p + shift) mod n`.
     pub shift: usize,
-    /// Pre-mask log-probability per position.
+    /// Log-probability per position: pre-mask, or the masked distribution itself when
+    /// `pre_mask` is false.
     pub logprobs: Vec<f64>,
+    /// Whether `logprobs` are pre-mask, so their mass is the option mass.
+    pub pre_mask: bool,
 }
 
 /// One question's answer, in the caller's option order.
@@ -21,8 +24,11 @@ pub struct OrderRead {
 pub struct Decoded {
     /// Calibrated probabilities, caller's option order.
     pub probabilities: Vec<f64>,
-    /// Mean pre-mask mass on the options; `None` when the model was not asked.
+    /// Mean pre-mask mass on the options; `None` when the model was not asked or when the
+    /// backend could not report it (then `option_mass_unknown`).
     pub option_mass: Option<f64>,
+    /// The model was asked but some read could not report the pre-mask mass.
+    pub option_mass_unknown: bool,
     /// The temperature applied.
     pub temperature: f64,
     /// `1 − H(p)/ln n`.
@@ -39,6 +45,7 @@ pub fn certain() -> Decoded {
     Decoded {
         probabilities: vec![1.0],
         option_mass: None,
+        option_mass_unknown: false,
         temperature: 1.0,
         confidence: 1.0,
     }
@@ -82,10 +89,12 @@ pub fn decode(orders: &[OrderRead], t: f64) -> Result<Decoded, DecodeError> {
         averaged.iter().map(|x| x / total).collect()
     };
     let probabilities = temper(&p, t);
+    let mass_known = orders.iter().all(|o| o.pre_mask);
     Ok(Decoded {
         confidence: confidence(&probabilities),
         probabilities,
-        option_mass: Some(mass_sum / orders.len() as f64),
+        option_mass: mass_known.then(|| mass_sum / orders.len() as f64),
+        option_mass_unknown: !mass_known,
         temperature: t,
     })
 }
@@ -112,6 +121,7 @@ mod tests {
             &[OrderRead {
                 shift: 0,
                 logprobs: lp,
+                pre_mask: true,
             }],
             1.0,
         )
@@ -126,10 +136,12 @@ mod tests {
         let a = OrderRead {
             shift: 0,
             logprobs: vec![(0.6f64).ln(), (0.2f64).ln()],
+            pre_mask: true,
         };
         let b = OrderRead {
             shift: 1,
             logprobs: vec![(0.2f64).ln(), (0.6f64).ln()],
+            pre_mask: true,
         };
         let d = decode(&[a, b], 1.0).expect("decodes");
         assert!((d.probabilities[0] - 0.75).abs() < 1e-12);
@@ -140,9 +152,28 @@ mod tests {
         let bad = OrderRead {
             shift: 0,
             logprobs: vec![f64::NEG_INFINITY, -1.0],
+            pre_mask: true,
         };
         assert!(decode(&[bad], 1.0).is_err());
         assert!(decode(&[], 1.0).is_err());
+    }
+
+    #[test]
+    fn an_order_without_pre_mask_logprobs_makes_the_mass_unknown() {
+        let raw = OrderRead {
+            shift: 0,
+            logprobs: vec![(0.3f64).ln(), (0.1f64).ln()],
+            pre_mask: true,
+        };
+        let masked = OrderRead {
+            shift: 1,
+            logprobs: vec![(0.25f64).ln(), (0.75f64).ln()],
+            pre_mask: false,
+        };
+        let d = decode(&[raw, masked], 1.0).expect("decodes");
+        assert_eq!(d.option_mass, None);
+        assert!(d.option_mass_unknown);
+        assert!((d.probabilities[0] - 0.75).abs() < 1e-12);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::backend::llamacpp::LlamaCppBackend;
 use crate::backend::vllm::VllmBackend;
 use crate::backend::Backend;
 use crate::calibrate::{Calibration, DEFAULT_FORMULA};
@@ -135,19 +136,28 @@ impl Models {
             None => DEFAULT_FORMULA,
         };
         let upstream_model = c.upstream_model.clone().unwrap_or_else(|| c.name.clone());
+        let thinking_off = c
+            .disable_thinking
+            .then(|| serde_json::json!({"enable_thinking": false}));
         let backend: Arc<dyn Backend> = match c.backend {
-            BackendKind::Vllm => Arc::new(VllmBackend::new(
+            BackendKind::Vllm => Arc::new(
+                VllmBackend::new(
+                    client.clone(),
+                    &c.backend_url,
+                    upstream_model.clone(),
+                    c.backend_api_key.clone(),
+                    c.max_ids_per_read,
+                )
+                .with_chat_template_kwargs(thinking_off),
+            ),
+            BackendKind::Llamacpp => Arc::new(LlamaCppBackend::new(
                 client.clone(),
                 &c.backend_url,
                 upstream_model.clone(),
                 c.backend_api_key.clone(),
-                c.max_ids_per_read,
+                c.cache_prompt,
+                thinking_off,
             )),
-            BackendKind::Llamacpp => {
-                return Err(invalid(
-                    "the llamacpp dialect is not implemented yet; use --backend vllm".into(),
-                ))
-            }
         };
         Ok(Model {
             aliases: c.aliases.clone(),

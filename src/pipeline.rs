@@ -207,12 +207,14 @@ impl Pipeline {
             .map(|a| OrderRead {
                 shift: a.shift,
                 logprobs: Vec::with_capacity(n),
+                pre_mask: true,
             })
             .collect();
         let mut usage = Usage::default();
         let mut reported = None;
         for ((a, _), reply) in slices.iter().zip(replies) {
             orders[*a].logprobs.extend_from_slice(&reply.logprobs);
+            orders[*a].pre_mask &= reply.pre_mask;
             let u = reply.usage.unwrap_or_else(|| {
                 usage.estimated = true;
                 ReadUsage {

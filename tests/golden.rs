@@ -342,6 +342,7 @@ async fn the_pipeline_replays_every_case_exactly() {
                     &[OrderRead {
                         shift: 0,
                         logprobs: lps,
+                        pre_mask: true,
                     }],
                     t,
                 )

@@ -343,6 +343,8 @@ fn config_with_table(backend_url: &str, table: &str, extra: &[&str]) -> ServeCon
     let mut args = vec![
         "systemone",
         "serve",
+        "--backend",
+        "vllm",
         "--backend-url",
         backend_url,
         "--token-table",

@@ -117,6 +117,11 @@ impl Serialize for Answer<'_> {
         if let Some(mass) = d.option_mass {
             map.serialize_entry("option_mass", &mass)?;
         }
+        if d.option_mass_unknown {
+            // Asked, but the backend could not report the pre-mask mass: say so rather
+            // than report a number that is not what `option_mass` claims.
+            map.serialize_entry("option_mass_unknown", &true)?;
+        }
         map.end()
     }
 }

@@ -5,9 +5,12 @@
 //! that says which contract outcome applies. Each dialect's doc comment lists how it
 //! differs from plain OpenAI and refuses what it cannot honour.
 
+mod http;
+pub mod llamacpp;
 pub mod vllm;
 
 use futures::future::BoxFuture;
+use futures::FutureExt;
 
 use crate::limits::InFlightPermit;
 use crate::prompt::UserContent;
@@ -42,6 +45,9 @@ pub struct ReadReply {
     pub usage: Option<ReadUsage>,
     /// The model name the backend reported.
     pub model: Option<String>,
+    /// Whether `logprobs` are pre-mask (their mass is the option mass); false when they are
+    /// the masked distribution itself, so the option mass is unknown.
+    pub pre_mask: bool,
 }
 
 /// How a read failed, in terms of the contract's outcomes. Details for the log stay here;
@@ -92,17 +98,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         texts: &'a [String],
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>>;
-}
-
-/// Retry-After in whole seconds from a response header (delta-seconds form only).
-pub(crate) fn retry_after_secs(headers: &reqwest::header::HeaderMap) -> Option<u64> {
-    headers
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(|s| s.ceil() as u64)
+    /// Whether the chat template must be refused (it opens a reasoning block before the
+    /// answer position): the tag it opens, checked with the live token-table check.
+    fn refuses_template<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, BackendError>> {
+        let _ = prefix;
+        futures::future::ready(Ok(None)).boxed()
+    }
 }

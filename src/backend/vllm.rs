@@ -18,13 +18,12 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 
-use super::{retry_after_secs, Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
+use super::http::{read_success, transport_error};
+use super::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
 use crate::config::Secret;
 use crate::limits::InFlightPermit;
 use crate::prompt::UserContent;
 
-/// Largest backend answer read into memory; anything bigger is a protocol error.
-const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 /// The most `top_logprobs` vLLM accepts.
 const MAX_TOP_LOGPROBS: usize = 20;
 
@@ -40,6 +39,8 @@ pub struct VllmBackend {
     api_key: Option<Secret>,
     /// Most ids per read.
     max_ids_per_read: usize,
+    /// Extra template arguments (e.g. `{"enable_thinking": false}`), sent when set.
+    chat_template_kwargs: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for VllmBackend {
@@ -67,7 +68,14 @@ impl VllmBackend {
             upstream_model,
             api_key,
             max_ids_per_read: max_ids_per_read.max(1),
+            chat_template_kwargs: None,
         }
+    }
+
+    /// Sends `chat_template_kwargs` with every read (Qwen 3 style `enable_thinking: false`).
+    pub fn with_chat_template_kwargs(mut self, kwargs: Option<serde_json::Value>) -> Self {
+        self.chat_template_kwargs = kwargs;
+        self
     }
 
     /// `<base>/completions`, for the tokenizer check.
@@ -142,6 +150,7 @@ impl VllmBackend {
             logprob_token_ids: request.read_ids,
             allowed_token_ids: request.allowed_ids,
             return_tokens_as_token_ids: true,
+            chat_template_kwargs: self.chat_template_kwargs.as_ref(),
         }
     }
 
@@ -198,50 +207,6 @@ impl Backend for VllmBackend {
     }
 }
 
-/// The body of a 2xx answer, or the error its status stands for (logged once here).
-async fn read_success(response: &mut reqwest::Response) -> Result<Vec<u8>, BackendError> {
-    let status = response.status();
-    if status.is_success() {
-        return read_capped(response).await;
-    }
-    let retry_after = retry_after_secs(response.headers());
-    let text = read_capped(response).await.unwrap_or_default();
-    tracing::warn!(
-        status = status.as_u16(),
-        body = %String::from_utf8_lossy(&text[..text.len().min(200)]),
-        "backend answered an error"
-    );
-    Err(match status.as_u16() {
-        429 => BackendError::RateLimited { retry_after },
-        503 => BackendError::Overloaded { retry_after },
-        s @ 400..=499 => BackendError::Rejected { status: s },
-        s => BackendError::ServerError { status: s },
-    })
-}
-
-fn transport_error(e: reqwest::Error) -> BackendError {
-    if e.is_timeout() {
-        BackendError::Timeout
-    } else if e.is_connect() {
-        BackendError::Unreachable
-    } else {
-        BackendError::Protocol(format!("transport: {e}"))
-    }
-}
-
-async fn read_capped(response: &mut reqwest::Response) -> Result<Vec<u8>, BackendError> {
-    let mut out = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
-        if out.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            return Err(BackendError::Protocol(format!(
-                "answer larger than {MAX_RESPONSE_BYTES} bytes"
-            )));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
-}
-
 /// The request body (`Serialize` keeps field order, which the golden vectors pin).
 #[derive(Debug, Serialize)]
 pub struct ChatRequest<'a> {
@@ -256,6 +221,8 @@ pub struct ChatRequest<'a> {
     logprob_token_ids: &'a [u32],
     allowed_token_ids: &'a [u32],
     return_tokens_as_token_ids: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chat_template_kwargs: Option<&'a serde_json::Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -380,6 +347,7 @@ fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError
         logprobs,
         usage,
         model: response.model,
+        pre_mask: true,
     })
 }
 

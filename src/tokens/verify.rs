@@ -235,6 +235,15 @@ pub async fn check_once(
     table: &TokenTable,
     in_flight: &InFlight,
 ) -> CheckOutcome {
+    match backend.refuses_template(&table.prefix).await {
+        Ok(Some(tag)) => {
+            return CheckOutcome::Mismatch(format!(
+                "the chat template opens a reasoning block ({tag}) before the answer position"
+            ))
+        }
+        Ok(None) => {}
+        Err(e) => return CheckOutcome::Inconclusive(e.to_string()),
+    }
     let mut texts = Vec::with_capacity(table.labels.len() + 1);
     texts.push(table.prefix.clone());
     texts.extend(

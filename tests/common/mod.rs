@@ -40,6 +40,8 @@ pub fn config(backend_url: &str, extra: &[&str]) -> ServeConfig {
     let mut args = vec![
         "systemone",
         "serve",
+        "--backend",
+        "vllm",
         "--backend-url",
         backend_url,
         "--token-table",
