@@ -226,7 +226,7 @@ impl Pipeline {
             usage.input_tokens += u.prompt_tokens;
             usage.output_tokens += u.completion_tokens;
             usage.cached_tokens += u.cached_tokens;
-            usage.upstream_requests += 1;
+            usage.upstream_requests += reply.http_requests;
             reported = reported.or(reply.model);
         }
         Ok(QuestionReads {

@@ -203,6 +203,7 @@ impl LlamaCppBackend {
                 usage,
                 model: raw.model,
                 pre_mask: true,
+                http_requests: 1,
             });
         }
         // Some option is outside the raw top-K: read the masked distribution itself.
@@ -236,6 +237,7 @@ impl LlamaCppBackend {
             usage,
             model: raw.model,
             pre_mask: false,
+            http_requests: 2,
         })
     }
 

@@ -48,6 +48,8 @@ pub struct ReadReply {
     /// Whether `logprobs` are pre-mask (their mass is the option mass); false when they are
     /// the masked distribution itself, so the option mass is unknown.
     pub pre_mask: bool,
+    /// HTTP requests this read took (a dialect may need a second one).
+    pub http_requests: u64,
 }
 
 /// How a read failed, in terms of the contract's outcomes. Details for the log stay here;

@@ -348,6 +348,7 @@ fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError
         usage,
         model: response.model,
         pre_mask: true,
+        http_requests: 1,
     })
 }
 
