@@ -14,4 +14,5 @@ trap 'kill "$LLAMA_PID" 2>/dev/null || true' EXIT
 export SYSTEMONE_LLAMA_URL="$LLAMA_URL"
 .venv/bin/python -m pip install --quiet "typesafe-sdk[zstd]==0.7.5" >&2
 export SYSTEMONE_PYTHON="$PWD/.venv/bin/python"
+SYSTEMONE_NPM_SDK="$(scripts/fetch-npm-sdk.sh)"; export SYSTEMONE_NPM_SDK
 cargo test "$@"

@@ -179,6 +179,9 @@ pub struct ServeConfig {
     #[command(flatten)]
     pub upstream: UpstreamSettings,
 
+    #[command(flatten)]
+    pub gateway: GatewaySettings,
+
     /// Log format (`text` for people, `json` for collectors). Level via `RUST_LOG`.
     #[arg(long, env = "SYSTEMONE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -255,6 +258,11 @@ pub struct ModelFlags {
     /// Most token ids read in one upstream request (vLLM deployments cap this at 128).
     #[arg(long, env = "SYSTEMONE_MAX_IDS_PER_READ", default_value_t = 128)]
     pub max_ids_per_read: usize,
+
+    /// The model reads images: requests may carry `images` / `assets`, sent to the backend
+    /// as `image_url` parts. Without it any image is a 422 `system_one_images_unsupported`.
+    #[arg(long, env = "SYSTEMONE_VISION")]
+    pub vision: bool,
 }
 
 /// Request limits (contract "Limits"). Every one is configurable.
@@ -281,6 +289,15 @@ pub struct Limits {
     /// Most bytes in a request body, after decompression.
     #[arg(long, env = "SYSTEMONE_MAX_BODY_BYTES", default_value_t = 24 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Most images in one request (`images` entries plus `assets` entries).
+    #[arg(long, env = "SYSTEMONE_MAX_IMAGES", default_value_t = 4)]
+    pub max_images: usize,
+    /// Most bytes in one image, decoded.
+    #[arg(long, env = "SYSTEMONE_MAX_IMAGE_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_image_bytes: usize,
+    /// Most bytes in all images of one request together, decoded.
+    #[arg(long, env = "SYSTEMONE_MAX_IMAGE_TOTAL_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_image_total_bytes: usize,
 }
 
 impl Default for Limits {
@@ -293,6 +310,9 @@ impl Default for Limits {
             max_question_tokens: 16_384,
             max_request_tokens: 200_000,
             max_body_bytes: 24 * 1024 * 1024,
+            max_images: 4,
+            max_image_bytes: 4 * 1024 * 1024,
+            max_image_total_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -352,6 +372,51 @@ impl UpstreamSettings {
     }
 }
 
+/// Callers and backends at the gateway: API keys, the circuit breaker, shutdown.
+#[derive(Debug, Clone, Args)]
+pub struct GatewaySettings {
+    /// TOML file of API keys (`[[key]]` with `name`, `sha256` or `key_env`, and optional
+    /// `requests_per_minute`, `questions_per_minute`, `daily_questions`). With neither this
+    /// nor `--api-keys` the service is open: any bearer, or none, is accepted.
+    #[arg(long, env = "SYSTEMONE_KEYS_FILE")]
+    pub keys_file: Option<PathBuf>,
+
+    /// Comma-separated API keys (named `key-1`, `key-2`, … in logs and metrics), without
+    /// limits. Prefer the env variable: a flag shows in the process list.
+    #[arg(long, env = "SYSTEMONE_API_KEYS", hide_env_values = true)]
+    pub api_keys: Option<Secret>,
+
+    /// Consecutive failed requests to a backend (429, 5xx, timeouts, unreachable) that open
+    /// its circuit breaker; 0 turns the breaker off.
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_FAILURES", default_value_t = 5)]
+    pub circuit_failures: u32,
+
+    /// Seconds an open circuit refuses requests (503 `system_one_circuit_open`) before one
+    /// probe request is let through.
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_COOLDOWN_SECS", default_value_t = 10.0)]
+    pub circuit_cooldown_secs: f64,
+
+    /// Seconds in-flight requests may take to finish after SIGTERM or ctrl-c (new
+    /// connections are refused at once); the process exits when they are done or this ends.
+    #[arg(long, env = "SYSTEMONE_SHUTDOWN_GRACE_SECS", default_value_t = 30.0)]
+    pub shutdown_grace_secs: f64,
+}
+
+impl GatewaySettings {
+    /// The circuit breaker's thresholds.
+    pub fn circuit(&self) -> crate::circuit::CircuitSettings {
+        crate::circuit::CircuitSettings {
+            failures: self.circuit_failures,
+            cooldown: Duration::from_secs_f64(self.circuit_cooldown_secs.max(0.0)),
+        }
+    }
+
+    /// The bound on finishing in-flight requests at shutdown.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs_f64(self.shutdown_grace_secs.max(0.0))
+    }
+}
+
 /// One model of the registry, as written in the TOML file (`[[model]]`) or built from flags.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -370,6 +435,10 @@ pub struct ModelConfig {
     pub backend_url: String,
     /// The backend's id for the model (defaults to `name`).
     pub upstream_model: Option<String>,
+    /// Another model of the registry that serves this model's requests while this model's
+    /// circuit breaker is open (the answer's `model` then names the one that served it).
+    #[serde(default)]
+    pub fallback: Option<String>,
     /// Name of the environment variable holding the backend API key (the file never holds keys).
     pub backend_api_key_env: Option<String>,
     /// The key itself, resolved from flags or `backend_api_key_env`; never read from the file.
@@ -396,6 +465,9 @@ pub struct ModelConfig {
     /// Send `chat_template_kwargs: {"enable_thinking": false}`.
     #[serde(default)]
     pub disable_thinking: bool,
+    /// The model reads images (`images` / `assets` are refused otherwise).
+    #[serde(default)]
+    pub vision: bool,
 }
 
 fn default_true() -> bool {
@@ -447,6 +519,7 @@ impl ModelFlags {
             backend: self.backend,
             backend_url: self.backend_url.clone(),
             upstream_model: self.upstream_model.clone(),
+            fallback: None,
             backend_api_key_env: None,
             backend_api_key: self.backend_api_key.clone(),
             token_table: self.token_table.clone(),
@@ -457,6 +530,7 @@ impl ModelFlags {
             token_check_interval_secs: self.token_check_interval_secs,
             cache_prompt: self.cache_prompt,
             disable_thinking: self.disable_thinking,
+            vision: self.vision,
         })
     }
 }
@@ -521,6 +595,29 @@ mod tests {
         assert_eq!(cfg.upstream.request_timeout(), Duration::from_secs(120));
         assert_eq!(cfg.limits.max_body_bytes, 24 * 1024 * 1024);
         assert_eq!(cfg.model.max_ids_per_read, 128);
+    }
+
+    #[test]
+    fn gateway_defaults_and_api_keys_are_redacted() {
+        let cli = Cli::try_parse_from([
+            "systemone",
+            "serve",
+            "--api-keys",
+            "sk-gateway-canary-1,sk-gateway-canary-2",
+            "--keys-file",
+            "/etc/systemone/keys.toml",
+        ])
+        .expect("parses");
+        let Command::Serve(cfg) = cli.command else {
+            panic!("serve")
+        };
+        let debug = format!("{cfg:?}");
+        assert!(!debug.contains("sk-gateway-canary"), "{debug}");
+        assert!(debug.contains("keys.toml"));
+        let circuit = cfg.gateway.circuit();
+        assert_eq!(circuit.failures, 5);
+        assert_eq!(circuit.cooldown, Duration::from_secs(10));
+        assert_eq!(cfg.gateway.shutdown_grace(), Duration::from_secs(30));
     }
 
     #[test]

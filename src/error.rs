@@ -56,6 +56,7 @@ codes! {
     InvalidJson => (StatusCode::BAD_REQUEST, Invalid, "system_one_invalid_json"),
     UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, Invalid, "system_one_unsupported_media_type"),
     UnsupportedEncoding => (StatusCode::UNSUPPORTED_MEDIA_TYPE, Invalid, "system_one_unsupported_encoding"),
+    InvalidMultipart => (StatusCode::BAD_REQUEST, Invalid, "system_one_invalid_multipart"),
     // 422: schema rules.
     InvalidBody => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_body"),
     DuplicateKey => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_duplicate_key"),
@@ -82,11 +83,23 @@ codes! {
     BadPermutations => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_permutations"),
     BadHistory => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_history"),
     ImagesUnsupported => (StatusCode::UNPROCESSABLE_ENTITY, NotConfigured, "system_one_images_unsupported"),
+    InvalidImage => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_image"),
+    UnsupportedImageFormat => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_unsupported_image_format"),
+    ImageUrlRefused => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_image_url_refused"),
+    InvalidAsset => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_asset"),
     // 413: size rules.
     BodyTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_body_too_large"),
     StateTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_state_too_large"),
     QuestionTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_question_too_large"),
     RequestTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_request_too_large"),
+    TooManyImages => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_too_many_images"),
+    ImageTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_image_too_large"),
+    ImagesTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_images_too_large"),
+    // 401 / 403 / 429: API keys and their limits.
+    MissingKey => (StatusCode::FORBIDDEN, Auth, "system_one_missing_key"),
+    InvalidKey => (StatusCode::UNAUTHORIZED, Auth, "system_one_invalid_key"),
+    RateLimited => (StatusCode::TOO_MANY_REQUESTS, RateLimited, "system_one_rate_limited"),
+    DailyCap => (StatusCode::TOO_MANY_REQUESTS, Quota, "system_one_daily_cap"),
     // Upstream outcomes.
     UpstreamRateLimited => (StatusCode::TOO_MANY_REQUESTS, RateLimited, "system_one_upstream_rate_limited"),
     UpstreamRejected => (StatusCode::BAD_REQUEST, Invalid, "system_one_upstream_rejected"),
@@ -95,6 +108,7 @@ codes! {
     UpstreamOverloaded => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_upstream_overloaded"),
     UpstreamUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_upstream_unavailable"),
     TokenTableMismatch => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_token_table_mismatch"),
+    CircuitOpen => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_circuit_open"),
     UpstreamTimeout => (StatusCode::GATEWAY_TIMEOUT, Timeout, "system_one_upstream_timeout"),
     DeadlineExceeded => (StatusCode::GATEWAY_TIMEOUT, Timeout, "system_one_deadline_exceeded"),
     // Routing and the unexpected.

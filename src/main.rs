@@ -116,9 +116,18 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(config.listen).await?;
     // Scripts wait for this line to learn the bound address (useful with port 0).
     tracing::info!(address = %listener.local_addr()?, "listening");
-    axum::serve(listener, systemone::app(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    if state.keys.is_open() {
+        tracing::warn!("no API keys configured: the service is open to any caller");
+    } else {
+        tracing::info!(keys = state.keys.len(), "API keys configured");
+    }
+    systemone::serve(
+        listener,
+        systemone::app(state),
+        shutdown_signal(),
+        config.gateway.shutdown_grace(),
+    )
+    .await?;
     Ok(())
 }
 

@@ -1,13 +1,22 @@
 //! Metrics: names in one place, one prefix (`systemone_`), bounded label values (route,
-//! status, error code, model). Exposed at `/metrics` in Prometheus text format. Gauges that
-//! mirror state (token-table verdicts, slots in use) are read when scraped.
+//! status, error code, model, API key name, backend dialect, upstream status class, limit
+//! kind): every value comes from the configuration or a fixed set, never from a caller.
+//! Exposed at `/metrics` in Prometheus text format. Gauges that mirror state (token-table
+//! verdicts, slots in use, circuit states) are read when scraped.
+
+use std::time::Duration;
 
 use prometheus::{
-    Encoder, GaugeVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+use crate::auth::LimitKind;
+use crate::backend::{BackendError, ReadReply};
+use crate::decode::Decoded;
 use crate::limits::InFlight;
 use crate::models::Models;
+use crate::validate::ValidRequest;
 
 /// Every metric the service exports.
 #[derive(Debug, Clone)]
@@ -22,6 +31,36 @@ pub struct Metrics {
     token_table_last_check: GaugeVec,
     /// Upstream requests in flight now.
     upstream_in_flight: IntGauge,
+    /// Questions per validated request.
+    questions_per_request: Histogram,
+    /// Options per question of validated requests.
+    options_per_question: Histogram,
+    /// `option_mass` of each answer the model was asked for, by model.
+    option_mass: HistogramVec,
+    /// Seconds one upstream read took (slot wait excluded), by dialect.
+    upstream_latency: HistogramVec,
+    /// Upstream reads by dialect and status class (`2xx`, `4xx`, `5xx`, `timeout`,
+    /// `unreachable`, `protocol`).
+    upstream_responses: IntCounterVec,
+    /// Requests refused by a key's limits, by key name and kind (`requests`, `questions`,
+    /// `daily`).
+    key_rejections: IntCounterVec,
+    /// Requests that passed authentication, by key name (`anonymous` when open).
+    key_requests: IntCounterVec,
+    /// Circuit state per model: 0 closed, 1 open, 2 half-open.
+    circuit_state: IntGaugeVec,
+}
+
+/// The status class label of one upstream read.
+pub fn status_class(result: &Result<ReadReply, BackendError>) -> &'static str {
+    match result {
+        Ok(_) => "2xx",
+        Err(BackendError::RateLimited { .. } | BackendError::Rejected { .. }) => "4xx",
+        Err(BackendError::Overloaded { .. } | BackendError::ServerError { .. }) => "5xx",
+        Err(BackendError::Timeout) => "timeout",
+        Err(BackendError::Unreachable) => "unreachable",
+        Err(BackendError::Protocol(_)) => "protocol",
+    }
 }
 
 impl Default for Metrics {
@@ -60,11 +99,81 @@ impl Metrics {
         .expect("valid metric");
         let upstream_in_flight = IntGauge::new("upstream_in_flight", "Upstream requests in flight")
             .expect("valid metric");
+        let questions_per_request = Histogram::with_opts(
+            HistogramOpts::new("questions_per_request", "Questions per validated request")
+                .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]),
+        )
+        .expect("valid metric");
+        let options_per_question = Histogram::with_opts(
+            HistogramOpts::new("options_per_question", "Options per question")
+                .buckets(vec![1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 128.0, 255.0]),
+        )
+        .expect("valid metric");
+        let option_mass = HistogramVec::new(
+            HistogramOpts::new(
+                "option_mass",
+                "Share of the model's probability on the options, per answer asked",
+            )
+            .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0]),
+            &["model"],
+        )
+        .expect("valid metric");
+        let upstream_latency = HistogramVec::new(
+            HistogramOpts::new(
+                "upstream_latency_seconds",
+                "Seconds one upstream read took, slot wait excluded",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            ]),
+            &["dialect"],
+        )
+        .expect("valid metric");
+        let upstream_responses = IntCounterVec::new(
+            Opts::new(
+                "upstream_responses_total",
+                "Upstream reads by dialect and status class",
+            ),
+            &["dialect", "status"],
+        )
+        .expect("valid metric");
+        let key_rejections = IntCounterVec::new(
+            Opts::new(
+                "key_rejections_total",
+                "Requests refused by an API key's limits, by key name and kind",
+            ),
+            &["key", "kind"],
+        )
+        .expect("valid metric");
+        let key_requests = IntCounterVec::new(
+            Opts::new(
+                "key_requests_total",
+                "Authenticated requests by API key name",
+            ),
+            &["key"],
+        )
+        .expect("valid metric");
+        let circuit_state = IntGaugeVec::new(
+            Opts::new(
+                "circuit_state",
+                "Circuit breaker per model: 0 closed, 1 open, 2 half-open",
+            ),
+            &["model"],
+        )
+        .expect("valid metric");
         for m in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(token_table_verdict.clone()),
             Box::new(token_table_last_check.clone()),
             Box::new(upstream_in_flight.clone()),
+            Box::new(questions_per_request.clone()),
+            Box::new(options_per_question.clone()),
+            Box::new(option_mass.clone()),
+            Box::new(upstream_latency.clone()),
+            Box::new(upstream_responses.clone()),
+            Box::new(key_rejections.clone()),
+            Box::new(key_requests.clone()),
+            Box::new(circuit_state.clone()),
         ] {
             registry.register(m).expect("metric names are unique");
         }
@@ -74,7 +183,54 @@ impl Metrics {
             token_table_verdict,
             token_table_last_check,
             upstream_in_flight,
+            questions_per_request,
+            options_per_question,
+            option_mass,
+            upstream_latency,
+            upstream_responses,
+            key_rejections,
+            key_requests,
+            circuit_state,
         }
+    }
+
+    /// Counts one authenticated request of a key.
+    pub fn count_key_request(&self, key: &str) {
+        self.key_requests.with_label_values(&[key]).inc();
+    }
+
+    /// Counts one request a key's limit refused.
+    pub fn count_rejection(&self, key: &str, kind: LimitKind) {
+        self.key_rejections
+            .with_label_values(&[key, kind.as_str()])
+            .inc();
+    }
+
+    /// Records the shape of a validated request.
+    pub fn observe_request(&self, request: &ValidRequest) {
+        self.questions_per_request
+            .observe(request.questions().len() as f64);
+        for q in request.questions() {
+            self.options_per_question.observe(q.options.len() as f64);
+        }
+    }
+
+    /// Records the option mass of each answer the model was asked for.
+    pub fn observe_answers(&self, model: &str, answers: &[Decoded]) {
+        let histogram = self.option_mass.with_label_values(&[model]);
+        for mass in answers.iter().filter_map(|a| a.option_mass) {
+            histogram.observe(mass);
+        }
+    }
+
+    /// Records one upstream read.
+    pub fn observe_upstream(&self, dialect: &str, elapsed: Duration, status: &str) {
+        self.upstream_latency
+            .with_label_values(&[dialect])
+            .observe(elapsed.as_secs_f64());
+        self.upstream_responses
+            .with_label_values(&[dialect, status])
+            .inc();
     }
 
     /// Counts one finished request.
@@ -99,6 +255,9 @@ impl Metrics {
                     .with_label_values(&[&model.name])
                     .set(secs);
             }
+            self.circuit_state
+                .with_label_values(&[&model.name])
+                .set(model.circuit.state().as_metric());
         }
         self.upstream_in_flight.set(in_flight.in_use() as i64);
         let mut out = Vec::new();

@@ -9,6 +9,7 @@ use crate::backend::llamacpp::LlamaCppBackend;
 use crate::backend::vllm::VllmBackend;
 use crate::backend::Backend;
 use crate::calibrate::{Calibration, DEFAULT_FORMULA};
+use crate::circuit::{Circuit, CircuitSettings};
 use crate::config::{BackendKind, ConfigError, Layout, ModelConfig};
 use crate::prompt::PREAMBLE;
 use crate::tokens::build::{check, LoadedTokenizer};
@@ -46,15 +47,23 @@ pub struct Model {
     pub verifier: Arc<Verifier>,
     /// Tokens in the preamble, counted once.
     pub preamble_tokens: OnceLock<usize>,
+    /// The breaker in front of `backend`.
+    pub circuit: Circuit,
+    /// The model (by public name) that serves this one's requests while `circuit` is open.
+    pub fallback: Option<String>,
+    /// Whether requests may send it images (configured; the backend is not asked).
+    pub vision: bool,
 }
 
 impl Model {
     /// A model with defaults: upstream id = name, no aliases, the default calibration, the
-    /// `accuracy` layout, estimated token counts, a check every 10 minutes.
+    /// `accuracy` layout, estimated token counts, a check every 10 minutes, no images, the
+    /// default circuit breaker and no fallback.
     pub fn new(name: impl Into<String>, backend: Arc<dyn Backend>, table: TokenTable) -> Self {
         let name = name.into();
         Model {
             upstream_model: name.clone(),
+            circuit: Circuit::new(name.clone(), CircuitSettings::default()),
             name,
             aliases: Vec::new(),
             backend,
@@ -64,6 +73,8 @@ impl Model {
             layout: Layout::Accuracy,
             verifier: Arc::new(Verifier::new(DEFAULT_CHECK_INTERVAL, DEFAULT_CHECK_TIMEOUT)),
             preamble_tokens: OnceLock::new(),
+            fallback: None,
+            vision: false,
         }
     }
 
@@ -92,10 +103,14 @@ impl Models {
         configs: &[ModelConfig],
         client: &reqwest::Client,
         check_timeout: Duration,
+        circuit: CircuitSettings,
     ) -> Result<Self, ConfigError> {
         let mut list = Vec::with_capacity(configs.len());
         for c in configs {
-            list.push(Arc::new(Self::build_model(c, client, check_timeout)?));
+            let mut model = Self::build_model(c, client, check_timeout)?;
+            model.circuit = Circuit::new(c.name.clone(), circuit);
+            model.fallback = c.fallback.clone();
+            list.push(Arc::new(model));
         }
         Self::new(list, configs.iter().position(|c| c.default).unwrap_or(0))
     }
@@ -165,6 +180,7 @@ impl Models {
             counter,
             calibration,
             layout: c.layout,
+            vision: c.vision,
             verifier: Arc::new(Verifier::new(
                 Duration::from_secs(c.token_check_interval_secs),
                 check_timeout,
@@ -188,6 +204,25 @@ impl Models {
                 }
             }
         }
+        for m in &list {
+            if let Some(fallback) = &m.fallback {
+                match by_name.get(fallback) {
+                    Some(i) if list[*i].name != m.name => {}
+                    Some(_) => {
+                        return Err(ConfigError::Invalid(format!(
+                            "model {}: its fallback is itself",
+                            m.name
+                        )))
+                    }
+                    None => {
+                        return Err(ConfigError::Invalid(format!(
+                            "model {}: fallback {fallback:?} is not a configured model",
+                            m.name
+                        )))
+                    }
+                }
+            }
+        }
         let default = default.min(list.len() - 1);
         by_name.entry(DEFAULT_ALIAS.to_string()).or_insert(default);
         Ok(Models {
@@ -205,6 +240,11 @@ impl Models {
     /// The model used when a request names none.
     pub fn default_model(&self) -> &Arc<Model> {
         &self.list[self.default]
+    }
+
+    /// The model that serves `model`'s requests while its circuit is open, if configured.
+    pub fn fallback_of(&self, model: &Model) -> Option<&Arc<Model>> {
+        self.resolve(model.fallback.as_deref()?)
     }
 
     /// Every model in configuration order.

@@ -7,17 +7,20 @@
 //! failure drops every other future, which cancels their upstream requests: a caller gets
 //! all answers or one error.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::try_join_all;
-use tokio::time::timeout;
+use tokio::time::{timeout, Instant};
 
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
+use crate::circuit::Health;
 use crate::config::UpstreamSettings;
 use crate::decode::{certain, decode, DecodeError, Decoded, OrderRead};
 use crate::error::{ApiError, Code};
 use crate::json::NonFiniteNumber;
 use crate::limits::InFlight;
+use crate::metrics::{status_class, Metrics};
 use crate::prompt::{plan, Ask};
 use crate::tokens::estimate_tokens_for_bytes;
 use crate::tokens::verify::Verdict;
@@ -63,6 +66,26 @@ pub enum PipelineError {
     TableMismatch(u64),
     #[error(transparent)]
     Render(#[from] NonFiniteNumber),
+    /// The model's circuit breaker is open; retry after this many seconds.
+    #[error("the model's circuit breaker is open")]
+    CircuitOpen(u64),
+}
+
+impl PipelineError {
+    /// What this failure says about the backend's health, for its circuit breaker: only
+    /// the backend's own 429/5xx, read timeouts and lost connections count against it.
+    pub fn health(&self) -> Health {
+        match self {
+            PipelineError::Backend(
+                BackendError::RateLimited { .. }
+                | BackendError::Overloaded { .. }
+                | BackendError::ServerError { .. }
+                | BackendError::Timeout
+                | BackendError::Unreachable,
+            ) => Health::Failure,
+            _ => Health::Neutral,
+        }
+    }
 }
 
 /// Runs requests; one per process, shared by every handler.
@@ -74,6 +97,8 @@ pub struct Pipeline {
     read_timeout: Duration,
     /// Limit on one whole request.
     request_timeout: Duration,
+    /// Where upstream latency and status are recorded.
+    metrics: Arc<Metrics>,
 }
 
 /// What one question's reads returned, before decoding.
@@ -90,7 +115,14 @@ impl Pipeline {
             in_flight: InFlight::new(settings.max_in_flight),
             read_timeout: settings.read_timeout(),
             request_timeout: settings.request_timeout(),
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// Records upstream latency and status into `metrics` (the ones `/metrics` shows).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The in-flight cap (for metrics and tests).
@@ -98,11 +130,24 @@ impl Pipeline {
         &self.in_flight
     }
 
-    /// Answers every question of `req`, or fails as a whole.
+    /// Answers every question of `req`, or fails as a whole. The model's circuit breaker
+    /// admits the request first (an open circuit refuses it without contacting the backend)
+    /// and learns from its outcome.
     pub async fn run(&self, req: &ValidRequest) -> Result<Outcome, PipelineError> {
-        timeout(self.request_timeout, self.run_unbounded(req))
+        let ticket = req
+            .model()
+            .circuit
+            .admit()
+            .map_err(|open| PipelineError::CircuitOpen(open.retry_after))?;
+        let result = timeout(self.request_timeout, self.run_unbounded(req))
             .await
-            .unwrap_or(Err(PipelineError::Deadline))
+            .unwrap_or(Err(PipelineError::Deadline));
+        ticket.record(match &result {
+            Ok(outcome) if outcome.usage.upstream_requests > 0 => Health::Success,
+            Ok(_) => Health::Neutral,
+            Err(e) => e.health(),
+        });
+        result
     }
 
     async fn run_unbounded(&self, req: &ValidRequest) -> Result<Outcome, PipelineError> {
@@ -243,9 +288,13 @@ impl Pipeline {
         request: ReadRequest<'_>,
     ) -> Result<ReadReply, BackendError> {
         let permit = self.in_flight.acquire().await;
-        timeout(self.read_timeout, backend.read(request, permit))
+        let started = Instant::now();
+        let result = timeout(self.read_timeout, backend.read(request, permit))
             .await
-            .unwrap_or(Err(BackendError::Timeout))
+            .unwrap_or(Err(BackendError::Timeout));
+        self.metrics
+            .observe_upstream(backend.dialect(), started.elapsed(), status_class(&result));
+        result
     }
 }
 
@@ -262,6 +311,11 @@ impl From<PipelineError> for ApiError {
                 "the request did not finish within its deadline",
             ),
             PipelineError::Render(n) => ApiError::new(Code::InvalidNumber, n.to_string()),
+            PipelineError::CircuitOpen(retry) => ApiError::new(
+                Code::CircuitOpen,
+                "the model's backend is failing and its circuit breaker is open; retry later",
+            )
+            .retry_after(retry),
             PipelineError::TableMismatch(retry) => ApiError::new(
                 Code::TokenTableMismatch,
                 "the model is disabled: its token table does not match the tokenizer the backend serves; retry later",

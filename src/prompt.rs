@@ -27,8 +27,9 @@ pub const PREAMBLE: &str = "Answer the question about the state by picking one o
 pub enum Part {
     /// `{"type":"text","text":…}`
     Text(String),
-    /// `{"type":"image_url","image_url":{"url":…}}`
-    ImageUrl(String),
+    /// `{"type":"image_url","image_url":{"url":…}}`; shared, as every request of a call
+    /// carries the same images.
+    ImageUrl(Arc<str>),
 }
 
 /// The user message content: a plain string, or parts (history, images).

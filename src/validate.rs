@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::config::{Layout, Limits};
 use crate::error::{ApiError, Code};
+use crate::images::{data_url, decode_image_string, part_label, sniff, ImageError, Parts};
 use crate::json::{to_python, NonFiniteNumber};
 use crate::lower::{lower_choice, lower_noul, lower_score, LoweredQuestion};
 use crate::models::{Model, Models};
@@ -43,7 +44,7 @@ pub struct ValidRequest {
     layout: Layout,
     permutations: usize,
     history: History,
-    images: Vec<String>,
+    images: Vec<Arc<str>>,
 }
 
 impl ValidRequest {
@@ -75,8 +76,9 @@ impl ValidRequest {
     pub fn history(&self) -> &History {
         &self.history
     }
-    /// Image URLs (data URLs), sent once ahead of the text.
-    pub fn images(&self) -> &[String] {
+    /// Image URLs (data URLs), sent once per upstream request ahead of the text. Shared, so
+    /// every planned request holds the same allocation.
+    pub fn images(&self) -> &[Arc<str>] {
         &self.images
     }
     /// Whether the first question goes alone to seat the shared prefix (technique §6).
@@ -117,7 +119,7 @@ impl ValidRequest {
             layout,
             permutations: permutations.max(1),
             history,
-            images,
+            images: images.into_iter().map(Arc::from).collect(),
         })
     }
 }
@@ -150,8 +152,19 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// Checks a body against the contract and the model's capacity.
+/// Checks a JSON body against the contract and the model's capacity.
 pub fn validate(body: Value, models: &Models, limits: &Limits) -> Result<ValidRequest, ApiError> {
+    validate_with_parts(body, &Parts::new(), models, limits)
+}
+
+/// Checks a body against the contract and the model's capacity; `parts` are the image parts
+/// of a multipart body (empty for a JSON body), which `assets` entries claim by name.
+pub fn validate_with_parts(
+    body: Value,
+    parts: &Parts,
+    models: &Models,
+    limits: &Limits,
+) -> Result<ValidRequest, ApiError> {
     let Value::Object(mut body) = body else {
         return Err(ApiError::at(
             Code::InvalidBody,
@@ -278,7 +291,7 @@ pub fn validate(body: Value, models: &Models, limits: &Limits) -> Result<ValidRe
     };
 
     let history = validate_history(body.get("history"), &questions)?;
-    let images = validate_images(&body, &model)?;
+    let images = validate_images(&body, parts, &model, limits)?;
 
     let request = ValidRequest {
         model,
@@ -672,11 +685,20 @@ fn validate_history(
     }
 }
 
-/// Images and assets: no model is vision-capable yet, so any image is refused up front.
-fn validate_images(body: &Map<String, Value>, model: &Model) -> Result<Vec<String>, ApiError> {
-    let has_images = match body.get("images") {
-        None | Some(Value::Null) => false,
-        Some(Value::Array(items)) => !items.is_empty(),
+/// Images and assets (contract `images`, `assets`, "Multipart images"): refused up front
+/// for a model not configured as vision-capable; otherwise each is decoded, sniffed (PNG,
+/// JPEG or WebP) and checked against the count and size limits. Returns the data URLs in
+/// sending order (`images` in array order, then `assets` in map order), an image sent twice
+/// (same bytes) only once. The `<image:HEX>` references stay where the caller put them.
+fn validate_images(
+    body: &Map<String, Value>,
+    parts: &Parts,
+    model: &Model,
+    limits: &Limits,
+) -> Result<Vec<Arc<str>>, ApiError> {
+    let images: &[Value] = match body.get("images") {
+        None | Some(Value::Null) => &[],
+        Some(Value::Array(items)) => items,
         Some(other) => {
             return Err(ApiError::at(
                 Code::InvalidBody,
@@ -688,9 +710,10 @@ fn validate_images(body: &Map<String, Value>, model: &Model) -> Result<Vec<Strin
             ))
         }
     };
-    let has_assets = match body.get("assets") {
-        None | Some(Value::Null) => false,
-        Some(Value::Object(map)) => !map.is_empty(),
+    let empty = Map::new();
+    let assets = match body.get("assets") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(map)) => map,
         Some(other) => {
             return Err(ApiError::at(
                 Code::InvalidBody,
@@ -699,14 +722,229 @@ fn validate_images(body: &Map<String, Value>, model: &Model) -> Result<Vec<Strin
             ))
         }
     };
-    if has_images || has_assets {
+    if images.is_empty() && assets.is_empty() && parts.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !model.vision {
+        let (at, what) = if !images.is_empty() {
+            (loc(&["images"]), "images")
+        } else if !assets.is_empty() {
+            (loc(&["assets"]), "image assets")
+        } else {
+            (vec![], "multipart image parts")
+        };
         return Err(ApiError::at(
             Code::ImagesUnsupported,
-            loc(&[if has_images { "images" } else { "assets" }]),
-            format!("model {} is not configured as vision-capable", model.name),
+            at,
+            format!(
+                "model {} is not configured as vision-capable, so it takes no {what}",
+                model.name
+            ),
         ));
     }
-    Ok(Vec::new())
+    let count = images.len() + assets.len();
+    if count > limits.max_images {
+        return Err(ApiError::new(
+            Code::TooManyImages,
+            format!(
+                "{count} images ({} in images, {} in assets) is more than the limit of {} per request",
+                images.len(),
+                assets.len(),
+                limits.max_images
+            ),
+        ));
+    }
+
+    let mut checked = CheckedImages::new(limits);
+    for (i, item) in images.iter().enumerate() {
+        let at = vec!["images".to_string(), i.to_string()];
+        let Value::String(text) = item else {
+            return Err(ApiError::at(
+                Code::InvalidImage,
+                at,
+                format!(
+                    "image #{i} must be a string (a data:image/...;base64, URL or raw base64), got {}",
+                    type_name(item)
+                ),
+            ));
+        };
+        let bytes = decode_image_string(text).map_err(|e| image_error(e, i, &at))?;
+        checked.add(&bytes, i, &at)?;
+    }
+
+    let mut claimed: Vec<&str> = Vec::new();
+    for (j, (key, entry)) in assets.iter().enumerate() {
+        let i = images.len() + j;
+        let at = |field: Option<&str>| {
+            let mut l = vec!["assets".to_string(), key.clone()];
+            l.extend(field.map(str::to_string));
+            l
+        };
+        let Value::Object(entry) = entry else {
+            return Err(ApiError::at(
+                Code::InvalidAsset,
+                at(None),
+                format!(
+                    "asset (image #{i}) must be an object {{\"type\": \"image\", \"part\" or \"data_base64\": …}}, got {}",
+                    type_name(entry)
+                ),
+            ));
+        };
+        match entry.get("type") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(t)) if t == "image" => {}
+            Some(_) => {
+                return Err(ApiError::at(
+                    Code::InvalidAsset,
+                    at(Some("type")),
+                    format!(
+                        "asset (image #{i}): type must be \"image\", the only asset type served"
+                    ),
+                ))
+            }
+        }
+        if let Some(format) = entry.get("format") {
+            if !matches!(format, Value::Null | Value::String(_)) {
+                return Err(ApiError::at(
+                    Code::InvalidAsset,
+                    at(Some("format")),
+                    format!(
+                        "asset (image #{i}): format must be a string, got {}",
+                        type_name(format)
+                    ),
+                ));
+            }
+        }
+        let decoded;
+        let bytes: &[u8] = match (entry.get("part"), entry.get("data_base64")) {
+            (Some(Value::String(part)), _) => {
+                let Some(bytes) = parts.get(part) else {
+                    let why = if parts.is_empty() {
+                        "but the body is not multipart/form-data (send the bytes there, or inline as data_base64)"
+                    } else {
+                        "but the multipart body has no part of that name"
+                    };
+                    return Err(ApiError::at(
+                        Code::InvalidAsset,
+                        at(Some("part")),
+                        format!("asset (image #{i}) names a multipart part {why}"),
+                    ));
+                };
+                if claimed.contains(&part.as_str()) {
+                    return Err(ApiError::at(
+                        Code::InvalidAsset,
+                        at(Some("part")),
+                        format!("asset (image #{i}) names a multipart part another asset already names; each part belongs to one asset"),
+                    ));
+                }
+                claimed.push(part);
+                bytes
+            }
+            (Some(other), _) if !other.is_null() => {
+                return Err(ApiError::at(
+                    Code::InvalidAsset,
+                    at(Some("part")),
+                    format!(
+                        "asset (image #{i}): part must be the name of a multipart part, got {}",
+                        type_name(other)
+                    ),
+                ))
+            }
+            (_, Some(Value::String(text))) => {
+                decoded = decode_image_string(text)
+                    .map_err(|e| image_error(e, i, &at(Some("data_base64"))))?;
+                &decoded
+            }
+            (_, Some(other)) if !other.is_null() => {
+                return Err(ApiError::at(
+                    Code::InvalidAsset,
+                    at(Some("data_base64")),
+                    format!(
+                        "asset (image #{i}): data_base64 must be a base64 string, got {}",
+                        type_name(other)
+                    ),
+                ))
+            }
+            _ => {
+                let msg = format!("asset (image #{i}) needs \"part\" or \"data_base64\"");
+                return Err(ApiError::at(Code::InvalidAsset, at(None), msg));
+            }
+        };
+        checked.add(bytes, i, &at(None))?;
+    }
+    if let Some(name) = parts.names().find(|name| !claimed.contains(name)) {
+        return Err(ApiError::at(
+            Code::InvalidAsset,
+            loc(&["assets"]),
+            format!(
+                "multipart part {} is not named by any asset; each image part must be claimed by an entry of assets",
+                part_label(name)
+            ),
+        ));
+    }
+    Ok(checked.urls)
+}
+
+/// The images accepted so far and their decoded bytes together.
+struct CheckedImages<'a> {
+    limits: &'a Limits,
+    total: usize,
+    urls: Vec<Arc<str>>,
+}
+
+impl<'a> CheckedImages<'a> {
+    fn new(limits: &'a Limits) -> Self {
+        CheckedImages {
+            limits,
+            total: 0,
+            urls: Vec::new(),
+        }
+    }
+
+    /// Checks image #`i` (size, total, format) and keeps its data URL.
+    fn add(&mut self, bytes: &[u8], i: usize, at: &[String]) -> Result<(), ApiError> {
+        let limits = self.limits;
+        if bytes.len() > limits.max_image_bytes {
+            return Err(ApiError::at(
+                Code::ImageTooLarge,
+                at.to_vec(),
+                format!(
+                    "image #{i} is {} bytes decoded, more than the limit of {} bytes per image",
+                    bytes.len(),
+                    limits.max_image_bytes
+                ),
+            ));
+        }
+        self.total += bytes.len();
+        if self.total > limits.max_image_total_bytes {
+            return Err(ApiError::at(
+                Code::ImagesTooLarge,
+                at.to_vec(),
+                format!(
+                    "images #0 to #{i} are {} bytes decoded together, more than the limit of {} bytes per request",
+                    self.total, limits.max_image_total_bytes
+                ),
+            ));
+        }
+        let format = sniff(bytes).map_err(|e| image_error(e, i, at))?;
+        let url: Arc<str> = Arc::from(data_url(format, bytes));
+        if !self.urls.contains(&url) {
+            self.urls.push(url);
+        }
+        Ok(())
+    }
+}
+
+/// The caller's error for image #`i` at `at`.
+fn image_error(e: ImageError, i: usize, at: &[String]) -> ApiError {
+    let code = match e {
+        ImageError::Url { .. } => Code::ImageUrlRefused,
+        ImageError::Unsupported(_) => Code::UnsupportedImageFormat,
+        ImageError::NotBase64DataUrl | ImageError::Base64(_) | ImageError::Empty => {
+            Code::InvalidImage
+        }
+    };
+    ApiError::at(code, at.to_vec(), format!("image #{i} {e}"))
 }
 
 /// Tokens each upstream request adds around its parts (`{"state": `, newlines, the chat

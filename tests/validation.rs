@@ -681,6 +681,10 @@ fn rows() -> Vec<Row> {
 fn asked(body: &Body) -> Vec<(String, String)> {
     let v = match body {
         Body::Json(v) => v.clone(),
+        Body::Raw(b) if b.starts_with(format!("--{BOUNDARY}").as_bytes()) => {
+            serde_json::from_slice(&multipart_request_part(b))
+                .expect("a passing multipart row's request part is JSON")
+        }
         Body::Raw(b) => serde_json::from_slice(b)
             .or_else(|_| {
                 // A compressed row: decompress it the way the service must.
@@ -699,6 +703,21 @@ fn asked(body: &Body) -> Vec<(String, String)> {
             .expect("a passing raw row is JSON, possibly compressed"),
     };
     questions_of(&v)
+}
+
+/// The `request` part of a body written by [`multipart`].
+fn multipart_request_part(body: &[u8]) -> Vec<u8> {
+    let find = |from: usize, needle: &[u8]| {
+        body[from..]
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|i| from + i)
+    };
+    let start =
+        find(0, b"Content-Disposition: form-data; name=\"request\"").expect("a request part");
+    let data = find(start, b"\r\n\r\n").expect("part headers end") + 4;
+    let end = find(data, format!("\r\n--{BOUNDARY}").as_bytes()).expect("part end");
+    body[data..end].to_vec()
 }
 
 fn questions_of(v: &Value) -> Vec<(String, String)> {
@@ -1085,7 +1104,7 @@ fn transport_rows() -> Vec<Row> {
     ]
 }
 
-/// Multipart rows (the SDK's image transport), not read yet.
+/// Multipart rows (the SDK's image transport); tests/gateway_images.rs has the rest.
 fn multipart_rows() -> Vec<Row> {
     let body = base().to_string().into_bytes();
     let multipart_ct = "multipart/form-data; boundary=systemone-test-boundary";
@@ -1104,7 +1123,7 @@ fn multipart_rows() -> Vec<Row> {
             "multipart without a request part",
             multipart(&[("asset-0", "image/png", PNG_1X1)]),
             400,
-            "system_one_invalid_json",
+            "system_one_invalid_multipart",
         )
         .content_type(Some(multipart_ct)),
         fail(
@@ -1118,6 +1137,41 @@ fn multipart_rows() -> Vec<Row> {
         )
         .content_type(Some(multipart_ct))
         .at(&["assets"]),
+        pass(
+            "multipart image on a vision model",
+            multipart(&[
+                ("request", "application/json", with_assets.as_bytes()),
+                ("asset-0", "image/png", PNG_1X1),
+            ]),
+        )
+        .content_type(Some(multipart_ct))
+        .flags(&["--vision"]),
+        fail(
+            "multipart GIF on a vision model",
+            multipart(&[
+                ("request", "application/json", with_assets.as_bytes()),
+                (
+                    "asset-0",
+                    "image/gif",
+                    b"GIF89a\x01\x00\x01\x00\x00\x00\x00;",
+                ),
+            ]),
+            422,
+            "system_one_unsupported_image_format",
+        )
+        .content_type(Some(multipart_ct))
+        .flags(&["--vision"])
+        .at(&["assets", "<image:00ff>"])
+        .mentions(&["image #0", "GIF"]),
+        fail(
+            "multipart asset naming a missing part",
+            multipart(&[("request", "application/json", with_assets.as_bytes())]),
+            422,
+            "system_one_invalid_asset",
+        )
+        .content_type(Some(multipart_ct))
+        .flags(&["--vision"])
+        .at(&["assets", "<image:00ff>", "part"]),
     ]
 }
 
@@ -1169,7 +1223,6 @@ async fn a_zstd_bomb_is_a_413() {
 /// The SDK's image transport: `multipart/form-data` with a `request` part is read as the
 /// JSON body (without one it is a 400).
 #[tokio::test]
-#[ignore = "not implemented yet (gateway issue 5): src/api/body.rs::read_json answers 415 to every multipart body"]
 async fn multipart_bodies_are_read() {
     let rows = multipart_rows();
     let problems = run(&rows).await;

@@ -1,13 +1,16 @@
-//! Body extraction: content type and encoding checks, the size cap, strict JSON parsing.
+//! Body extraction: content type and encoding checks, the size cap, strict JSON parsing, and
+//! the SDK's multipart image transport.
 
 use std::io::Read;
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap};
+use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use serde_json::Value;
 
 use crate::error::{ApiError, Code};
+use crate::images::{part_label, Parts};
 use crate::json::{parse_strict, JsonError};
 
 /// Largest zstd window a body may use (32 MiB): a frame cannot make the decoder allocate
@@ -15,6 +18,8 @@ use crate::json::{parse_strict, JsonError};
 const ZSTD_WINDOW_LOG_MAX: u32 = 25;
 /// Compressed bodies above this size are decompressed off the async workers.
 const INLINE_DECOMPRESS_BYTES: usize = 64 * 1024;
+/// The multipart part that holds the JSON body.
+pub const REQUEST_PART: &str = "request";
 
 /// A `Content-Encoding` this service reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,48 +29,41 @@ enum Encoding {
     Zstd,
 }
 
-/// Reads a JSON request body of at most `max_bytes` (after decompression).
+/// What the `Content-Type` says the body is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    Json,
+    /// `multipart/form-data` with this boundary.
+    Multipart(String),
+}
+
+/// A request body as read off the wire: the JSON request and, for a multipart body, its
+/// other parts (image bytes that `assets` entries name).
+#[derive(Debug, Clone)]
+pub struct RequestBody {
+    /// The JSON request (the whole body, or the `request` part).
+    pub json: Value,
+    /// Every part but `request`, by name, in arrival order; empty for a JSON body.
+    pub parts: Parts,
+}
+
+/// Reads a request body of at most `max_bytes` (after decompression).
 ///
-/// A missing `Content-Type` is read as JSON (some clients omit it); any other type than
-/// `application/json` (or `…+json`) is 415. `Content-Encoding` may be `zstd` (what the
-/// TypeSafe Python SDK sends for bodies of 1 KiB or more), `gzip` or `identity`; anything
-/// else is 415. Decompression stops one byte past the limit, so a bomb is a 413 without
-/// ever holding more than the limit in memory.
-pub async fn read_json(
+/// A missing `Content-Type` is read as JSON (some clients omit it); `application/json` (or
+/// `…+json`) is JSON; `multipart/form-data` is the SDK's image transport: a part named
+/// `request` holds the JSON body and the other parts hold image bytes (without a `request`
+/// part it is a 400). Any other type is 415. `Content-Encoding` (for the whole body, JSON or
+/// multipart) may be `zstd` (what the TypeSafe Python SDK sends for bodies of 1 KiB or
+/// more), `gzip` or `identity`; anything else is 415. Decompression stops one byte past the
+/// limit, so a bomb is a 413 without ever holding more than the limit in memory; every
+/// multipart part is inside the body and so under the same limit.
+pub async fn read_request(
     headers: &HeaderMap,
     body: Body,
     max_bytes: usize,
-) -> Result<Value, ApiError> {
-    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
-        let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
-        let essence = ct.split(';').next().unwrap_or("").trim();
-        if essence != "application/json" && !essence.ends_with("+json") {
-            return Err(ApiError::new(
-                Code::UnsupportedMediaType,
-                format!("Content-Type must be application/json, got {essence:?}"),
-            ));
-        }
-    }
-    let encoding = match headers.get(header::CONTENT_ENCODING) {
-        None => Encoding::Identity,
-        Some(enc) => match enc
-            .to_str()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "" | "identity" => Encoding::Identity,
-            "gzip" | "x-gzip" => Encoding::Gzip,
-            "zstd" => Encoding::Zstd,
-            other => {
-                return Err(ApiError::new(
-                    Code::UnsupportedEncoding,
-                    format!("Content-Encoding {other:?} is not supported; use zstd, gzip or none"),
-                ))
-            }
-        },
-    };
+) -> Result<RequestBody, ApiError> {
+    let kind = content_kind(headers)?;
+    let encoding = content_encoding(headers)?;
     let bytes = Limited::new(body, max_bytes)
         .collect()
         .await
@@ -81,16 +79,154 @@ pub async fn read_json(
         })?
         .to_bytes();
     let bytes = match encoding {
-        Encoding::Identity => bytes.to_vec(),
-        _ if bytes.len() <= INLINE_DECOMPRESS_BYTES => decompress(encoding, &bytes, max_bytes)?,
-        _ => tokio::task::spawn_blocking(move || decompress(encoding, &bytes, max_bytes))
-            .await
-            .map_err(|_| ApiError::new(Code::Internal, "internal error"))??,
+        Encoding::Identity => bytes,
+        _ if bytes.len() <= INLINE_DECOMPRESS_BYTES => {
+            Bytes::from(decompress(encoding, &bytes, max_bytes)?)
+        }
+        _ => Bytes::from(
+            tokio::task::spawn_blocking(move || decompress(encoding, &bytes, max_bytes))
+                .await
+                .map_err(|_| ApiError::new(Code::Internal, "internal error"))??,
+        ),
     };
-    parse_strict(&bytes).map_err(|e| match e {
-        JsonError::Syntax(_) => ApiError::new(Code::InvalidJson, e.to_string()),
+    match kind {
+        Kind::Json => Ok(RequestBody {
+            json: parse_json(&bytes, "the body")?,
+            parts: Parts::new(),
+        }),
+        Kind::Multipart(boundary) => read_multipart(bytes, boundary).await,
+    }
+}
+
+/// The body's kind from `Content-Type`.
+fn content_kind(headers: &HeaderMap) -> Result<Kind, ApiError> {
+    let Some(ct) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(Kind::Json);
+    };
+    let ct = ct.to_str().unwrap_or("");
+    let lower = ct.to_ascii_lowercase();
+    let essence = lower.split(';').next().unwrap_or("").trim();
+    if essence == "application/json" || essence.ends_with("+json") {
+        return Ok(Kind::Json);
+    }
+    if essence == "multipart/form-data" {
+        return multer::parse_boundary(ct)
+            .map(Kind::Multipart)
+            .map_err(|_| {
+                ApiError::new(
+                    Code::InvalidMultipart,
+                    "Content-Type multipart/form-data needs a boundary parameter",
+                )
+            });
+    }
+    Err(ApiError::new(
+        Code::UnsupportedMediaType,
+        format!(
+            "Content-Type must be application/json or multipart/form-data, got {:?}",
+            essence.chars().take(100).collect::<String>()
+        ),
+    ))
+}
+
+/// The body's `Content-Encoding`.
+fn content_encoding(headers: &HeaderMap) -> Result<Encoding, ApiError> {
+    let Some(enc) = headers.get(header::CONTENT_ENCODING) else {
+        return Ok(Encoding::Identity);
+    };
+    match enc
+        .to_str()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "" | "identity" => Ok(Encoding::Identity),
+        "gzip" | "x-gzip" => Ok(Encoding::Gzip),
+        "zstd" => Ok(Encoding::Zstd),
+        other => Err(ApiError::new(
+            Code::UnsupportedEncoding,
+            format!(
+                "Content-Encoding {:?} is not supported; use zstd, gzip or none",
+                other.chars().take(100).collect::<String>()
+            ),
+        )),
+    }
+}
+
+/// Strict JSON (duplicate keys refused); `what` names the body or the part in messages.
+fn parse_json(bytes: &[u8], what: &str) -> Result<Value, ApiError> {
+    parse_strict(bytes).map_err(|e| match e {
+        JsonError::Syntax(_) => ApiError::new(Code::InvalidJson, format!("{what}: {e}")),
         JsonError::DuplicateKey(_) => ApiError::at(Code::DuplicateKey, vec![], e.to_string()),
     })
+}
+
+/// Splits a (decompressed) `multipart/form-data` body into the JSON `request` part and the
+/// image parts. Part names are echoed in messages only when they have the SDK's shape.
+async fn read_multipart(bytes: Bytes, boundary: String) -> Result<RequestBody, ApiError> {
+    let invalid = |msg: String| ApiError::new(Code::InvalidMultipart, msg);
+    let stream = futures::stream::once(async move { Ok::<Bytes, std::convert::Infallible>(bytes) });
+    let mut multipart = multer::Multipart::new(stream, boundary);
+    let mut request: Option<Bytes> = None;
+    let mut parts = Parts::new();
+    let mut index = 0usize;
+    loop {
+        let field = match multipart.next_field().await {
+            Ok(Some(field)) => field,
+            Ok(None) => break,
+            Err(e) => return Err(invalid(multipart_problem(&e, index))),
+        };
+        let Some(name) = field.name().map(str::to_string) else {
+            return Err(invalid(format!(
+                "multipart part #{index} has no name (Content-Disposition: form-data; name=\"…\")"
+            )));
+        };
+        let data = field
+            .bytes()
+            .await
+            .map_err(|e| invalid(multipart_problem(&e, index)))?;
+        if name == REQUEST_PART {
+            if request.replace(data).is_some() {
+                return Err(invalid(format!(
+                    "the multipart body has more than one part named {REQUEST_PART:?}"
+                )));
+            }
+        } else if !parts.insert(name.clone(), data) {
+            return Err(invalid(format!(
+                "the multipart body has more than one part named {}",
+                part_label(&name)
+            )));
+        }
+        index += 1;
+    }
+    let request = request.ok_or_else(|| {
+        invalid(format!(
+            "the multipart body has no part named {REQUEST_PART:?} (it holds the JSON request); got {} other part(s)",
+            parts.len()
+        ))
+    })?;
+    Ok(RequestBody {
+        json: parse_json(&request, "the multipart part \"request\"")?,
+        parts,
+    })
+}
+
+/// What is wrong with a multipart stream, in fixed words (multer's own messages may quote
+/// the caller's header bytes).
+fn multipart_problem(e: &multer::Error, index: usize) -> String {
+    use multer::Error as E;
+    let what = match e {
+        E::IncompleteStream | E::IncompleteFieldData { .. } => {
+            "the body ends before the closing boundary"
+        }
+        E::IncompleteHeaders | E::ReadHeaderFailed(_) => "the part headers are malformed",
+        E::DecodeHeaderName { .. } | E::DecodeHeaderValue { .. } => {
+            "a part header is not readable text"
+        }
+        E::DecodeContentType(_) => "a part's Content-Type is malformed",
+        _ => "the body is malformed",
+    };
+    format!("the multipart body could not be read at part #{index}: {what}")
 }
 
 /// Decompresses `bytes`, refusing output beyond `max_bytes`.

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -17,13 +18,15 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use tracing::Instrument;
 
+use crate::auth::{Caller, Keys};
+use crate::circuit::failover;
 use crate::config::Limits;
 use crate::error::{ApiError, Code};
 use crate::metrics::Metrics;
 use crate::models::Models;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, PipelineError};
 use crate::tokens::verify::Verdict;
-use crate::validate::validate;
+use crate::validate::validate_with_parts;
 
 /// Everything handlers share, built once at startup.
 #[derive(Debug, Clone)]
@@ -36,6 +39,8 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// Counters and gauges for `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// The API keys and their limits (empty: open).
+    pub keys: Arc<Keys>,
 }
 
 /// The request id every response carries (`req_<32 hex>`).
@@ -83,6 +88,7 @@ async fn request_context(
         "request",
         request_id = %id,
         route = %route,
+        key = tracing::field::Empty,
         model = tracing::field::Empty,
         questions = tracing::field::Empty,
         upstream_requests = tracing::field::Empty,
@@ -109,21 +115,76 @@ async fn request_context(
     response
 }
 
-async fn systemone(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    match answer(&state, &headers, body).await {
+/// The caller of a `/v1` route: authenticated by its bearer and counted against its key's
+/// requests per minute, before the body is read. The key's name (never the key) goes into
+/// the request's span and the per-key metrics.
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = state
+            .keys
+            .authenticate(parts.headers.get(axum::http::header::AUTHORIZATION))?;
+        tracing::Span::current().record("key", caller.name());
+        state.metrics.count_key_request(caller.name());
+        caller
+            .admit_request()
+            .inspect_err(|e| count_rejection(state, &caller, e))?;
+        Ok(caller)
+    }
+}
+
+fn count_rejection(state: &AppState, caller: &Caller, e: &crate::auth::AuthError) {
+    if let Some(kind) = e.limit_kind() {
+        state.metrics.count_rejection(caller.name(), kind);
+    }
+}
+
+async fn systemone(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match answer(&state, &caller, &headers, body).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
     }
 }
 
-async fn answer(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
-    let value = body::read_json(headers, body, state.limits.max_body_bytes).await?;
-    let request = validate(value, &state.models, &state.limits)?;
+/// Body → (fallback while the requested model's circuit is open) → validation → the
+/// circuit's up-front refusal → the key's question limits → pipeline → wire.
+async fn answer(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let mut body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
+    if let Some(fallback) = failover(&state.models, &mut body.json) {
+        tracing::info!(fallback = %fallback.name, "the requested model's circuit is open: its fallback serves");
+    }
+    let request = validate_with_parts(body.json, &body.parts, &state.models, &state.limits)?;
+    // The image parts now live, re-encoded, in the request: free the raw bytes before the run.
+    drop(body.parts);
     let span = tracing::Span::current();
     span.record("model", request.model().name.as_str());
     span.record("questions", request.questions().len());
+    state.metrics.observe_request(&request);
+    // Refused up front, before the key's questions are counted.
+    request
+        .model()
+        .circuit
+        .check()
+        .map_err(|open| PipelineError::CircuitOpen(open.retry_after))?;
+    caller
+        .admit_questions(request.questions().len())
+        .inspect_err(|e| count_rejection(state, caller, e))?;
     let outcome = state.pipeline.run(&request).await?;
     span.record("upstream_requests", outcome.usage.upstream_requests);
+    state
+        .metrics
+        .observe_answers(&request.model().name, &outcome.answers);
     let body = serde_json::to_vec(&wire::SystemOneResponse::new(request.questions(), &outcome))
         .map_err(|e| {
             tracing::error!(error = %e, "cannot encode the answer");
@@ -137,7 +198,7 @@ async fn answer(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Res
         .into_response())
 }
 
-async fn list_models(State(state): State<AppState>) -> Json<serde_json::Value> {
+async fn list_models(State(state): State<AppState>, _caller: Caller) -> Json<serde_json::Value> {
     let names: Vec<&str> = state.models.iter().map(|m| m.name.as_str()).collect();
     Json(wire::models_body(&names))
 }

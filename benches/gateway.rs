@@ -1,0 +1,91 @@
+//! What the gateway adds to each request, without any I/O:
+//!
+//! * `authenticate`: hashing the bearer and comparing it in constant time with every
+//!   configured digest, for an open service and for 1 and 1,000 configured keys (the
+//!   comparison scans all of them whether or not one matches);
+//! * `limits`: one request and its questions counted against a key with requests and
+//!   questions per minute and a daily cap (governor GCRA plus the daily counter);
+//! * `metrics`: the counters and histograms one answered request records.
+//!
+//! `cargo bench --bench gateway`
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use axum::http::HeaderValue;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+
+use systemone::auth::Keys;
+use systemone::config::Secret;
+use systemone::metrics::Metrics;
+
+fn keys(n: usize) -> Keys {
+    if n == 0 {
+        return Keys::open();
+    }
+    let list: Vec<String> = (0..n).map(|i| format!("sk-bench-key-{i:06}")).collect();
+    Keys::load(None, Some(&Secret::new(list.join(",")))).expect("keys")
+}
+
+fn limited_key() -> Keys {
+    let dir = std::env::temp_dir().join(format!("systemone-bench-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let path = dir.join("keys.toml");
+    let hex: String = systemone::auth::digest("sk-limited")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(
+        &path,
+        format!(
+            "[[key]]\nname = \"limited\"\nsha256 = \"{hex}\"\nrequests_per_minute = 1000000000\nquestions_per_minute = 1000000000\ndaily_questions = 9000000000000000000\n"
+        ),
+    )
+    .expect("write");
+    Keys::load(Some(&path), None).expect("keys")
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("authenticate");
+    for n in [0usize, 1, 1000] {
+        let keys = keys(n);
+        let last = HeaderValue::from_str(&format!("Bearer sk-bench-key-{:06}", n.max(1) - 1))
+            .expect("header");
+        let wrong = HeaderValue::from_static("Bearer sk-not-configured");
+        group.bench_with_input(BenchmarkId::new("right key", n), &n, |b, _| {
+            b.iter(|| black_box(keys.authenticate(Some(black_box(&last))).is_ok()))
+        });
+        group.bench_with_input(BenchmarkId::new("wrong key", n), &n, |b, _| {
+            b.iter(|| black_box(keys.authenticate(Some(black_box(&wrong))).is_ok()))
+        });
+    }
+    group.finish();
+
+    let keys = limited_key();
+    let bearer = HeaderValue::from_static("Bearer sk-limited");
+    let caller = keys.authenticate(Some(&bearer)).expect("caller");
+    c.bench_function("limits/request + 3 questions", |b| {
+        b.iter(|| {
+            caller.admit_request().expect("admitted");
+            caller.admit_questions(black_box(3)).expect("admitted");
+        })
+    });
+
+    let metrics = Metrics::new();
+    c.bench_function("metrics/one request", |b| {
+        b.iter(|| {
+            metrics.count_key_request(black_box("limited"));
+            metrics.observe_upstream("vllm", Duration::from_millis(12), "2xx");
+            metrics.count_request("/v1/systemone", 200, "");
+        })
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(benches);

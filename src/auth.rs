@@ -1,0 +1,779 @@
+//! API keys: who may call, and how much.
+//!
+//! Keys come from a TOML file (`--keys-file`) and/or `SYSTEMONE_API_KEYS` (comma-separated
+//! plaintext keys, named `key-1`, `key-2`, … in order). Only their sha256 digests are kept;
+//! a presented bearer is hashed and compared against every configured digest in constant
+//! time (`subtle`), so neither the match nor its position shows in the timing. With no key
+//! configured the service is open: any bearer value, or none, is accepted (the TypeSafe
+//! SDKs refuse to start without some key, so callers always send one).
+//!
+//! ```toml
+//! [[key]]
+//! name = "acme"                 # for logs and metrics; the key itself is never printed
+//! sha256 = "9f86d0…"            # hex digest of the key …
+//! requests_per_minute = 600     # optional, all three
+//! questions_per_minute = 6000
+//! daily_questions = 1000000
+//!
+//! [[key]]
+//! name = "ci"
+//! key_env = "CI_SYSTEMONE_KEY"  # … or the env variable holding the plaintext key
+//! ```
+//!
+//! Each key may carry limits: requests and questions per minute (GCRA via `governor`, on
+//! tokio's clock so paused-time tests can refill them; a 429 `system_one_rate_limited`
+//! with `Retry-After` from governor's wait, capped at 60 s) and a cap on questions per UTC
+//! day (a 429 `system_one_daily_cap` whose `Retry-After` runs to the next UTC midnight, so
+//! a client does not retry before the cap resets). Requests are counted when the key is
+//! checked, before the body is read; questions after validation, before any upstream call.
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::http::HeaderValue;
+use governor::clock::Clock;
+use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{InsufficientCapacity, Quota, RateLimiter};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::{ConditionallySelectable, ConstantTimeEq};
+
+use crate::config::{ConfigError, Secret};
+use crate::error::{ApiError, Code};
+
+/// The name logs and metrics use for callers of an open service (no keys configured).
+pub const ANONYMOUS: &str = "anonymous";
+/// Longest `Retry-After` a per-minute limit answers with.
+pub const MAX_RATE_RETRY_SECS: u64 = 60;
+/// Seconds in a UTC day.
+const DAY_SECS: u64 = 86_400;
+
+/// governor's clock on tokio's time: paused-time tests move it with `tokio::time::advance`.
+#[derive(Debug, Clone, Copy)]
+struct TokioClock {
+    /// Time zero of this clock.
+    origin: tokio::time::Instant,
+}
+
+impl Clock for TokioClock {
+    type Instant = Nanos;
+    fn now(&self) -> Nanos {
+        Nanos::from(self.origin.elapsed())
+    }
+}
+
+type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Nanos>>;
+
+/// A per-minute limit: the configured number and its GCRA state.
+struct PerMinute {
+    /// Cells per minute (also the burst).
+    limit: NonZeroU32,
+    /// The GCRA state.
+    limiter: Limiter,
+    /// The limiter's clock, to turn a refusal into a wait.
+    clock: TokioClock,
+}
+
+impl PerMinute {
+    fn new(limit: NonZeroU32) -> Self {
+        let clock = TokioClock {
+            origin: tokio::time::Instant::now(),
+        };
+        PerMinute {
+            limit,
+            limiter: RateLimiter::direct_with_clock(Quota::per_minute(limit), clock),
+            clock,
+        }
+    }
+
+    /// Takes `n` cells, or says how many seconds until they would be free (`None`: never,
+    /// `n` is above the limit).
+    fn take(&self, n: NonZeroU32) -> Result<(), Option<u64>> {
+        match self.limiter.check_n(n) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(not_until)) => {
+                let wait = not_until.wait_time_from(self.clock.now());
+                Err(Some(retry_secs(wait)))
+            }
+            Err(InsufficientCapacity(_)) => Err(None),
+        }
+    }
+}
+
+/// Whole seconds to wait, at least 1, at most [`MAX_RATE_RETRY_SECS`].
+fn retry_secs(wait: Duration) -> u64 {
+    (wait.as_secs_f64().ceil() as u64).clamp(1, MAX_RATE_RETRY_SECS)
+}
+
+/// A cap on questions per UTC day.
+#[derive(Debug)]
+struct DailyCap {
+    /// Questions allowed per UTC day.
+    limit: u64,
+    /// (UTC day number, questions taken that day).
+    used: Mutex<(u64, u64)>,
+}
+
+/// Seconds from `unix_secs` to the next UTC midnight (1 to 86,400).
+pub fn secs_to_utc_midnight(unix_secs: u64) -> u64 {
+    DAY_SECS - unix_secs % DAY_SECS
+}
+
+/// One configured key: its name, digest and limits.
+pub struct ApiKey {
+    /// For logs and metrics labels; never the key.
+    name: String,
+    /// sha256 of the key.
+    digest: [u8; 32],
+    /// Requests per minute.
+    requests: Option<PerMinute>,
+    /// Questions per minute.
+    questions: Option<PerMinute>,
+    /// Questions per UTC day.
+    daily: Option<DailyCap>,
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("name", &self.name)
+            .field("digest", &"[redacted]")
+            .field(
+                "requests_per_minute",
+                &self.requests.as_ref().map(|l| l.limit),
+            )
+            .field(
+                "questions_per_minute",
+                &self.questions.as_ref().map(|l| l.limit),
+            )
+            .field("daily_questions", &self.daily.as_ref().map(|d| d.limit))
+            .finish()
+    }
+}
+
+/// The configured keys; empty means the service is open.
+#[derive(Default)]
+pub struct Keys {
+    /// In configuration order (file first, then env).
+    keys: Vec<Arc<ApiKey>>,
+    /// `keys[i]`'s digest as four words, packed together so that comparing a bearer with
+    /// every key is one pass over contiguous memory.
+    digests: Vec<[u64; 4]>,
+}
+
+impl fmt::Debug for Keys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Names and limits only: the digests stay out of every log and panic message.
+        f.debug_struct("Keys").field("keys", &self.keys).finish()
+    }
+}
+
+/// A digest as four native-endian words.
+fn words(digest: &[u8; 32]) -> [u64; 4] {
+    let mut out = [0u64; 4];
+    for (word, chunk) in out.iter_mut().zip(digest.chunks_exact(8)) {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(chunk);
+        *word = u64::from_ne_bytes(bytes);
+    }
+    out
+}
+
+/// Who is calling: a configured key, or anyone when the service is open.
+#[derive(Debug, Clone)]
+pub struct Caller(Option<Arc<ApiKey>>);
+
+/// Which limit refused a request (a metrics label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitKind {
+    Requests,
+    Questions,
+    Daily,
+}
+
+impl LimitKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitKind::Requests => "requests",
+            LimitKind::Questions => "questions",
+            LimitKind::Daily => "daily",
+        }
+    }
+}
+
+/// Why a caller is refused. Never carries the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No `Authorization: Bearer …` (403).
+    #[error("missing API key")]
+    Missing,
+    /// A bearer that matches no configured key (401).
+    #[error("invalid API key")]
+    Invalid,
+    /// A per-minute limit is used up; free again in `retry_after` seconds.
+    #[error("{kind:?} per minute limit of {limit} reached")]
+    RateLimited {
+        kind: LimitKind,
+        limit: u32,
+        retry_after: u64,
+    },
+    /// The request alone has more questions than the key may ask per minute.
+    #[error("{questions} questions is more than the limit of {limit} per minute")]
+    OverMinuteLimit { questions: usize, limit: u32 },
+    /// The key's questions for this UTC day are used up (or this request would pass the cap).
+    #[error("daily cap of {limit} questions reached")]
+    DailyCap {
+        limit: u64,
+        used: u64,
+        questions: usize,
+        retry_after: u64,
+    },
+}
+
+impl AuthError {
+    /// The limit that refused the request, for the rejection counter.
+    pub fn limit_kind(&self) -> Option<LimitKind> {
+        match self {
+            AuthError::Missing | AuthError::Invalid => None,
+            AuthError::RateLimited { kind, .. } => Some(*kind),
+            AuthError::OverMinuteLimit { .. } => Some(LimitKind::Questions),
+            AuthError::DailyCap { .. } => Some(LimitKind::Daily),
+        }
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::Missing => ApiError::new(
+                Code::MissingKey,
+                "missing API key: send it as `Authorization: Bearer <key>`",
+            ),
+            AuthError::Invalid => ApiError::new(Code::InvalidKey, "invalid API key"),
+            AuthError::RateLimited {
+                kind,
+                limit,
+                retry_after,
+            } => ApiError::new(
+                Code::RateLimited,
+                format!(
+                    "this API key's limit of {limit} {} per minute is used up; retry after {retry_after} s",
+                    kind.as_str()
+                ),
+            )
+            .retry_after(retry_after),
+            AuthError::OverMinuteLimit { questions, limit } => ApiError::new(
+                Code::RateLimited,
+                format!(
+                    "this request has {questions} questions, more than this API key's limit of {limit} questions per minute; split it"
+                ),
+            )
+            .retry_after(MAX_RATE_RETRY_SECS),
+            AuthError::DailyCap {
+                limit,
+                used,
+                questions,
+                retry_after,
+            } => ApiError::new(
+                Code::DailyCap,
+                format!(
+                    "this API key's daily cap of {limit} questions is reached ({used} used today, this request has {questions}); it resets at 00:00 UTC, in {retry_after} s"
+                ),
+            )
+            .retry_after(retry_after),
+        }
+    }
+}
+
+impl Caller {
+    /// The name for logs and metrics labels: the key's configured name, or
+    /// [`ANONYMOUS`] when the service is open.
+    pub fn name(&self) -> &str {
+        self.0.as_ref().map_or(ANONYMOUS, |k| k.name.as_str())
+    }
+
+    /// Counts one request against the key's requests per minute.
+    pub fn admit_request(&self) -> Result<(), AuthError> {
+        let Some(limit) = self.0.as_ref().and_then(|k| k.requests.as_ref()) else {
+            return Ok(());
+        };
+        limit
+            .take(NonZeroU32::MIN)
+            .map_err(|retry| AuthError::RateLimited {
+                kind: LimitKind::Requests,
+                limit: limit.limit.get(),
+                retry_after: retry.unwrap_or(MAX_RATE_RETRY_SECS),
+            })
+    }
+
+    /// Counts a validated request's questions against the key's questions per minute and
+    /// daily cap; nothing is taken from either when one of them refuses.
+    pub fn admit_questions(&self, questions: usize) -> Result<(), AuthError> {
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.admit_questions_at(questions, unix)
+    }
+
+    /// [`Caller::admit_questions`] at a given wall-clock time (Unix seconds).
+    pub fn admit_questions_at(&self, questions: usize, unix_secs: u64) -> Result<(), AuthError> {
+        let Some(key) = &self.0 else { return Ok(()) };
+        let n = questions as u64;
+        let today = unix_secs / DAY_SECS;
+        // Held across the per-minute check so that a refusal there takes nothing from today.
+        let mut daily = match &key.daily {
+            Some(cap) => {
+                let mut used = cap.used.lock().unwrap_or_else(|p| p.into_inner());
+                if used.0 != today {
+                    *used = (today, 0);
+                }
+                if used.1.saturating_add(n) > cap.limit {
+                    return Err(AuthError::DailyCap {
+                        limit: cap.limit,
+                        used: used.1,
+                        questions,
+                        retry_after: secs_to_utc_midnight(unix_secs),
+                    });
+                }
+                Some(used)
+            }
+            None => None,
+        };
+        if let Some(limit) = &key.questions {
+            let cells = NonZeroU32::new(u32::try_from(questions).unwrap_or(u32::MAX))
+                .unwrap_or(NonZeroU32::MIN);
+            limit.take(cells).map_err(|retry| match retry {
+                Some(retry_after) => AuthError::RateLimited {
+                    kind: LimitKind::Questions,
+                    limit: limit.limit.get(),
+                    retry_after,
+                },
+                None => AuthError::OverMinuteLimit {
+                    questions,
+                    limit: limit.limit.get(),
+                },
+            })?;
+        }
+        if let Some(used) = daily.as_mut() {
+            used.1 += n;
+        }
+        Ok(())
+    }
+}
+
+/// One `[[key]]` of the keys file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeySpec {
+    /// For logs and metrics.
+    name: String,
+    /// Hex sha256 of the key.
+    sha256: Option<String>,
+    /// Env variable holding the plaintext key.
+    key_env: Option<String>,
+    requests_per_minute: Option<u32>,
+    questions_per_minute: Option<u32>,
+    daily_questions: Option<u64>,
+}
+
+/// The keys file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysFile {
+    #[serde(default)]
+    key: Vec<KeySpec>,
+}
+
+/// sha256 of a key.
+pub fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// 64 hex digits → 32 bytes.
+fn parse_hex_digest(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// A name that is safe as a metrics label and log field.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name != ANONYMOUS
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+impl Keys {
+    /// No keys: an open service.
+    pub fn open() -> Self {
+        Keys::default()
+    }
+
+    /// Loads the keys file (if any) and the comma-separated env keys (if any). Errors name
+    /// the file, the entry and the problem, never a key.
+    pub fn load(file: Option<&Path>, env_keys: Option<&Secret>) -> Result<Self, ConfigError> {
+        let mut keys = Keys::default();
+        if let Some(path) = file {
+            let err = |reason: String| ConfigError::File {
+                path: path.display().to_string(),
+                reason,
+            };
+            let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+            let parsed: KeysFile = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
+            for spec in parsed.key {
+                let name = spec.name.clone();
+                let key = Self::from_spec(spec).map_err(|e| err(format!("key {name:?}: {e}")))?;
+                keys.add(key).map_err(err)?;
+            }
+        }
+        if let Some(env) = env_keys {
+            let plain = env
+                .expose()
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty());
+            for (i, key) in plain.enumerate() {
+                keys.add(ApiKey {
+                    name: format!("key-{}", i + 1),
+                    digest: digest(key),
+                    requests: None,
+                    questions: None,
+                    daily: None,
+                })
+                .map_err(|e| ConfigError::Invalid(format!("SYSTEMONE_API_KEYS: {e}")))?;
+            }
+        }
+        Ok(keys)
+    }
+
+    fn from_spec(spec: KeySpec) -> Result<ApiKey, String> {
+        if !valid_name(&spec.name) {
+            return Err(format!(
+                "the name must be 1 to 64 of A-Z a-z 0-9 - _ . and not {ANONYMOUS:?}"
+            ));
+        }
+        let digest = match (&spec.sha256, &spec.key_env) {
+            (Some(hex), None) => parse_hex_digest(hex)
+                .ok_or("sha256 must be 64 hex digits (the sha256 of the key)")?,
+            (None, Some(var)) => match std::env::var(var) {
+                Ok(key) if !key.trim().is_empty() => digest(key.trim()),
+                _ => return Err(format!("key_env {var:?} is not set or empty")),
+            },
+            _ => return Err("give exactly one of sha256 and key_env".into()),
+        };
+        let per_minute = |n: Option<u32>, what: &str| -> Result<Option<PerMinute>, String> {
+            n.map(|n| {
+                NonZeroU32::new(n).map(PerMinute::new).ok_or(format!(
+                    "{what} must be at least 1 (leave it out for no limit)"
+                ))
+            })
+            .transpose()
+        };
+        let daily = match spec.daily_questions {
+            Some(0) => {
+                return Err("daily_questions must be at least 1 (leave it out for no cap)".into())
+            }
+            Some(limit) => Some(DailyCap {
+                limit,
+                used: Mutex::new((0, 0)),
+            }),
+            None => None,
+        };
+        Ok(ApiKey {
+            name: spec.name,
+            digest,
+            requests: per_minute(spec.requests_per_minute, "requests_per_minute")?,
+            questions: per_minute(spec.questions_per_minute, "questions_per_minute")?,
+            daily,
+        })
+    }
+
+    fn add(&mut self, key: ApiKey) -> Result<(), String> {
+        if self.keys.iter().any(|k| k.name == key.name) {
+            return Err(format!("the key name {:?} is used twice", key.name));
+        }
+        if self.keys.iter().any(|k| k.digest == key.digest) {
+            return Err(format!("key {:?} is configured twice", key.name));
+        }
+        self.digests.push(words(&key.digest));
+        self.keys.push(Arc::new(key));
+        Ok(())
+    }
+
+    /// Whether any key is configured (else the service is open).
+    pub fn is_open(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// How many keys are configured.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no keys are configured.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Checks an `Authorization` header. Open: anyone. Otherwise a missing header, another
+    /// scheme or an empty bearer is [`AuthError::Missing`] and a bearer that matches no key
+    /// [`AuthError::Invalid`].
+    ///
+    /// Every configured digest is compared, whether or not one matched: each comparison is
+    /// a fold-xor over the four words (no early exit), and the match is picked with
+    /// `subtle`'s constant-time select, so the time taken says nothing about which key, if
+    /// any, matched or how much of a digest agreed.
+    pub fn authenticate(&self, authorization: Option<&HeaderValue>) -> Result<Caller, AuthError> {
+        if self.keys.is_empty() {
+            return Ok(Caller(None));
+        }
+        let token = authorization
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, token) = v.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            })
+            .filter(|t| !t.is_empty())
+            .ok_or(AuthError::Missing)?;
+        let presented = words(&digest(token));
+        // 1-based index of the match, 0 for none, chosen without branching on the digests.
+        let mut found = 0u64;
+        for (i, stored) in self.digests.iter().enumerate() {
+            let diff = (stored[0] ^ presented[0])
+                | (stored[1] ^ presented[1])
+                | (stored[2] ^ presented[2])
+                | (stored[3] ^ presented[3]);
+            found.conditional_assign(&(i as u64 + 1), diff.ct_eq(&0));
+        }
+        match found.checked_sub(1) {
+            Some(i) => Ok(Caller(Some(self.keys[i as usize].clone()))),
+            None => Err(AuthError::Invalid),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(d: [u8; 32]) -> String {
+        d.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn bearer(key: &str) -> HeaderValue {
+        HeaderValue::from_str(&format!("Bearer {key}")).expect("header")
+    }
+
+    fn keys_file(text: &str) -> Result<Keys, ConfigError> {
+        let dir = std::env::temp_dir().join(format!(
+            "systemone-keys-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).expect("tmp");
+        let path = dir.join("keys.toml");
+        std::fs::write(&path, text).expect("write");
+        let keys = Keys::load(Some(&path), None);
+        let _ = std::fs::remove_dir_all(&dir);
+        keys
+    }
+
+    #[test]
+    fn an_empty_configuration_is_open() {
+        let keys = Keys::load(None, None).expect("loads");
+        assert!(keys.is_open());
+        let caller = keys.authenticate(None).expect("open");
+        assert_eq!(caller.name(), ANONYMOUS);
+        assert!(keys.authenticate(Some(&bearer("anything"))).is_ok());
+    }
+
+    #[test]
+    fn env_keys_are_named_in_order_and_compared_by_digest() {
+        let keys = Keys::load(None, Some(&Secret::new(" sk-one , ,sk-two"))).expect("loads");
+        assert_eq!(keys.len(), 2);
+        let caller = keys.authenticate(Some(&bearer("sk-two"))).expect("valid");
+        assert_eq!(caller.name(), "key-2");
+        assert_eq!(
+            keys.authenticate(Some(&bearer("sk-three")))
+                .expect_err("refused"),
+            AuthError::Invalid
+        );
+        assert_eq!(
+            keys.authenticate(None).expect_err("refused"),
+            AuthError::Missing
+        );
+        for header in ["Basic c2stb25l", "Bearer ", "sk-one", "Bearer"] {
+            let value = HeaderValue::from_str(header).expect("header");
+            assert_eq!(
+                keys.authenticate(Some(&value)).expect_err("refused"),
+                AuthError::Missing,
+                "{header}"
+            );
+        }
+        let lower = HeaderValue::from_static("bearer sk-one");
+        assert_eq!(keys.authenticate(Some(&lower)).expect("ok").name(), "key-1");
+    }
+
+    #[test]
+    fn the_file_takes_digests_and_env_names_and_never_echoes_a_key() {
+        std::env::set_var("SYSTEMONE_TEST_KEY_ENV_A", "sk-from-env-a");
+        let keys = keys_file(&format!(
+            "[[key]]\nname = \"hashed\"\nsha256 = \"{}\"\nrequests_per_minute = 2\n\n[[key]]\nname = \"env\"\nkey_env = \"SYSTEMONE_TEST_KEY_ENV_A\"\n",
+            hex(digest("sk-hashed"))
+        ))
+        .expect("loads");
+        assert_eq!(
+            keys.authenticate(Some(&bearer("sk-hashed")))
+                .expect("ok")
+                .name(),
+            "hashed"
+        );
+        assert_eq!(
+            keys.authenticate(Some(&bearer("sk-from-env-a")))
+                .expect("ok")
+                .name(),
+            "env"
+        );
+        let debug = format!("{keys:?}");
+        assert!(!debug.contains("sk-"), "{debug}");
+        assert!(!debug.contains(&hex(digest("sk-hashed"))), "{debug}");
+        let first_word = words(&digest("sk-hashed"))[0].to_string();
+        assert!(!debug.contains(&first_word), "{debug}");
+        assert!(
+            debug.contains("hashed") && debug.contains("[redacted]"),
+            "{debug}"
+        );
+
+        for (text, why) in [
+            ("[[key]]\nname = \"a\"\n", "neither"),
+            ("[[key]]\nname = \"a\"\nsha256 = \"zz\"\n", "bad hex"),
+            ("[[key]]\nname = \"a b\"\nkey_env = \"SYSTEMONE_TEST_KEY_ENV_A\"\n", "bad name"),
+            ("[[key]]\nname = \"a\"\nkey_env = \"SYSTEMONE_TEST_KEY_UNSET\"\n", "unset env"),
+            ("[[key]]\nname = \"a\"\nkey_env = \"SYSTEMONE_TEST_KEY_ENV_A\"\nrequests_per_minute = 0\n", "zero limit"),
+            ("[[key]]\nname = \"a\"\nkey_env = \"SYSTEMONE_TEST_KEY_ENV_A\"\nbogus = 1\n", "unknown field"),
+            ("[[key]]\nname = \"a\"\nkey_env = \"SYSTEMONE_TEST_KEY_ENV_A\"\n[[key]]\nname = \"b\"\nkey_env = \"SYSTEMONE_TEST_KEY_ENV_A\"\n", "same key twice"),
+        ] {
+            let e = keys_file(text).expect_err(why).to_string();
+            assert!(!e.contains("sk-from-env-a"), "{why}: {e}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn per_minute_limits_refuse_and_refill_on_tokio_time() {
+        let spec = KeySpec {
+            name: "k".into(),
+            sha256: Some(hex(digest("sk"))),
+            key_env: None,
+            requests_per_minute: Some(2),
+            questions_per_minute: Some(5),
+            daily_questions: None,
+        };
+        let caller = Caller(Some(Arc::new(Keys::from_spec(spec).expect("spec"))));
+        assert!(caller.admit_request().is_ok());
+        assert!(caller.admit_request().is_ok());
+        let AuthError::RateLimited { retry_after, .. } =
+            caller.admit_request().expect_err("refused")
+        else {
+            panic!("rate limited")
+        };
+        assert_eq!(retry_after, 30, "one request per 30 s refills");
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert!(caller.admit_request().is_ok());
+
+        assert!(caller.admit_questions_at(4, 0).is_ok());
+        let e = caller.admit_questions_at(2, 0).expect_err("refused");
+        assert_eq!(e.limit_kind(), Some(LimitKind::Questions));
+        assert_eq!(
+            caller.admit_questions_at(6, 0).expect_err("refused"),
+            AuthError::OverMinuteLimit {
+                questions: 6,
+                limit: 5
+            }
+        );
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert!(caller.admit_questions_at(5, 0).is_ok());
+    }
+
+    #[tokio::test]
+    async fn the_daily_cap_resets_at_utc_midnight_and_says_when() {
+        let spec = KeySpec {
+            name: "k".into(),
+            sha256: Some(hex(digest("sk"))),
+            key_env: None,
+            requests_per_minute: None,
+            questions_per_minute: None,
+            daily_questions: Some(10),
+        };
+        let caller = Caller(Some(Arc::new(Keys::from_spec(spec).expect("spec"))));
+        let day = 20_000 * DAY_SECS;
+        assert!(caller.admit_questions_at(6, day + 100).is_ok());
+        assert!(caller.admit_questions_at(4, day + 200).is_ok());
+        let e = caller
+            .admit_questions_at(1, day + 300)
+            .expect_err("refused");
+        assert_eq!(
+            e,
+            AuthError::DailyCap {
+                limit: 10,
+                used: 10,
+                questions: 1,
+                retry_after: DAY_SECS - 300
+            }
+        );
+        let api: ApiError = e.into();
+        assert_eq!(api.code, Code::DailyCap);
+        assert_eq!(api.retry_after, Some(DAY_SECS - 300));
+        assert!(
+            caller.admit_questions_at(10, day + DAY_SECS).is_ok(),
+            "next day"
+        );
+        assert_eq!(secs_to_utc_midnight(day + DAY_SECS - 1), 1);
+        assert_eq!(secs_to_utc_midnight(day), DAY_SECS);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_by_one_limit_takes_nothing_from_the_other() {
+        let spec = KeySpec {
+            name: "k".into(),
+            sha256: Some(hex(digest("sk"))),
+            key_env: None,
+            requests_per_minute: None,
+            questions_per_minute: Some(3),
+            daily_questions: Some(5),
+        };
+        let caller = Caller(Some(Arc::new(Keys::from_spec(spec).expect("spec"))));
+        assert!(caller.admit_questions_at(3, 0).is_ok());
+        // The per-minute limit refuses: the daily count stays at 3.
+        assert_eq!(
+            caller
+                .admit_questions_at(2, 0)
+                .expect_err("refused")
+                .limit_kind(),
+            Some(LimitKind::Questions)
+        );
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert!(caller.admit_questions_at(2, 0).is_ok());
+        assert_eq!(
+            caller
+                .admit_questions_at(1, 0)
+                .expect_err("refused")
+                .limit_kind(),
+            Some(LimitKind::Daily)
+        );
+    }
+}

@@ -1,0 +1,561 @@
+//! The circuit breaker, the fallback model, the gateway's metrics and graceful shutdown,
+//! over HTTP against fake vLLM servers, on a paused tokio clock (cool-downs and slow
+//! backends are crossed without real waiting).
+//!
+//! * After N consecutive failed requests (backend 500s, read timeouts) a model's circuit
+//!   opens: requests are refused up front with 503 `system_one_circuit_open` and
+//!   `Retry-After`, and the backend is not contacted. After the cool-down one probe goes
+//!   through (others are still refused while it runs); its success closes the circuit,
+//!   its failure opens it again.
+//! * A model with `fallback = "<other>"` is served by the other model while its circuit is
+//!   open; the answer's `model` names the backend model that served it.
+//! * `/metrics` shows questions per request, options per question, option mass, upstream
+//!   latency and status by dialect, circuit state by model and requests by key name, and
+//!   no label carries caller content.
+//! * Graceful shutdown: after the signal no new connection is accepted, an in-flight
+//!   request to a slow backend still gets its answer, and the server future completes
+//!   after it; a request slower than the grace period does not hold the exit.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use serde_json::{json, Value};
+
+use common::fake_vllm::{FakeVllm, Fault};
+use common::Service;
+
+/// The public model name of the single-model configuration.
+const MODEL: &str = "glm-5.3-flash";
+/// Caller content that must never become a metrics label.
+const CANARY: &str = "CANARY-metrics-9d2e";
+
+/// One response, read whole.
+struct Reply {
+    status: u16,
+    headers: HeaderMap,
+    text: String,
+    body: Value,
+}
+
+impl Reply {
+    async fn read(response: reqwest::Response) -> Self {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("body reads");
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            text,
+            body,
+        }
+    }
+
+    fn retry_after(&self) -> u64 {
+        self.headers
+            .get("retry-after")
+            .expect("Retry-After")
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("whole seconds")
+    }
+
+    fn assert_error(&self, status: u16, code: &str, kind: &str) {
+        assert_eq!(self.status, status, "{}", self.text);
+        assert_eq!(self.body["error"]["code"], json!(code), "{}", self.text);
+        assert_eq!(self.body["error"]["type"], json!(kind), "{}", self.text);
+    }
+}
+
+fn one_question() -> Value {
+    json!({
+        "state": "A customer writes: my invoice is wrong.",
+        "questions": {"team": {"type": "choice", "instructions": "Which team?",
+                                "criteria": {"billing": null, "tech": null, "other": null}}},
+    })
+}
+
+async fn post(client: &reqwest::Client, url: &str, body: &Value) -> Reply {
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("service answers");
+    Reply::read(response).await
+}
+
+async fn ask(service: &Service, body: &Value) -> Reply {
+    post(&service.client, &service.url("/v1/systemone"), body).await
+}
+
+async fn metrics(service: &Service) -> String {
+    service
+        .client
+        .get(service.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text")
+}
+
+/// Polls (in paused time) until `done` holds; panics after a minute of paused time.
+async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..60_000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn setup(extra: &[&str]) -> (FakeVllm, Service) {
+    let fake = FakeVllm::start().await;
+    let service = common::start(common::config(&fake.base_url(), extra)).await;
+    (fake, service)
+}
+
+/// Two 500s and a read timeout open a circuit set to 3 failures; the next request is a 503
+/// `system_one_circuit_open` with `Retry-After` ≤ the 10 s cool-down and never reaches the
+/// backend. After the cool-down a slow probe goes through while a concurrent request is
+/// still refused (`Retry-After: 1`); the probe's 200 closes the circuit and requests flow
+/// again. `/metrics` shows the state at each step.
+#[tokio::test(start_paused = true)]
+async fn the_breaker_opens_refuses_up_front_half_opens_and_closes() {
+    let (fake, service) =
+        setup(&["--circuit-failures", "3", "--circuit-cooldown-secs", "10"]).await;
+    assert_eq!(ask(&service, &one_question()).await.status, 200);
+    let state = |m: &str| format!("systemone_circuit_state{{model=\"{MODEL}\"}} {m}");
+    assert!(metrics(&service).await.contains(&state("0")));
+
+    fake.set_fault(Fault::ServerError);
+    for _ in 0..2 {
+        ask(&service, &one_question()).await.assert_error(
+            502,
+            "system_one_upstream_error",
+            "protocol",
+        );
+    }
+    fake.set_fault(Fault::Slow(Duration::from_secs(3600)));
+    ask(&service, &one_question()).await.assert_error(
+        504,
+        "system_one_upstream_timeout",
+        "timeout",
+    );
+    let sent = fake.chat_requests();
+
+    let refused = ask(&service, &one_question()).await;
+    refused.assert_error(503, "system_one_circuit_open", "unavailable");
+    assert!(
+        (1..=10).contains(&refused.retry_after()),
+        "{}",
+        refused.retry_after()
+    );
+    assert_eq!(fake.chat_requests(), sent, "refused up front");
+    assert!(metrics(&service).await.contains(&state("1")));
+
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert!(metrics(&service).await.contains(&state("2")));
+    fake.set_fault(Fault::Slow(Duration::from_secs(5)));
+    let probe = tokio::spawn({
+        let client = service.client.clone();
+        let url = service.url("/v1/systemone");
+        async move { post(&client, &url, &one_question()).await }
+    });
+    wait_until("the probe at the backend", || fake.chat_requests() > sent).await;
+    let during = ask(&service, &one_question()).await;
+    during.assert_error(503, "system_one_circuit_open", "unavailable");
+    assert_eq!(during.retry_after(), 1);
+    let probe = probe.await.expect("probe task");
+    assert_eq!(probe.status, 200, "{}", probe.text);
+    assert_eq!(
+        fake.chat_requests(),
+        sent + 1,
+        "only the probe went through"
+    );
+
+    fake.set_fault(Fault::None);
+    for _ in 0..3 {
+        assert_eq!(ask(&service, &one_question()).await.status, 200);
+    }
+    assert!(metrics(&service).await.contains(&state("0")));
+}
+
+/// A probe that fails opens the circuit for another cool-down.
+#[tokio::test(start_paused = true)]
+async fn a_failed_probe_opens_the_circuit_again() {
+    let (fake, service) = setup(&["--circuit-failures", "2"]).await;
+    fake.set_fault(Fault::ServerError);
+    for _ in 0..2 {
+        assert_eq!(ask(&service, &one_question()).await.status, 502);
+    }
+    ask(&service, &one_question()).await.assert_error(
+        503,
+        "system_one_circuit_open",
+        "unavailable",
+    );
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert_eq!(
+        ask(&service, &one_question()).await.status,
+        502,
+        "the probe"
+    );
+    let sent = fake.chat_requests();
+    let refused = ask(&service, &one_question()).await;
+    refused.assert_error(503, "system_one_circuit_open", "unavailable");
+    assert!((1..=10).contains(&refused.retry_after()));
+    assert_eq!(fake.chat_requests(), sent);
+}
+
+/// Backend answers that say nothing about its health (a 200 without logprobs, a protocol
+/// break) and the breaker turned off (`--circuit-failures 0`) never open the circuit.
+#[tokio::test(start_paused = true)]
+async fn protocol_breaks_and_a_disabled_breaker_keep_it_closed() {
+    let (fake, service) = setup(&["--circuit-failures", "2"]).await;
+    fake.set_fault(Fault::NoLogprobs);
+    for _ in 0..4 {
+        ask(&service, &one_question()).await.assert_error(
+            502,
+            "system_one_upstream_protocol",
+            "protocol",
+        );
+    }
+    let (fake_off, service_off) = setup(&["--circuit-failures", "0"]).await;
+    fake_off.set_fault(Fault::ServerError);
+    for _ in 0..8 {
+        assert_eq!(ask(&service_off, &one_question()).await.status, 502);
+    }
+    assert_eq!(fake_off.chat_requests(), 8);
+    fake.set_fault(Fault::None);
+    assert_eq!(ask(&service, &one_question()).await.status, 200);
+}
+
+/// Writes a registry with a primary (backend `a`, fallback `backup`) and a backup model
+/// (backend `b`).
+fn fallback_registry(a: &FakeVllm, b: &FakeVllm) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "systemone-fallback-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let path = dir.join("models.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[[model]]
+name = "primary"
+aliases = ["main"]
+backend = "vllm"
+backend_url = "{}"
+upstream_model = "org/primary"
+token_table = "golden-fake"
+fallback = "backup"
+
+[[model]]
+name = "backup"
+backend = "vllm"
+backend_url = "{}"
+upstream_model = "org/backup"
+token_table = "golden-fake"
+"#,
+            a.base_url(),
+            b.base_url()
+        ),
+    )
+    .expect("write");
+    path
+}
+
+/// While the primary's circuit is open its fallback serves (by default model, name and
+/// alias alike) and the answer's `model` says so; the primary's backend is not contacted.
+/// After the cool-down the primary serves again.
+#[tokio::test(start_paused = true)]
+async fn the_fallback_model_serves_while_the_primary_circuit_is_open() {
+    let a = FakeVllm::start().await;
+    let b = FakeVllm::start().await;
+    let path = fallback_registry(&a, &b);
+    let service = common::start(common::config(
+        &a.base_url(),
+        &[
+            "--config",
+            path.to_str().expect("utf-8"),
+            "--circuit-failures",
+            "2",
+        ],
+    ))
+    .await;
+    let served = ask(&service, &one_question()).await;
+    assert_eq!(served.status, 200, "{}", served.text);
+    assert_eq!(served.body["model"], json!("org/primary"));
+
+    a.set_fault(Fault::ServerError);
+    for _ in 0..2 {
+        assert_eq!(ask(&service, &one_question()).await.status, 502);
+    }
+    let a_sent = a.chat_requests();
+    let b_sent = b.chat_requests();
+    let mut by_name = one_question();
+    by_name["model"] = json!("primary");
+    let mut by_alias = one_question();
+    by_alias["model"] = json!("main");
+    for body in [one_question(), by_name, by_alias] {
+        let reply = ask(&service, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert_eq!(reply.body["model"], json!("org/backup"), "{}", reply.text);
+    }
+    assert_eq!(a.chat_requests(), a_sent, "the primary is not contacted");
+    assert_eq!(b.chat_requests(), b_sent + 3);
+    let text = metrics(&service).await;
+    assert!(
+        text.contains("systemone_circuit_state{model=\"primary\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("systemone_circuit_state{model=\"backup\"} 0"),
+        "{text}"
+    );
+
+    a.set_fault(Fault::None);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let probe = ask(&service, &one_question()).await;
+    assert_eq!(probe.status, 200, "{}", probe.text);
+    assert_eq!(probe.body["model"], json!("org/primary"));
+    assert_eq!(a.chat_requests(), a_sent + 1);
+}
+
+/// With both circuits open there is nothing to fall back on: 503 `system_one_circuit_open`.
+#[tokio::test(start_paused = true)]
+async fn with_the_fallback_open_too_the_request_is_refused() {
+    let a = FakeVllm::start().await;
+    let b = FakeVllm::start().await;
+    let path = fallback_registry(&a, &b);
+    let service = common::start(common::config(
+        &a.base_url(),
+        &[
+            "--config",
+            path.to_str().expect("utf-8"),
+            "--circuit-failures",
+            "1",
+        ],
+    ))
+    .await;
+    a.set_fault(Fault::ServerError);
+    b.set_fault(Fault::ServerError);
+    let mut to_backup = one_question();
+    to_backup["model"] = json!("backup");
+    assert_eq!(ask(&service, &one_question()).await.status, 502);
+    assert_eq!(ask(&service, &to_backup).await.status, 502);
+    let (a_sent, b_sent) = (a.chat_requests(), b.chat_requests());
+    ask(&service, &one_question()).await.assert_error(
+        503,
+        "system_one_circuit_open",
+        "unavailable",
+    );
+    assert_eq!((a.chat_requests(), b.chat_requests()), (a_sent, b_sent));
+}
+
+/// A fallback that names no configured model, or the model itself, stops the service at
+/// startup.
+#[test]
+fn a_fallback_must_name_another_configured_model() {
+    let dir = std::env::temp_dir().join(format!("systemone-bad-fallback-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    for (fallback, why) in [("nobody", "not a configured model"), ("solo", "itself")] {
+        let path = dir.join(format!("{fallback}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "[[model]]\nname = \"solo\"\nbackend = \"vllm\"\nbackend_url = \"http://127.0.0.1:9/v1\"\ntoken_table = \"golden-fake\"\nfallback = \"{fallback}\"\n"
+            ),
+        )
+        .expect("write");
+        let config = common::config(
+            "http://127.0.0.1:9/v1",
+            &["--config", path.to_str().expect("utf-8")],
+        );
+        let error = systemone::build_state(&config)
+            .expect_err("refused")
+            .to_string();
+        assert!(error.contains(why), "{error}");
+    }
+}
+
+/// Every label name of every series, and no label value carrying caller content.
+fn labels(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((_, rest)) = line.split_once('{') else {
+            continue;
+        };
+        let Some((pairs, _)) = rest.rsplit_once('}') else {
+            continue;
+        };
+        for pair in pairs.split("\",") {
+            let (name, value) = pair.split_once("=\"").expect("name=\"value\"");
+            assert!(!value.contains(CANARY), "caller content in a label: {line}");
+            names.insert(name.to_string());
+        }
+    }
+    names
+}
+
+/// After answered and failed requests, `/metrics` has every gateway series under the one
+/// prefix, and its labels are only the bounded ones (route, status, code, model, key,
+/// dialect, kind, the histogram's `le`): no question id, label or state text.
+#[tokio::test]
+async fn metrics_expose_the_gateway_series_with_bounded_labels() {
+    let (fake, service) = setup(&[]).await;
+    let body = json!({
+        "state": format!("{CANARY} state"),
+        "questions": {
+            format!("{CANARY}-q1"): {"type": "choice", "instructions": CANARY,
+                                     "criteria": {format!("{CANARY}-a"): null, format!("{CANARY}-b"): null, "c": null}},
+            format!("{CANARY}-q2"): {"type": "noul", "instructions": CANARY},
+        },
+    });
+    assert_eq!(ask(&service, &body).await.status, 200);
+    fake.set_fault(Fault::ServerError);
+    assert_eq!(ask(&service, &body).await.status, 502);
+    let text = metrics(&service).await;
+    for series in [
+        "systemone_questions_per_request_bucket{le=\"2\"} 2",
+        "systemone_questions_per_request_count 2",
+        "systemone_options_per_question_bucket{le=\"2\"} 2",
+        "systemone_options_per_question_bucket{le=\"3\"} 4",
+        &format!("systemone_option_mass_count{{model=\"{MODEL}\"}} 2"),
+        "systemone_upstream_latency_seconds_count{dialect=\"vllm\"}",
+        "systemone_upstream_responses_total{dialect=\"vllm\",status=\"2xx\"} 2",
+        "systemone_upstream_responses_total{dialect=\"vllm\",status=\"5xx\"}",
+        &format!("systemone_circuit_state{{model=\"{MODEL}\"}} 0"),
+        "systemone_key_requests_total{key=\"anonymous\"} 2",
+        "systemone_upstream_in_flight 0",
+    ] {
+        assert!(text.contains(series), "{series} missing:\n{text}");
+    }
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        assert!(line.starts_with("systemone_"), "unprefixed series: {line}");
+    }
+    let allowed: BTreeSet<String> = [
+        "route", "status", "code", "model", "key", "dialect", "kind", "le",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    let seen = labels(&text);
+    assert!(seen.is_subset(&allowed), "unexpected labels {seen:?}");
+}
+
+// ---- Graceful shutdown ----------------------------------------------------------------
+
+/// A service run by [`systemone::serve`] with a shutdown trigger.
+struct Running {
+    addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn serve(fake: &FakeVllm, grace_secs: &str) -> Running {
+    let config = common::config(
+        &fake.base_url(),
+        &[
+            "--shutdown-grace-secs",
+            grace_secs,
+            "--read-timeout-secs",
+            "7200",
+            "--request-timeout-secs",
+            "7200",
+        ],
+    );
+    let state = systemone::build_state(&config).expect("state");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(systemone::serve(
+        listener,
+        systemone::app(state),
+        async move {
+            let _ = stopped.await;
+        },
+        config.gateway.shutdown_grace(),
+    ));
+    Running { addr, stop, server }
+}
+
+/// After the shutdown signal the listener refuses new connections, the request already at
+/// a slow backend (5 s) still gets its 200, and only then does the server future complete.
+#[tokio::test(start_paused = true)]
+async fn shutdown_finishes_the_request_in_flight_then_completes() {
+    let fake = FakeVllm::start().await;
+    fake.set_delay(Duration::from_secs(5));
+    let running = serve(&fake, "30").await;
+    let url = format!("http://{}/v1/systemone", running.addr);
+    let in_flight =
+        tokio::spawn(async move { post(&reqwest::Client::new(), &url, &one_question()).await });
+    wait_until("the request at the backend", || fake.chat_requests() == 1).await;
+    running.stop.send(()).expect("server listening");
+    let addr = running.addr;
+    wait_until("new connections refused", || {
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50)).is_err()
+    })
+    .await;
+    assert!(
+        !running.server.is_finished(),
+        "the server waits for the request"
+    );
+    assert!(!in_flight.is_finished());
+    let reply = in_flight.await.expect("request task");
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    tokio::time::timeout(Duration::from_secs(1), running.server)
+        .await
+        .expect("the server completes once the request is done")
+        .expect("server task")
+        .expect("serve ends cleanly");
+}
+
+/// A request slower than the grace period (2 s here, the backend takes an hour) does not
+/// hold the exit: the server future completes when the grace period ends.
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_no_longer_than_the_grace_period() {
+    let fake = FakeVllm::start().await;
+    fake.set_delay(Duration::from_secs(3600));
+    let running = serve(&fake, "2").await;
+    let url = format!("http://{}/v1/systemone", running.addr);
+    let in_flight = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .body(one_question().to_string())
+            .send()
+            .await
+    });
+    wait_until("the request at the backend", || fake.chat_requests() == 1).await;
+    let stopped_at = tokio::time::Instant::now();
+    running.stop.send(()).expect("server listening");
+    running
+        .server
+        .await
+        .expect("server task")
+        .expect("serve ends cleanly");
+    let waited = stopped_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(3600),
+        "waited {waited:?}"
+    );
+    in_flight.abort();
+}

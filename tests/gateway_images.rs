@@ -1,0 +1,994 @@
+//! Images end to end (contract: `images`, `assets`, "Multipart images", the image limits;
+//! technique §2 and §6): what a caller sends as a data URL, raw base64, an inline
+//! `data_base64` asset or a multipart `asset-N` part reaches the (fake) vision backend as
+//! `image_url` parts with a data URL of the sniffed format, ahead of the text, in a staged
+//! call. What the contract refuses (a text-only model, GIF or garbage bytes, more than 4
+//! images, more than 4 MiB or 8 MiB, an http(s) URL, multipart without `request`) is refused
+//! before any upstream request, and no message repeats the caller's bytes or URL. Last, the
+//! official SDKs: the Python SDK sends an image through its multipart transport, and the npm
+//! SDK (`@typesafe-ai/sdk` 0.6.0) does a noul/choice/score round trip.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{json, Value};
+
+use common::fake_vllm::FakeVllm;
+use common::Service;
+use systemone::prompt::PREAMBLE;
+
+/// The smallest valid PNG (1×1, grey).
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x00, 0x00, 0x00, 0x3a, 0x7e, 0x9b,
+    0x55, 0x00, 0x00, 0x00, 0x0a, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0x60, 0x00, 0x00, 0x00,
+    0x02, 0x00, 0x01, 0xe2, 0x21, 0xbc, 0x33, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae,
+    0x42, 0x60, 0x82,
+];
+/// The head of a JFIF JPEG (start of image, APP0) and its end marker.
+const JPEG: &[u8] = &[
+    0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, b'J', b'F', b'I', b'F', 0x00, 0x01, 0x01, 0x00, 0x00, 0x01,
+    0x00, 0x01, 0x00, 0x00, 0xFF, 0xD9,
+];
+/// A 1×1 lossless WebP.
+const WEBP: &[u8] = b"RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x00\x00\x00\x10\x07\x10\x11\x11\x88\x88\xfe\x07\x00";
+/// A 1×1 GIF: a real image, but not a format the service sends.
+const GIF: &[u8] = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;";
+/// Bytes of no image format, with a marker that must never show up in a message.
+const GARBAGE: &[u8] = b"CANARY-not-an-image-4f2a: just some text bytes";
+
+const MIB: usize = 1024 * 1024;
+const BOUNDARY: &str = "systemone-images-boundary";
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The data URL the backend must receive for `bytes` of type `mime`.
+fn data_url(mime: &str, bytes: &[u8]) -> String {
+    format!("data:{mime};base64,{}", b64(bytes))
+}
+
+/// A valid request with three questions (two options or more each, so each is asked), whose
+/// instructions mark which question a backend body belongs to; `extra` fields are merged in.
+fn request(state: &str, extra: Value) -> Value {
+    let mut body = json!({
+        "state": state,
+        "questions": {
+            "first": {"type": "noul", "instructions": "Q-FIRST: is the parcel damaged?"},
+            "second": {"type": "choice", "instructions": "Q-SECOND: what is shown?",
+                       "criteria": {"parcel": null, "letter": null, "other": null}},
+            "third": {"type": "score", "instructions": "Q-THIRD: how clear is the picture?",
+                      "criteria": ["blurry", "fine", "sharp"]},
+        }
+    });
+    for (k, v) in extra.as_object().expect("object").clone() {
+        body[k] = v;
+    }
+    body
+}
+
+/// A `multipart/form-data` body the way the SDK writes one: (name, content type, bytes),
+/// image parts carrying a filename equal to their name.
+fn multipart(parts: &[(&str, &str, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, ct, bytes) in parts {
+        let filename = if *name == "request" {
+            String::new()
+        } else {
+            format!("; filename=\"{name}\"")
+        };
+        out.extend_from_slice(
+            format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"{filename}\r\nContent-Type: {ct}\r\n\r\n")
+                .as_bytes(),
+        );
+        out.extend_from_slice(bytes);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+    out
+}
+
+fn multipart_type() -> String {
+    format!("multipart/form-data; boundary={BOUNDARY}")
+}
+
+/// A service in front of `fake` whose one model is configured as vision-capable.
+async fn vision_service(fake: &FakeVllm, extra: &[&str]) -> Service {
+    let mut flags = vec!["--vision"];
+    flags.extend_from_slice(extra);
+    common::start(common::config(&fake.base_url(), &flags)).await
+}
+
+/// The status, body and error-code header of a response.
+struct Reply {
+    status: u16,
+    body: Value,
+    code_header: Option<String>,
+}
+
+async fn reply(response: reqwest::Response) -> Reply {
+    let status = response.status().as_u16();
+    let code_header = response
+        .headers()
+        .get("x-systemone-error-code")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = response.json().await.expect("a JSON body");
+    Reply {
+        status,
+        body,
+        code_header,
+    }
+}
+
+async fn post_json(service: &Service, body: &Value) -> Reply {
+    reply(service.ask(body).await).await
+}
+
+async fn post_multipart(service: &Service, body: Vec<u8>, encoding: Option<&str>) -> Reply {
+    let mut req = service
+        .client
+        .post(service.url("/v1/systemone"))
+        .header("content-type", multipart_type());
+    if let Some(enc) = encoding {
+        req = req.header("content-encoding", enc);
+    }
+    reply(req.body(body).send().await.expect("service answers")).await
+}
+
+/// Every backend body has the images (as these data URLs, in this order) first and then one
+/// text part holding the whole prompt; the answer counts exactly the requests received.
+fn assert_images_first(fake: &FakeVllm, answer: &Reply, want_urls: &[String]) -> Vec<String> {
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let bodies = fake.chat_bodies();
+    assert_eq!(
+        answer.body["usage"]["upstream_requests"],
+        json!(bodies.len()),
+        "{}",
+        answer.body
+    );
+    assert_eq!(bodies.len(), 3, "one read per question");
+    let mut texts = Vec::new();
+    for body in &bodies {
+        let parts = body["messages"][0]["content"]
+            .as_array()
+            .expect("with images the user content is a list of parts");
+        assert_eq!(parts.len(), want_urls.len() + 1, "{parts:?}");
+        for (part, url) in parts.iter().zip(want_urls) {
+            assert_eq!(part["type"], "image_url");
+            assert_eq!(part["image_url"]["url"].as_str(), Some(url.as_str()));
+            assert_eq!(part.as_object().map(|o| o.len()), Some(2), "{part}");
+        }
+        let text = parts.last().expect("text part");
+        assert_eq!(text["type"], "text");
+        let text = text["text"].as_str().expect("text");
+        assert!(text.starts_with(PREAMBLE), "{text}");
+        texts.push(text.to_string());
+        assert_eq!(body["messages"][1]["content"], "answer=");
+    }
+    texts
+}
+
+/// The call was staged: the first question went alone, before any other.
+fn assert_staged(fake: &FakeVllm, texts: &[String]) {
+    assert!(texts[0].contains("Q-FIRST"), "first request: {}", texts[0]);
+    assert!(texts[1..].iter().all(|t| !t.contains("Q-FIRST")));
+    assert!(
+        fake.max_in_flight() <= 2,
+        "the first question must go alone: {} in flight",
+        fake.max_in_flight()
+    );
+}
+
+/// A refused request: status, code (body and header), the 422 `loc`, and no upstream call.
+fn assert_refused(fake: &FakeVllm, r: &Reply, status: u16, code: &str, loc: Option<Value>) {
+    assert_eq!(r.status, status, "{}", r.body);
+    assert_eq!(r.body["error"]["code"], code, "{}", r.body);
+    assert_eq!(r.code_header.as_deref(), Some(code));
+    assert!(!r.body["error"]["message"].as_str().unwrap_or("").is_empty());
+    if let Some(loc) = loc {
+        assert_eq!(r.body["detail"][0]["loc"], loc, "{}", r.body);
+    }
+    assert_eq!(
+        fake.chat_requests(),
+        0,
+        "no upstream request for a refused body"
+    );
+}
+
+fn message(r: &Reply) -> &str {
+    r.body["error"]["message"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn data_url_and_raw_base64_images_go_first_in_a_staged_call() {
+    let fake = FakeVllm::start().await;
+    fake.set_delay(Duration::from_millis(20));
+    let service = vision_service(&fake, &[]).await;
+    let body = request(
+        "A customer sent pictures of the parcel.",
+        json!({"images": [
+            data_url("image/png", PNG),
+            b64(JPEG),
+            // The declared type is not trusted: the bytes say WebP.
+            data_url("image/jpeg", WEBP),
+        ]}),
+    );
+    let answer = post_json(&service, &body).await;
+    let texts = assert_images_first(
+        &fake,
+        &answer,
+        &[
+            data_url("image/png", PNG),
+            data_url("image/jpeg", JPEG),
+            data_url("image/webp", WEBP),
+        ],
+    );
+    assert_staged(&fake, &texts);
+    let answers = answer.body["answers"].as_object().expect("answers");
+    assert_eq!(
+        answers.keys().collect::<Vec<_>>(),
+        ["first", "second", "third"]
+    );
+}
+
+#[tokio::test]
+async fn inline_data_base64_assets_go_first_and_their_references_stay_in_the_text() {
+    let fake = FakeVllm::start().await;
+    fake.set_delay(Duration::from_millis(20));
+    let service = vision_service(&fake, &[]).await;
+    let (r1, r2) = (
+        "<image:0123456789abcdef0123456789abcdef>",
+        "<image:fedcba9876543210fedcba9876543210>",
+    );
+    // Wrapped base64 (line breaks), as files often hold it.
+    let wrapped: String = b64(JPEG)
+        .as_bytes()
+        .chunks(16)
+        .map(|c| format!("{}\n", std::str::from_utf8(c).expect("ascii")))
+        .collect();
+    let body = request(
+        &format!("Compare {r1} with {r2}."),
+        json!({
+            "images": [b64(WEBP)],
+            "assets": {
+                r1: {"type": "image", "format": "png", "data_base64": b64(PNG)},
+                r2: {"type": "image", "format": "jpeg", "data_base64": wrapped},
+            }
+        }),
+    );
+    let answer = post_json(&service, &body).await;
+    let texts = assert_images_first(
+        &fake,
+        &answer,
+        &[
+            data_url("image/webp", WEBP),
+            data_url("image/png", PNG),
+            data_url("image/jpeg", JPEG),
+        ],
+    );
+    assert_staged(&fake, &texts);
+    for text in &texts {
+        assert!(text.contains(&format!("Compare {r1} with {r2}.")), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn multipart_assets_go_first_plain_and_zstd_compressed() {
+    let r1 = "<image:0123456789abcdef0123456789abcdef>";
+    let r2 = "<image:fedcba9876543210fedcba9876543210>";
+    let json_part = request(
+        &format!("Is {r1} the same parcel as {r2}?"),
+        json!({"assets": {
+            r1: {"type": "image", "part": "asset-0"},
+            r2: {"type": "image", "part": "asset-1"},
+        }}),
+    )
+    .to_string();
+    // The SDK labels WebP as application/octet-stream: the bytes decide.
+    let body = multipart(&[
+        ("request", "application/json", json_part.as_bytes()),
+        ("asset-0", "image/png", PNG),
+        ("asset-1", "application/octet-stream", WEBP),
+    ]);
+    for encoding in [None, Some("zstd")] {
+        let fake = FakeVllm::start().await;
+        fake.set_delay(Duration::from_millis(20));
+        let service = vision_service(&fake, &[]).await;
+        let sent = match encoding {
+            Some(_) => zstd::encode_all(&body[..], 3).expect("zstd"),
+            None => body.clone(),
+        };
+        let answer = post_multipart(&service, sent, encoding).await;
+        let texts = assert_images_first(
+            &fake,
+            &answer,
+            &[data_url("image/png", PNG), data_url("image/webp", WEBP)],
+        );
+        assert_staged(&fake, &texts);
+        assert!(texts.iter().all(|t| t.contains(r1) && t.contains(r2)));
+    }
+}
+
+#[tokio::test]
+async fn a_text_only_model_refuses_every_kind_of_image() {
+    let fake = FakeVllm::start().await;
+    let service = common::start(common::config(&fake.base_url(), &[])).await;
+    let code = "system_one_images_unsupported";
+
+    let r = post_json(
+        &service,
+        &request("s", json!({"images": [data_url("image/png", PNG)]})),
+    )
+    .await;
+    assert_refused(&fake, &r, 422, code, Some(json!(["body", "images"])));
+    assert_eq!(r.body["error"]["type"], "not_configured");
+    assert!(message(&r).contains("vision"), "{}", message(&r));
+
+    let inline = json!({"assets": {"<image:00ff>": {"type": "image", "format": "png", "data_base64": b64(PNG)}}});
+    let r = post_json(&service, &request("s", inline)).await;
+    assert_refused(&fake, &r, 422, code, Some(json!(["body", "assets"])));
+
+    let json_part = request(
+        "s",
+        json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
+    )
+    .to_string();
+    let r = post_multipart(
+        &service,
+        multipart(&[
+            ("request", "application/json", json_part.as_bytes()),
+            ("asset-0", "image/png", PNG),
+        ]),
+        None,
+    )
+    .await;
+    assert_refused(&fake, &r, 422, code, Some(json!(["body", "assets"])));
+
+    // Image bytes without any asset naming them: still images for a text model.
+    let plain = request("s", json!({})).to_string();
+    let r = post_multipart(
+        &service,
+        multipart(&[
+            ("request", "application/json", plain.as_bytes()),
+            ("asset-0", "image/png", PNG),
+        ]),
+        None,
+    )
+    .await;
+    assert_refused(&fake, &r, 422, code, None);
+}
+
+#[tokio::test]
+async fn gif_and_garbage_bytes_are_422s_naming_the_image() {
+    let fake = FakeVllm::start().await;
+    let service = vision_service(&fake, &[]).await;
+    let code = "system_one_unsupported_image_format";
+
+    let r = post_json(
+        &service,
+        &request(
+            "s",
+            json!({"images": [data_url("image/png", PNG), data_url("image/gif", GIF)]}),
+        ),
+    )
+    .await;
+    assert_refused(&fake, &r, 422, code, Some(json!(["body", "images", "1"])));
+    assert!(message(&r).contains("image #1") && message(&r).contains("GIF"));
+    assert!(message(&r).contains("PNG, JPEG and WebP"));
+
+    let r = post_json(&service, &request("s", json!({"images": [b64(GARBAGE)]}))).await;
+    assert_refused(&fake, &r, 422, code, Some(json!(["body", "images", "0"])));
+    assert!(message(&r).contains("image #0"));
+
+    let r = post_json(
+        &service,
+        &request(
+            "s",
+            json!({"images": [b64(PNG)], "assets": {"<image:00ff>": {"type": "image", "format": "png", "data_base64": b64(GIF)}}}),
+        ),
+    )
+    .await;
+    assert_refused(
+        &fake,
+        &r,
+        422,
+        code,
+        Some(json!(["body", "assets", "<image:00ff>"])),
+    );
+    assert!(message(&r).contains("image #1"), "{}", message(&r));
+
+    let json_part = request(
+        "s",
+        json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
+    )
+    .to_string();
+    let r = post_multipart(
+        &service,
+        multipart(&[
+            ("request", "application/json", json_part.as_bytes()),
+            ("asset-0", "image/png", GARBAGE),
+        ]),
+        None,
+    )
+    .await;
+    assert_refused(
+        &fake,
+        &r,
+        422,
+        code,
+        Some(json!(["body", "assets", "<image:00ff>"])),
+    );
+    assert!(!r.body.to_string().contains("CANARY"), "{}", r.body);
+
+    // Text that is not base64 at all.
+    let r = post_json(
+        &service,
+        &request("s", json!({"images": ["not base64 at all!"]})),
+    )
+    .await;
+    assert_refused(
+        &fake,
+        &r,
+        422,
+        "system_one_invalid_image",
+        Some(json!(["body", "images", "0"])),
+    );
+    let r = post_json(&service, &request("s", json!({"images": [42]}))).await;
+    assert_refused(
+        &fake,
+        &r,
+        422,
+        "system_one_invalid_image",
+        Some(json!(["body", "images", "0"])),
+    );
+}
+
+#[tokio::test]
+async fn too_many_and_too_large_images_are_413s_naming_limit_and_value() {
+    let fake = FakeVllm::start().await;
+    let service = vision_service(&fake, &[]).await;
+
+    let five = vec![b64(PNG); 5];
+    let r = post_json(&service, &request("s", json!({"images": five}))).await;
+    assert_refused(&fake, &r, 413, "system_one_too_many_images", None);
+    assert!(message(&r).contains("5 images") && message(&r).contains("limit of 4"));
+    assert_eq!(r.body["error"]["type"], "cap_exceeded");
+
+    // Assets count too: 3 images + 2 assets.
+    let r = post_json(
+        &service,
+        &request(
+            "s",
+            json!({"images": vec![b64(PNG); 3], "assets": {
+                "<image:01>": {"type": "image", "format": "png", "data_base64": b64(PNG)},
+                "<image:02>": {"type": "image", "format": "png", "data_base64": b64(PNG)},
+            }}),
+        ),
+    )
+    .await;
+    assert_refused(&fake, &r, 413, "system_one_too_many_images", None);
+
+    let mut big = PNG.to_vec();
+    big.resize(5 * MIB, 0);
+    let r = post_json(
+        &service,
+        &request("s", json!({"images": [data_url("image/png", &big)]})),
+    )
+    .await;
+    assert_refused(&fake, &r, 413, "system_one_image_too_large", None);
+    assert!(
+        message(&r).contains("image #0")
+            && message(&r).contains(&(5 * MIB).to_string())
+            && message(&r).contains(&(4 * MIB).to_string()),
+        "{}",
+        message(&r)
+    );
+
+    let json_part = request(
+        "s",
+        json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
+    )
+    .to_string();
+    let r = post_multipart(
+        &service,
+        multipart(&[
+            ("request", "application/json", json_part.as_bytes()),
+            ("asset-0", "image/png", &big),
+        ]),
+        None,
+    )
+    .await;
+    assert_refused(&fake, &r, 413, "system_one_image_too_large", None);
+
+    let mut three = PNG.to_vec();
+    three.resize(3 * MIB, 0);
+    let r = post_json(
+        &service,
+        &request("s", json!({"images": vec![b64(&three); 3]})),
+    )
+    .await;
+    assert_refused(&fake, &r, 413, "system_one_images_too_large", None);
+    assert!(
+        message(&r).contains(&(9 * MIB).to_string())
+            && message(&r).contains(&(8 * MIB).to_string()),
+        "{}",
+        message(&r)
+    );
+
+    // The whole multipart body stays under the body limit.
+    let small = vision_service(&fake, &["--max-body-bytes", "100000"]).await;
+    let r = post_multipart(
+        &small,
+        multipart(&[
+            ("request", "application/json", json_part.as_bytes()),
+            ("asset-0", "image/png", &three),
+        ]),
+        None,
+    )
+    .await;
+    assert_refused(&fake, &r, 413, "system_one_body_too_large", None);
+}
+
+#[tokio::test]
+async fn image_urls_are_refused_and_never_fetched() {
+    let fake = FakeVllm::start().await;
+    let service = vision_service(&fake, &[]).await;
+    // A local server the image URL points at: the service must never connect to it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let seen = connections.clone();
+    tokio::spawn(async move {
+        while listener.accept().await.is_ok() {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    for url in [
+        format!("http://127.0.0.1:{port}/secret-cat.png"),
+        format!("https://127.0.0.1:{port}/secret-cat.png"),
+    ] {
+        let r = post_json(&service, &request("s", json!({"images": [url]}))).await;
+        assert_refused(
+            &fake,
+            &r,
+            422,
+            "system_one_image_url_refused",
+            Some(json!(["body", "images", "0"])),
+        );
+        assert!(message(&r).contains("never fetches"), "{}", message(&r));
+        assert!(!r.body.to_string().contains("secret-cat"), "{}", r.body);
+        let r = post_json(
+            &service,
+            &request(
+                "s",
+                json!({"assets": {"<image:00ff>": {"type": "image", "format": "png", "data_base64": url}}}),
+            ),
+        )
+        .await;
+        assert_refused(
+            &fake,
+            &r,
+            422,
+            "system_one_image_url_refused",
+            Some(json!(["body", "assets", "<image:00ff>", "data_base64"])),
+        );
+    }
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "an image URL was fetched"
+    );
+}
+
+#[tokio::test]
+async fn multipart_framing_and_asset_parts_are_checked() {
+    let fake = FakeVllm::start().await;
+    let service = vision_service(&fake, &[]).await;
+    let with_asset = request(
+        "s",
+        json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
+    )
+    .to_string();
+
+    // No `request` part.
+    let r = post_multipart(&service, multipart(&[("asset-0", "image/png", PNG)]), None).await;
+    assert_refused(&fake, &r, 400, "system_one_invalid_multipart", None);
+    assert!(message(&r).contains("\"request\""), "{}", message(&r));
+
+    // An empty multipart body, and no boundary at all.
+    let r = post_multipart(&service, format!("--{BOUNDARY}--\r\n").into_bytes(), None).await;
+    assert_refused(&fake, &r, 400, "system_one_invalid_multipart", None);
+    let r = reply(
+        service
+            .client
+            .post(service.url("/v1/systemone"))
+            .header("content-type", "multipart/form-data")
+            .body(multipart(&[(
+                "request",
+                "application/json",
+                with_asset.as_bytes(),
+            )]))
+            .send()
+            .await
+            .expect("answers"),
+    )
+    .await;
+    assert_refused(&fake, &r, 400, "system_one_invalid_multipart", None);
+
+    // A body cut off before its closing boundary.
+    let whole = multipart(&[("request", "application/json", with_asset.as_bytes())]);
+    let r = post_multipart(&service, whole[..whole.len() - 30].to_vec(), None).await;
+    assert_refused(&fake, &r, 400, "system_one_invalid_multipart", None);
+
+    // Two `request` parts.
+    let r = post_multipart(
+        &service,
+        multipart(&[
+            ("request", "application/json", with_asset.as_bytes()),
+            ("request", "application/json", with_asset.as_bytes()),
+        ]),
+        None,
+    )
+    .await;
+    assert_refused(&fake, &r, 400, "system_one_invalid_multipart", None);
+
+    // A `request` part that is not JSON.
+    let r = post_multipart(
+        &service,
+        multipart(&[("request", "application/json", b"{not json")]),
+        None,
+    )
+    .await;
+    assert_refused(&fake, &r, 400, "system_one_invalid_json", None);
+
+    // An asset naming a part that is not there.
+    let r = post_multipart(
+        &service,
+        multipart(&[
+            ("request", "application/json", with_asset.as_bytes()),
+            ("asset-1", "image/png", PNG),
+        ]),
+        None,
+    )
+    .await;
+    assert_refused(
+        &fake,
+        &r,
+        422,
+        "system_one_invalid_asset",
+        Some(json!(["body", "assets", "<image:00ff>", "part"])),
+    );
+
+    // A part no asset claims.
+    let r = post_multipart(
+        &service,
+        multipart(&[
+            ("request", "application/json", with_asset.as_bytes()),
+            ("asset-0", "image/png", PNG),
+            ("asset-1", "image/png", PNG),
+        ]),
+        None,
+    )
+    .await;
+    assert_refused(
+        &fake,
+        &r,
+        422,
+        "system_one_invalid_asset",
+        Some(json!(["body", "assets"])),
+    );
+    assert!(message(&r).contains("\"asset-1\""), "{}", message(&r));
+
+    // Two assets claiming one part.
+    let twice = request(
+        "s",
+        json!({"assets": {
+            "<image:01>": {"type": "image", "part": "asset-0"},
+            "<image:02>": {"type": "image", "part": "asset-0"},
+        }}),
+    )
+    .to_string();
+    let r = post_multipart(
+        &service,
+        multipart(&[
+            ("request", "application/json", twice.as_bytes()),
+            ("asset-0", "image/png", PNG),
+        ]),
+        None,
+    )
+    .await;
+    assert_refused(
+        &fake,
+        &r,
+        422,
+        "system_one_invalid_asset",
+        Some(json!(["body", "assets", "<image:02>", "part"])),
+    );
+
+    // A `part` in a plain JSON body, an asset with neither part nor data, another type.
+    let r = post_json(
+        &service,
+        &request(
+            "s",
+            json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
+        ),
+    )
+    .await;
+    assert_refused(&fake, &r, 422, "system_one_invalid_asset", None);
+    assert!(message(&r).contains("not multipart"), "{}", message(&r));
+    for (asset, field) in [
+        (json!({"type": "image"}), None),
+        (
+            json!({"type": "video", "data_base64": b64(PNG)}),
+            Some("type"),
+        ),
+        (json!("just a string"), None),
+        (
+            json!({"type": "image", "data_base64": 7}),
+            Some("data_base64"),
+        ),
+    ] {
+        let r = post_json(
+            &service,
+            &request("s", json!({"assets": {"<image:00ff>": asset}})),
+        )
+        .await;
+        let mut loc = json!(["body", "assets", "<image:00ff>"]);
+        if let Some(f) = field {
+            loc.as_array_mut().expect("array").push(json!(f));
+        }
+        assert_refused(&fake, &r, 422, "system_one_invalid_asset", Some(loc));
+    }
+}
+
+/// Library level: a request with images is staged, whichever way the images came.
+#[tokio::test]
+async fn a_request_with_images_is_staged() {
+    use systemone::images::Parts;
+    use systemone::validate::validate_with_parts;
+    let fake = FakeVllm::start().await;
+    let service = vision_service(&fake, &[]).await;
+    let (models, limits) = (&service.state.models, &service.state.limits);
+    let plain =
+        validate_with_parts(request("s", json!({})), &Parts::new(), models, limits).expect("valid");
+    assert!(!plain.staged());
+    let with_image = validate_with_parts(
+        request("s", json!({"images": [b64(PNG)]})),
+        &Parts::new(),
+        models,
+        limits,
+    )
+    .expect("valid");
+    assert!(with_image.staged());
+    assert_eq!(with_image.images().len(), 1);
+    let mut parts = Parts::new();
+    parts.insert("asset-0".into(), bytes::Bytes::from_static(PNG));
+    let multipart = validate_with_parts(
+        request(
+            "s",
+            json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
+        ),
+        &parts,
+        models,
+        limits,
+    )
+    .expect("valid");
+    assert!(multipart.staged());
+    assert_eq!(&*multipart.images()[0], data_url("image/png", PNG));
+    // The same bytes under two names go to the backend once.
+    let twice = validate_with_parts(
+        request(
+            "s",
+            json!({"images": [b64(PNG)], "assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
+        ),
+        &parts,
+        models,
+        limits,
+    )
+    .expect("valid");
+    assert_eq!(twice.images().len(), 1);
+}
+
+// ---- The official SDKs -------------------------------------------------------------------
+
+/// Runs `program args` with `env`, returning stdout; panics with stderr on failure.
+async fn run(program: PathBuf, args: Vec<String>, env: Vec<(&'static str, String)>) -> String {
+    tokio::task::spawn_blocking(move || {
+        let output = std::process::Command::new(&program)
+            .args(&args)
+            .envs(env)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{} {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+            program.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    })
+    .await
+    .expect("runner")
+}
+
+/// The Python that has `typesafe-sdk` 0.7.5: `$SYSTEMONE_PYTHON`, else the project's `.venv`.
+fn python() -> PathBuf {
+    let path = std::env::var_os("SYSTEMONE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python")));
+    assert!(
+        path.exists(),
+        "no Python with the TypeSafe SDK at {}: set SYSTEMONE_PYTHON, or run scripts/test.sh \
+         (it installs typesafe-sdk[zstd]==0.7.5 into .venv)",
+        path.display()
+    );
+    path
+}
+
+/// The official Python SDK puts an `Image` in the state; it goes out as the SDK's multipart
+/// body (zstd-compressed: it is over 1 KiB) and reaches the backend as the first content part,
+/// the text (with the image's reference where the SDK put it) after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_sends_an_image_through_multipart() {
+    let fake = FakeVllm::start().await;
+    fake.set_delay(Duration::from_millis(20));
+    let service = vision_service(&fake, &[]).await;
+    let stdout = run(
+        python(),
+        vec!["tests/sdk/image_multipart.py".into()],
+        vec![
+            ("TYPESAFE_BASE_URL", service.url("")),
+            ("TYPESAFE_API_KEY", "sk-test-any-key".into()),
+        ],
+    )
+    .await;
+    let out: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    let image = out["image_base64"].as_str().expect("image");
+    let reference = out["reference"].as_str().expect("reference");
+    assert!(reference.starts_with("<image:"), "{reference}");
+    // Over 1 KiB, so the SDK compressed the multipart body with zstd (test.sh installs the
+    // `zstd` extra): the service read a compressed multipart body.
+    assert!(
+        out["image_bytes"].as_u64().expect("size") > out["min_compressed"].as_u64().expect("min")
+    );
+    assert_eq!(
+        out["zstd_available"], true,
+        "the SDK's zstd extra is missing: pip install 'typesafe-sdk[zstd]==0.7.5'"
+    );
+
+    let bodies = fake.chat_bodies();
+    assert_eq!(bodies.len(), 2, "one read per question");
+    assert_eq!(out["raw"]["usage"]["upstream_requests"], json!(2));
+    for body in &bodies {
+        let parts = body["messages"][0]["content"].as_array().expect("parts");
+        assert_eq!(parts.len(), 2, "{parts:?}");
+        assert_eq!(parts[0]["type"], "image_url");
+        assert_eq!(
+            parts[0]["image_url"]["url"].as_str(),
+            Some(format!("data:image/png;base64,{image}").as_str())
+        );
+        assert_eq!(parts[1]["type"], "text");
+        let text = parts[1]["text"].as_str().expect("text");
+        assert!(text.starts_with(PREAMBLE));
+        assert!(
+            text.contains(reference),
+            "the reference stays in the state: {text}"
+        );
+    }
+    // Staged: the first question went alone, then the second.
+    assert!(bodies[0]["messages"][0]["content"][1]["text"]
+        .as_str()
+        .is_some_and(|t| t.contains("Is the parcel in the picture damaged?")));
+    assert_eq!(fake.max_in_flight(), 1);
+    assert!(out["noul"]
+        .as_f64()
+        .is_some_and(|p| (0.0..=1.0).contains(&p)));
+    assert!(["parcel", "letter", "other"].contains(&out["choice"].as_str().expect("choice")));
+    assert!(out["request_id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("req_")));
+}
+
+/// Where `scripts/fetch-npm-sdk.sh` installed `@typesafe-ai/sdk`.
+fn npm_sdk() -> PathBuf {
+    let prefix = std::env::var_os("SYSTEMONE_NPM_SDK")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/systemone/npm-sdk"))
+        })
+        .expect("SYSTEMONE_NPM_SDK or HOME");
+    let package = prefix.join("node_modules/@typesafe-ai/sdk/package.json");
+    assert!(
+        package.exists(),
+        "no @typesafe-ai/sdk at {}: run scripts/fetch-npm-sdk.sh (scripts/test.sh does) or set SYSTEMONE_NPM_SDK",
+        prefix.display()
+    );
+    prefix
+}
+
+/// `@typesafe-ai/sdk` 0.6.0 from npm asks a noul, a choice and a score in one call and gets
+/// typed answers back, in question order, with the request id it reads from the response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_npm_sdk_does_a_noul_choice_score_round_trip() {
+    let prefix = npm_sdk();
+    let fake = FakeVllm::start().await;
+    let service = common::start(common::config(&fake.base_url(), &[])).await;
+    let node = std::env::var_os("SYSTEMONE_NODE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("node"));
+    let stdout = run(
+        node,
+        vec!["tests/sdk/npm_roundtrip.cjs".into()],
+        vec![
+            ("TYPESAFE_BASE_URL", service.url("")),
+            ("TYPESAFE_API_KEY", "sk-test-any-key".into()),
+            (
+                "NODE_PATH",
+                prefix.join("node_modules").display().to_string(),
+            ),
+        ],
+    )
+    .await;
+    let out: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    assert_eq!(out["sdk_version"], "0.6.0");
+    assert_eq!(out["status"], 200);
+    let id = out["request_id"]
+        .as_str()
+        .expect("request id read by the SDK");
+    assert!(id.starts_with("req_"));
+    assert_eq!(out["x_request_id"].as_str(), Some(id));
+    let data = &out["data"];
+    let answers = data["answers"].as_object().expect("answers");
+    assert_eq!(
+        answers.keys().collect::<Vec<_>>(),
+        ["refund", "team", "urgency"]
+    );
+    let noul = &answers["refund"];
+    assert_eq!(noul["type"], "noul");
+    assert!(noul["noul"]
+        .as_f64()
+        .is_some_and(|p| (0.0..=1.0).contains(&p)));
+    let choice = &answers["team"];
+    assert_eq!(choice["type"], "choice");
+    let probs = choice["probabilities"].as_object().expect("probabilities");
+    assert_eq!(
+        probs.keys().collect::<Vec<_>>(),
+        ["billing", "bug", "sales"]
+    );
+    let sum: f64 = probs.values().filter_map(Value::as_f64).sum();
+    assert!((sum - 1.0).abs() < 1e-9, "{sum}");
+    assert!(probs.contains_key(choice["choice"].as_str().expect("choice")));
+    let score = &answers["urgency"];
+    assert_eq!(score["type"], "score");
+    assert!(score["score"]
+        .as_f64()
+        .is_some_and(|s| (0.0..=2.0).contains(&s)));
+    assert_eq!(
+        score["legend"],
+        json!({"0": "Routine", "1": "Soon", "2": "Now"})
+    );
+    assert_eq!(data["model"], "glm-5.3-flash");
+    assert_eq!(data["usage"]["upstream_requests"], json!(3));
+    assert_eq!(fake.chat_requests(), 3);
+    // The state went out as JSON, not a string.
+    let text = fake.chat_bodies()[0]["messages"][0]["content"]
+        .as_str()
+        .expect("text content without images")
+        .to_string();
+    assert!(
+        text.contains("\"ticket\": \"Invoice 1042 was charged twice to my card.\""),
+        "{text}"
+    );
+}

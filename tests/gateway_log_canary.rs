@@ -1,0 +1,183 @@
+//! API keys never reach the logs (issue 5 "Keys never appear in logs or errors").
+//!
+//! A test binary of its own because it installs a global TRACE subscriber (as
+//! `tests/robustness.rs` does) writing every event and span, text and JSON, into memory.
+//! Requests with the right keys (from `SYSTEMONE_API_KEYS`-style `--api-keys`, a keys
+//! file's sha256 and its `key_env`), a wrong key, no key, and keys refused by their
+//! requests-per-minute and daily limits each leave a "request finished" line naming the
+//! key (`key=<name>`), but neither the configured keys nor the wrong bearer ever appear in
+//! a log line, an error body or a response header.
+
+mod common;
+
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use common::fake_vllm::FakeVllm;
+
+const LIST_KEY: &str = "sk-canary-list-7f3a";
+const FILE_KEY: &str = "sk-canary-file-7f3a";
+const ENV_KEY: &str = "sk-canary-env-7f3a";
+const WRONG_KEY: &str = "sk-canary-wrong-7f3a";
+const ENV_VAR: &str = "SYSTEMONE_TEST_CANARY_KEY";
+
+/// An in-memory log sink shared by every writer the subscriber makes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn install_log() -> Captured {
+    use tracing_subscriber::fmt::format::FmtSpan;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let captured = Captured::default();
+    let writer = {
+        let captured = captured.clone();
+        move || captured.clone()
+    };
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::filter::LevelFilter::TRACE)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_span_events(FmtSpan::FULL)
+                .with_writer(writer.clone()),
+        )
+        .with(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_current_span(true)
+                .with_span_list(true)
+                .with_span_events(FmtSpan::FULL)
+                .with_writer(writer),
+        )
+        .try_init()
+        .expect("the only global subscriber of this test binary");
+    captured
+}
+
+#[test]
+fn api_keys_never_reach_logs_errors_or_headers() {
+    let log = install_log();
+    std::env::set_var(ENV_VAR, ENV_KEY);
+    let dir = std::env::temp_dir().join(format!("systemone-canary-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let path = dir.join("keys.toml");
+    let hex: String = Sha256::digest(FILE_KEY.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(
+        &path,
+        format!(
+            "[[key]]\nname = \"file-key\"\nsha256 = \"{hex}\"\nrequests_per_minute = 1\n\n[[key]]\nname = \"env-key\"\nkey_env = \"{ENV_VAR}\"\ndaily_questions = 1\n"
+        ),
+    )
+    .expect("write");
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let ids: Vec<(String, u16, &str)> = runtime.block_on(async {
+        let fake = FakeVllm::start().await;
+        let config = common::config(
+            &fake.base_url(),
+            &[
+                "--api-keys",
+                LIST_KEY,
+                "--keys-file",
+                path.to_str().expect("utf-8"),
+            ],
+        );
+        let debug = format!("{config:?}");
+        assert!(!debug.contains(LIST_KEY), "{debug}");
+        tracing::info!(config = ?config, "configuration");
+        let service = common::start(config).await;
+        let body =
+            json!({"state": "s", "questions": {"q": {"type": "noul", "instructions": "yes?"}}});
+        let probes: [(Option<&str>, u16, &str); 7] = [
+            (Some(LIST_KEY), 200, "key-1"),
+            (Some(FILE_KEY), 200, "file-key"),
+            (Some(FILE_KEY), 429, "file-key"),
+            (Some(ENV_KEY), 200, "env-key"),
+            (Some(ENV_KEY), 429, "env-key"),
+            (Some(WRONG_KEY), 401, ""),
+            (None, 403, ""),
+        ];
+        let mut ids = Vec::new();
+        for (key, status, name) in probes {
+            let mut request = service
+                .client
+                .post(service.url("/v1/systemone"))
+                .header("content-type", "application/json")
+                .body(body.to_string());
+            if let Some(key) = key {
+                request = request.bearer_auth(key);
+            }
+            let response = request.send().await.expect("answers");
+            assert_eq!(response.status().as_u16(), status, "{key:?}");
+            let id = response
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .expect("request id")
+                .to_string();
+            let headers = format!("{:?}", response.headers());
+            let everything = format!("{headers} {}", response.text().await.expect("body"));
+            for secret in [LIST_KEY, FILE_KEY, ENV_KEY, WRONG_KEY, &hex] {
+                assert!(!everything.contains(secret), "{secret} in {everything}");
+            }
+            ids.push((id, status, name));
+        }
+        let metrics = service
+            .client
+            .get(service.url("/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        for secret in [LIST_KEY, FILE_KEY, ENV_KEY, WRONG_KEY, &hex] {
+            assert!(!metrics.contains(secret), "{secret} in /metrics");
+        }
+        ids
+    });
+    let text = String::from_utf8_lossy(&log.0.lock().expect("lock")).into_owned();
+    assert!(text.contains("configuration"), "the config was logged");
+    for (id, status, name) in &ids {
+        let finished: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("request finished") && l.contains(id.as_str()))
+            .collect();
+        assert!(!finished.is_empty(), "no 'request finished' line for {id}");
+        if !name.is_empty() {
+            assert!(
+                finished.iter().any(|l| l.contains(&format!("key={name}"))
+                    || l.contains(&format!("\"key\":\"{name}\""))),
+                "{status}: the key name {name} is not in {finished:?}"
+            );
+        }
+    }
+    for (i, line) in text.lines().enumerate() {
+        for secret in [LIST_KEY, FILE_KEY, ENV_KEY, WRONG_KEY, &hex] {
+            assert!(
+                !line.contains(secret),
+                "log line {i} leaks {secret}: {line}"
+            );
+        }
+    }
+}
