@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::http::{read_success, transport_error};
-use super::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
+use super::{holding, Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
 use crate::config::Secret;
 use crate::limits::InFlightPermit;
 use crate::prompt::UserContent;
@@ -308,12 +308,7 @@ impl Backend for LlamaCppBackend {
         request: ReadRequest<'a>,
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<ReadReply, BackendError>> {
-        async move {
-            let reply = self.send(request).await;
-            drop(permit);
-            reply
-        }
-        .boxed()
+        holding(permit, self.send(request))
     }
 
     fn tokenize<'a>(
@@ -321,12 +316,7 @@ impl Backend for LlamaCppBackend {
         texts: &'a [String],
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>> {
-        async move {
-            let reply = self.tokenize_texts(texts).await;
-            drop(permit);
-            reply
-        }
-        .boxed()
+        holding(permit, self.tokenize_texts(texts))
     }
 
     fn refuses_template<'a>(

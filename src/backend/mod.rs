@@ -110,3 +110,17 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         futures::future::ready(Ok(None)).boxed()
     }
 }
+
+/// Runs one upstream exchange while holding its in-flight permit, released when the
+/// exchange completes (every dialect's `read` and `tokenize` go through here).
+pub(crate) fn holding<'a, T: Send + 'a>(
+    permit: InFlightPermit,
+    exchange: impl std::future::Future<Output = T> + Send + 'a,
+) -> BoxFuture<'a, T> {
+    async move {
+        let out = exchange.await;
+        drop(permit);
+        out
+    }
+    .boxed()
+}

@@ -15,11 +15,10 @@
 //! so every requested id must come back: a missing one is a protocol error, never a zero.
 
 use futures::future::BoxFuture;
-use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 
 use super::http::{read_success, transport_error};
-use super::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
+use super::{holding, Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
 use crate::config::Secret;
 use crate::limits::InFlightPermit;
 use crate::prompt::UserContent;
@@ -185,12 +184,7 @@ impl Backend for VllmBackend {
         request: ReadRequest<'a>,
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<ReadReply, BackendError>> {
-        async move {
-            let reply = self.send(request).await;
-            drop(permit);
-            reply
-        }
-        .boxed()
+        holding(permit, self.send(request))
     }
 
     fn tokenize<'a>(
@@ -198,12 +192,7 @@ impl Backend for VllmBackend {
         texts: &'a [String],
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>> {
-        async move {
-            let reply = self.tokenize_texts(texts).await;
-            drop(permit);
-            reply
-        }
-        .boxed()
+        holding(permit, self.tokenize_texts(texts))
     }
 }
 
