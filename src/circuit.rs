@@ -63,6 +63,15 @@ impl CircuitState {
             CircuitState::HalfOpen => 2,
         }
     }
+
+    /// A word for `/readyz`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CircuitState::Closed => "closed",
+            CircuitState::Open => "open",
+            CircuitState::HalfOpen => "half_open",
+        }
+    }
 }
 
 /// What a finished request says about the backend's health.

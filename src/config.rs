@@ -91,6 +91,57 @@ pub enum Command {
     /// Build or check token tables from a HuggingFace `tokenizer.json`.
     #[command(subcommand)]
     Tokens(TokensCommand),
+    /// Fit a model's temperature formula from labelled raw probabilities (JSON lines) and
+    /// write its calibration file.
+    Calibrate(CalibrateArgs),
+    /// Score labelled System One requests against a running service (raw probabilities).
+    Eval(EvalArgs),
+}
+
+/// `systemone eval …`
+#[derive(Debug, Clone, Args)]
+pub struct EvalArgs {
+    /// JSON lines: a System One request body plus `"gold": {question id: label | bool | level}`.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// The service's base URL (or its full `/v1/systemone` URL).
+    #[arg(long)]
+    pub url: String,
+    /// Bearer key for a service with API keys.
+    #[arg(long, env = "SYSTEMONE_EVAL_API_KEY")]
+    pub api_key: Option<Secret>,
+    /// Also write the raw rows here (the input of `systemone calibrate`).
+    #[arg(long)]
+    pub raw_out: Option<PathBuf>,
+    /// The machine-readable report.
+    #[arg(long, default_value = "eval-report.json")]
+    pub report: PathBuf,
+    /// The reliability diagram (SVG).
+    #[arg(long, default_value = "eval-reliability.svg")]
+    pub diagram: PathBuf,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Seed of the excess-ECE draws.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print a progress line to stderr.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub progress: bool,
+}
+
+/// `systemone calibrate …`
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// JSON lines: `{"question_group": "...", "probabilities": [...], "label": INDEX}`.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// The model the file is for (also the default output name).
+    #[arg(long)]
+    pub model: String,
+    /// Output file (default `calibration/<model>.json`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// `systemone tokens …`

@@ -21,6 +21,9 @@
 //! * [`pipeline`]: fan-out, staging, the in-flight cap, timeouts, cancel on first failure.
 //! * [`decode`]: log-probabilities → option mass, normalised and merged probabilities.
 //! * [`calibrate`]: the temperature formula and its files; confidence.
+//! * [`fit`]: fitting calibration (temperatures, formula, bias, conformal cutoffs, the
+//!   automation threshold) and evaluation metrics, pure; [`calibrate_cmd`] and
+//!   [`eval`] are the `systemone calibrate` / `eval` commands around it.
 //! * [`limits`]: the process-wide in-flight cap.
 //! * [`circuit`]: the circuit breaker in front of each model's backend.
 //! * [`metrics`]: Prometheus metrics with bounded labels.
@@ -45,10 +48,13 @@ pub mod api;
 pub mod auth;
 pub mod backend;
 pub mod calibrate;
+pub mod calibrate_cmd;
 pub mod circuit;
 pub mod config;
 pub mod decode;
 pub mod error;
+pub mod eval;
+pub mod fit;
 pub mod images;
 pub mod json;
 pub mod limits;

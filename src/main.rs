@@ -35,6 +35,42 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+        Command::Eval(args) => {
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("systemone: cannot start the runtime: {e}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(systemone::eval::run(&args)) {
+                Ok(outcome) => {
+                    print!("{}", outcome.table);
+                    println!(
+                        "report: {}, diagram: {}",
+                        args.report.display(),
+                        args.diagram.display()
+                    );
+                    std::process::ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("systemone eval: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Calibrate(args) => {
+            match systemone::calibrate_cmd::run(&args.data, &args.model, args.out.as_deref()) {
+                Ok(summary) => {
+                    print!("{summary}");
+                    std::process::ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("systemone calibrate: {e}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
     }
 }
 

@@ -334,6 +334,114 @@ async fn the_fallback_model_serves_while_the_primary_circuit_is_open() {
     assert_eq!(a.chat_requests(), a_sent + 1);
 }
 
+/// `/readyz` and the model named `name` in it.
+async fn readyz(service: &Service, name: &str) -> (Reply, Value) {
+    let reply = get_reply(&service.client, &service.url("/readyz")).await;
+    let model = reply.body["models"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["name"] == json!(name)))
+        .cloned()
+        .unwrap_or_else(|| panic!("no model {name} in {}", reply.text));
+    (reply, model)
+}
+
+async fn get_reply(client: &reqwest::Client, url: &str) -> Reply {
+    Reply::read(client.get(url).send().await.expect("service answers")).await
+}
+
+/// Asserts one model's `/readyz` entry: ready, circuit word, token table and whether its
+/// backend answered its last health probe.
+fn assert_model(model: &Value, ready: bool, circuit: &str, answered: bool) {
+    assert_eq!(model["ready"], json!(ready), "{model}");
+    assert_eq!(model["circuit"], json!(circuit), "{model}");
+    assert_eq!(model["token_table"], json!("verified"), "{model}");
+    assert_eq!(model["backend_answered"], json!(answered), "{model}");
+}
+
+/// `/readyz` carries each model's circuit state and whether its backend answered its last
+/// health probe (the token-table check), and is 200 only when every model is ready:
+/// * both backends verified and answering, both circuits closed: 200;
+/// * the primary's circuit open (two 500s): 503, the primary `"circuit": "open"` and not
+///   ready, the backup still ready;
+/// * after the cool-down the primary is `half_open` (a probe may go through): 200 again;
+/// * the backup's next health probe (due after the 600 s interval) answered 429: the check
+///   cannot conclude, the verdict stays `verified` but `"backend_answered": false` and
+///   `/readyz` is 503; once a later probe concludes it is 200 again.
+#[tokio::test(start_paused = true)]
+async fn readyz_reports_each_backend_probe_and_circuit() {
+    let a = FakeVllm::start().await;
+    let b = FakeVllm::start().await;
+    let path = fallback_registry(&a, &b);
+    let service = common::start(common::config(
+        &a.base_url(),
+        &[
+            "--config",
+            path.to_str().expect("utf-8"),
+            "--circuit-failures",
+            "2",
+        ],
+    ))
+    .await;
+    let (reply, primary) = readyz(&service, "primary").await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["ready"], json!(true));
+    assert_model(&primary, true, "closed", true);
+    assert_model(&readyz(&service, "backup").await.1, true, "closed", true);
+
+    a.set_fault(Fault::ServerError);
+    for _ in 0..2 {
+        assert_eq!(ask(&service, &one_question()).await.status, 502);
+    }
+    let (reply, primary) = readyz(&service, "primary").await;
+    assert_eq!(reply.status, 503, "{}", reply.text);
+    assert_eq!(reply.body["ready"], json!(false));
+    assert_model(&primary, false, "open", true);
+    assert_model(&readyz(&service, "backup").await.1, true, "closed", true);
+
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let (reply, primary) = readyz(&service, "primary").await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_model(&primary, true, "half_open", true);
+
+    // The next probe of the backup's tokenizer is answered 429: inconclusive.
+    b.set_completions_fault(Fault::RateLimited(Some("5".into())));
+    let probes = b.completion_requests();
+    tokio::time::advance(Duration::from_secs(600)).await;
+    // This call starts the due checks; the verdicts it reports are the previous ones.
+    assert_eq!(readyz(&service, "primary").await.0.status, 200);
+    let backup = service
+        .state
+        .models
+        .resolve("backup")
+        .expect("backup")
+        .clone();
+    wait_until("the backup's probe finishes", || {
+        b.completion_requests() > probes
+            && backup.verifier.status().last_check_concluded == Some(false)
+    })
+    .await;
+    let (reply, backup_entry) = readyz(&service, "backup").await;
+    assert_eq!(reply.status, 503, "{}", reply.text);
+    assert_model(&backup_entry, false, "closed", false);
+    assert_model(
+        &readyz(&service, "primary").await.1,
+        true,
+        "half_open",
+        true,
+    );
+
+    b.set_completions_fault(Fault::None);
+    tokio::time::advance(Duration::from_secs(600)).await;
+    readyz(&service, "backup").await;
+    wait_until("the backup's probe concludes", || {
+        backup.verifier.status().last_check_concluded == Some(true)
+    })
+    .await;
+    let (reply, backup_entry) = readyz(&service, "backup").await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_model(&backup_entry, true, "closed", true);
+}
+
 /// With both circuits open there is nothing to fall back on: 503 `system_one_circuit_open`.
 #[tokio::test(start_paused = true)]
 async fn with_the_fallback_open_too_the_request_is_refused() {

@@ -462,9 +462,15 @@ fn inconclusive_faults() -> Vec<Fault> {
 /// answered 429, one that runs into its own 30 s bound (the endpoint takes an hour), one
 /// answered with a malformed body and one answered 500 each finish (the last check time
 /// moves) without changing the verdict, and requests after each are still answered 200.
+/// `/readyz`, though, is 503 after each (`"backend_answered": false`: the backend did not
+/// answer its last health probe), and 200 again once a check concludes.
 #[tokio::test(start_paused = true)]
 async fn inconclusive_checks_keep_a_verified_model_served() {
     let (fake, service) = verified().await;
+    assert_eq!(
+        get(&service, "/readyz").await.body["models"][0]["backend_answered"],
+        json!(true)
+    );
     for fault in inconclusive_faults() {
         fake.set_completions_fault(fault.clone());
         let before = status(&service);
@@ -478,9 +484,20 @@ async fn inconclusive_checks_keep_a_verified_model_served() {
             );
         }
         assert_answered(&ask(&service, &request()).await);
-        assert_ready(&service, 200, "verified").await;
+        assert_ready(&service, 503, "verified").await;
+        let ready = get(&service, "/readyz").await;
+        assert_eq!(
+            ready.body["models"][0]["backend_answered"],
+            json!(false),
+            "{}",
+            ready.text
+        );
     }
     assert_eq!(fake.completion_requests(), 1 + inconclusive_faults().len());
+    fake.set_completions_fault(Fault::None);
+    let (after, _) = next_check(&fake, &service, true).await;
+    assert_eq!(after.last_check_concluded, Some(true));
+    assert_ready(&service, 200, "verified").await;
 }
 
 /// Inconclusive checks keep a `mismatch` verdict too: once a check has found the table

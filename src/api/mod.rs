@@ -19,7 +19,7 @@ use axum::{Json, Router};
 use tracing::Instrument;
 
 use crate::auth::{Caller, Keys};
-use crate::circuit::failover;
+use crate::circuit::{failover, CircuitState};
 use crate::config::Limits;
 use crate::error::{ApiError, Code};
 use crate::metrics::Metrics;
@@ -207,8 +207,12 @@ async fn healthz() -> Json<serde_json::Value> {
     Json(serde_json::json!({"status": "ok"}))
 }
 
-/// 200 when every model's token table is verified against its serving tokenizer (or its
-/// checks are off). Starts any check that is due; waits only for a model's first check.
+/// 200 only when every model is ready: its backend answered its last health probe (the
+/// token-table check, whose concluding counts as an answer; one that could not conclude, by
+/// a 429, a timeout or a malformed body, does not) and its token table is verified (or its
+/// checks are off, when there is no probe), and its circuit is not open (half-open, when a
+/// probe may go through, counts as ready). Starts any check that is due; waits only for a
+/// model's first check.
 async fn readyz(State(state): State<AppState>) -> Response {
     let in_flight = state.pipeline.in_flight();
     let mut ready = true;
@@ -218,14 +222,24 @@ async fn readyz(State(state): State<AppState>) -> Response {
             .verifier
             .verdict(&model.backend, &model.table, in_flight)
             .await;
-        ready &= matches!(verdict, Verdict::Verified | Verdict::Disabled);
-        let last_check = model.verifier.status().last_check.map(|t| {
+        let status = model.verifier.status();
+        let circuit = model.circuit.state();
+        let model_ready = match verdict {
+            Verdict::Verified => status.last_check_concluded == Some(true),
+            Verdict::Disabled => true,
+            Verdict::Unchecked | Verdict::Mismatch => false,
+        } && circuit != CircuitState::Open;
+        ready &= model_ready;
+        let last_check = status.last_check.map(|t| {
             t.duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs())
         });
         models.push(serde_json::json!({
             "name": model.name,
+            "ready": model_ready,
             "token_table": verdict.as_str(),
+            "backend_answered": status.last_check_concluded,
+            "circuit": circuit.as_str(),
             "last_check_unix": last_check,
         }));
     }

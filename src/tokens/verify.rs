@@ -11,7 +11,8 @@
 //!   first check (itself bounded by `timeout`).
 //! * A mismatch disables the model (503 `system_one_token_table_mismatch` with
 //!   `Retry-After`) until a later check passes.
-//! * A check that cannot conclude (429, timeout, malformed answer) keeps the previous verdict.
+//! * A check that cannot conclude (429, timeout, malformed answer) keeps the previous verdict;
+//!   [`Status::last_check_concluded`] records that the backend did not answer it (`/readyz`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -79,6 +80,9 @@ pub struct Status {
     pub verdict: Verdict,
     /// Wall-clock time the last check finished (concluded or not).
     pub last_check: Option<SystemTime>,
+    /// Whether the last finished check concluded (match or mismatch), i.e. the backend
+    /// answered its last health probe; `None` before any check finished.
+    pub last_check_concluded: Option<bool>,
 }
 
 #[derive(Debug)]
@@ -90,6 +94,8 @@ struct State {
     running: bool,
     /// Wall-clock time of the last finished check.
     finished_at: Option<SystemTime>,
+    /// Whether the last finished check concluded.
+    concluded: Option<bool>,
 }
 
 /// The live token-table check of one model.
@@ -118,6 +124,7 @@ impl Verifier {
                 started: None,
                 running: false,
                 finished_at: None,
+                concluded: None,
             }),
             finished: watch::channel(0).0,
             interval,
@@ -131,6 +138,7 @@ impl Verifier {
         Status {
             verdict: state.verdict,
             last_check: state.finished_at,
+            last_check_concluded: state.concluded,
         }
     }
 
@@ -210,6 +218,7 @@ impl Verifier {
             let mut state = self.lock();
             state.running = false;
             state.finished_at = Some(SystemTime::now());
+            state.concluded = Some(!matches!(outcome, CheckOutcome::Inconclusive(_)));
             match &outcome {
                 CheckOutcome::Match => state.verdict = Verdict::Verified,
                 CheckOutcome::Mismatch(_) => state.verdict = Verdict::Mismatch,

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,6 +48,10 @@ pub enum Fault {
     NonFiniteLogprob,
     /// Ignores `logprob_token_ids`/`allowed_token_ids`: returns the unmasked top 20.
     IgnoreLogprobTokenIds,
+    /// Answers correctly except every `every`-th chat request (counted from when the mode
+    /// was set), which fails with the next fault of [`MixedFault::ROTATION`]; each injected
+    /// fault is logged with the request's messages (see [`FakeVllm::take_mixed_hits`]).
+    Mixed { every: usize },
 }
 
 /// Shared state of one fake server.
@@ -75,6 +79,13 @@ pub struct FakeState {
     /// Added to every digit-token id the tokenizer returns: a non-zero value simulates a
     /// different tokenizer served under the same model name.
     pub token_id_offset: AtomicUsize,
+    /// Whether chat bodies are kept in `chat_bodies` (default true; a long load run turns
+    /// it off so the log does not grow).
+    pub keep_bodies: AtomicBool,
+    /// Chat requests seen since [`Fault::Mixed`] was set.
+    pub mixed_seen: AtomicUsize,
+    /// The faults [`Fault::Mixed`] injected: (the request's `messages` as JSON text, fault).
+    pub mixed_hits: Mutex<Vec<(String, MixedFault)>>,
 }
 
 /// A running fake.
@@ -98,6 +109,9 @@ impl FakeVllm {
             delay: Mutex::new(Duration::ZERO),
             completions_fault: Mutex::new(Fault::None),
             token_id_offset: AtomicUsize::new(0),
+            keep_bodies: AtomicBool::new(true),
+            mixed_seen: AtomicUsize::new(0),
+            mixed_hits: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -120,6 +134,9 @@ impl FakeVllm {
 
     /// Sets the fault mode.
     pub fn set_fault(&self, fault: Fault) {
+        if matches!(fault, Fault::Mixed { .. }) {
+            self.state.mixed_seen.store(0, Ordering::SeqCst);
+        }
         *self.state.fault.lock().expect("lock") = fault;
     }
 
@@ -266,9 +283,15 @@ async fn chat(State(state): State<Arc<FakeState>>, body: axum::body::Bytes) -> R
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return error(StatusCode::BAD_REQUEST, "body is not JSON");
     };
-    state.chat_bodies.lock().expect("lock").push(body.clone());
+    if state.keep_bodies.load(Ordering::SeqCst) {
+        state.chat_bodies.lock().expect("lock").push(body.clone());
+    }
 
     let fault = state.fault.lock().expect("lock").clone();
+    let fault = match fault {
+        Fault::Mixed { every } => mixed_fault(&state, every, &body),
+        other => other,
+    };
     match &fault {
         Fault::RateLimited(ra) => {
             return with_retry_after(
@@ -483,4 +506,78 @@ async fn completions(
         .collect();
     axum::Json(json!({"object": "text_completion", "model": body["model"], "choices": choices}))
         .into_response()
+}
+
+// ---------------------------------------------------------------------------------------
+// Mixed faults: a deterministic share of failing requests for load tests.
+// ---------------------------------------------------------------------------------------
+
+/// The `Retry-After` a [`MixedFault::RateLimited`] answer carries.
+pub const MIXED_RETRY_AFTER_429: &str = "3";
+/// The `Retry-After` a [`MixedFault::Unavailable`] answer carries.
+pub const MIXED_RETRY_AFTER_503: &str = "2";
+
+/// One fault of the [`Fault::Mixed`] rotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MixedFault {
+    /// 429 with `Retry-After: 3`.
+    RateLimited,
+    /// 503 with `Retry-After: 2`.
+    Unavailable,
+    /// 500.
+    ServerError,
+    /// A 200 whose body is not JSON.
+    MalformedJson,
+    /// A 200 missing the last requested id.
+    MissingId,
+}
+
+impl MixedFault {
+    /// The order in which the injected faults rotate.
+    pub const ROTATION: [MixedFault; 5] = [
+        MixedFault::RateLimited,
+        MixedFault::Unavailable,
+        MixedFault::ServerError,
+        MixedFault::MalformedJson,
+        MixedFault::MissingId,
+    ];
+
+    /// The single fault this behaves as.
+    pub fn fault(self) -> Fault {
+        match self {
+            MixedFault::RateLimited => Fault::RateLimited(Some(MIXED_RETRY_AFTER_429.into())),
+            MixedFault::Unavailable => Fault::Unavailable(Some(MIXED_RETRY_AFTER_503.into())),
+            MixedFault::ServerError => Fault::ServerError,
+            MixedFault::MalformedJson => Fault::MalformedJson,
+            MixedFault::MissingId => Fault::MissingId,
+        }
+    }
+}
+
+impl FakeVllm {
+    /// Keeps (true, the default) or stops keeping every chat body in `chat_bodies`.
+    pub fn set_keep_bodies(&self, keep: bool) {
+        self.state.keep_bodies.store(keep, Ordering::SeqCst);
+    }
+
+    /// The faults [`Fault::Mixed`] injected since the last call, in injection order.
+    pub fn take_mixed_hits(&self) -> Vec<(String, MixedFault)> {
+        std::mem::take(&mut *self.state.mixed_hits.lock().expect("lock"))
+    }
+}
+
+/// Under [`Fault::Mixed`]: the fault for this request (every `every`-th one fails with the
+/// next fault of the rotation, logged with its messages), else [`Fault::None`].
+fn mixed_fault(state: &FakeState, every: usize, body: &Value) -> Fault {
+    let n = state.mixed_seen.fetch_add(1, Ordering::SeqCst) + 1;
+    if every == 0 || n % every != 0 {
+        return Fault::None;
+    }
+    let kind = MixedFault::ROTATION[(n / every - 1) % MixedFault::ROTATION.len()];
+    state
+        .mixed_hits
+        .lock()
+        .expect("lock")
+        .push((body["messages"].to_string(), kind));
+    kind.fault()
 }
