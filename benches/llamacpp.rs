@@ -35,6 +35,9 @@
 //! `accuracy` layout by default) plus generous read/request timeouts (120 s / 300 s), so a
 //! machine busy with other work slows calls down instead of failing them.
 //!
+//! If the service process exits during the run, the bench prints its exit status and last
+//! log lines, starts it again (at most 3 times) and adds a row saying so to the table.
+//!
 //! Everything is bounded: client timeouts on every request, a wall-clock kill for the peer
 //! process, the service child is killed on drop, and a time budget (`BENCH_BUDGET_SECS`,
 //! default 330) trims the sample counts when the machine is slow: part 1 starts no new pair
@@ -44,10 +47,11 @@
 //!
 //! `SYSTEMONE_LLAMA_URL=http://127.0.0.1:PORT/v1 cargo bench --bench llamacpp`
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
@@ -362,8 +366,12 @@ fn parse_listening(line: &str) -> Option<SocketAddr> {
         .find_map(|word| word.parse::<SocketAddr>().ok())
 }
 
-/// Starts `systemone serve` against the llama-server at `backend_url`.
-fn start_service(backend_url: &str) -> (ServiceGuard, SocketAddr) {
+/// Lines of the service's stderr kept to explain an exit.
+const LOG_TAIL: usize = 20;
+
+/// Starts `systemone serve` against the llama-server at `backend_url`; returns the guard,
+/// its address and the last lines it wrote to stderr.
+fn start_service(backend_url: &str) -> (ServiceGuard, SocketAddr, Arc<Mutex<VecDeque<String>>>) {
     let rust_log = std::env::var("BENCH_SERVICE_RUST_LOG").unwrap_or_else(|_| {
         "warn,systemone=info,systemone::api=warn,systemone::pipeline=warn".to_string()
     });
@@ -398,13 +406,22 @@ fn start_service(backend_url: &str) -> (ServiceGuard, SocketAddr) {
     let mut guard = ServiceGuard { child };
     let stderr = guard.child.stderr.take().expect("piped stderr");
     let (tx, rx) = mpsc::channel();
-    // Reads the address, then keeps draining stderr (echoing warnings) so the child never
-    // blocks on a full pipe.
+    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(LOG_TAIL)));
+    let keep = tail.clone();
+    // Reads the address, then keeps draining stderr (echoing warnings and panics, keeping
+    // the last lines) so the child never blocks on a full pipe.
     std::thread::spawn(move || {
         let mut tx = Some(tx);
         let mut early = Vec::new();
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
+            let line = strip_ansi(&line);
+            if let Ok(mut tail) = keep.lock() {
+                if tail.len() == LOG_TAIL {
+                    tail.pop_front();
+                }
+                tail.push_back(line.clone());
+            }
             if let Some(sender) = &tx {
                 if let Some(addr) = parse_listening(&line) {
                     let _ = sender.send(Ok(addr));
@@ -412,8 +429,8 @@ fn start_service(backend_url: &str) -> (ServiceGuard, SocketAddr) {
                 } else {
                     early.push(line);
                 }
-            } else if line.contains("WARN") || line.contains("ERROR") {
-                eprintln!("service: {}", strip_ansi(&line));
+            } else if !line.contains(" INFO ") {
+                eprintln!("service: {line}");
             }
         }
         if let Some(sender) = tx {
@@ -421,9 +438,66 @@ fn start_service(backend_url: &str) -> (ServiceGuard, SocketAddr) {
         }
     });
     match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Ok(addr)) => (guard, addr),
+        Ok(Ok(addr)) => (guard, addr, tail),
         Ok(Err(log)) => panic!("the service exited before listening; its stderr:\n{log}"),
         Err(_) => panic!("the service did not log `listening` within 30 s"),
+    }
+}
+
+/// Most times the service is started again after it exited on its own.
+const MAX_RESTARTS: usize = 3;
+
+/// The running service; started again (at most [`MAX_RESTARTS`] times) when it exits.
+struct Service {
+    guard: ServiceGuard,
+    url: String,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    backend_url: String,
+    /// How each earlier child ended: exit status and its last log line.
+    exits: Vec<String>,
+}
+
+impl Service {
+    fn start(backend_url: &str) -> Self {
+        let (guard, addr, tail) = start_service(backend_url);
+        eprintln!(
+            "service at {addr} (pid {}), llama-server at {backend_url}",
+            guard.child.id()
+        );
+        Service {
+            guard,
+            url: format!("http://{addr}/v1/systemone"),
+            tail,
+            backend_url: backend_url.to_string(),
+            exits: Vec::new(),
+        }
+    }
+
+    /// After a failed call: if the child has exited, say how, and start a new one.
+    fn revive_if_dead(&mut self) {
+        let Ok(Some(status)) = self.guard.child.try_wait() else {
+            return;
+        };
+        let lines: Vec<String> = self
+            .tail
+            .lock()
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default();
+        eprintln!(
+            "SERVICE EXITED ({status}); its last {} stderr lines:\n{}",
+            lines.len(),
+            lines.join("\n")
+        );
+        self.exits.push(format!(
+            "{status}; last log line: {}",
+            lines.last().map_or("(none)", String::as_str)
+        ));
+        if self.exits.len() > MAX_RESTARTS {
+            return;
+        }
+        let fresh = Service::start(&self.backend_url);
+        let exits = std::mem::take(&mut self.exits);
+        *self = Service { exits, ..fresh };
     }
 }
 
@@ -545,6 +619,8 @@ struct PeerRun {
     error: Option<String>,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    /// Why, underneath (the first pydantic problem of a validation error).
+    cause: Option<String>,
     text: Option<String>,
 }
 
@@ -645,6 +721,7 @@ fn run_peer(
                     error: r["error"].as_str().map(str::to_string),
                     input_tokens: r["input_tokens"].as_u64(),
                     output_tokens: r["output_tokens"].as_u64(),
+                    cause: r["cause"].as_str().map(str::to_string),
                     text: r["text"].as_str().map(str::to_string),
                 })
                 .collect()
@@ -741,17 +818,13 @@ fn main() {
     let state_tokens_text = state_tokens.map_or("?".to_string(), |t| t.to_string());
     eprintln!("state: {state_chars} characters, {state_tokens_text} Gemma tokens (plain text)");
 
-    let (service, addr) = start_service(&llama_url);
-    let service_url = format!("http://{addr}/v1/systemone");
-    eprintln!(
-        "service at {addr} (pid {}), llama-server at {llama_url}",
-        service.child.id()
-    );
+    let mut service = Service::start(&llama_url);
     let direct = DirectBodies::new(&llama_url);
 
     // Warm-up: the token-table check, and one state sent both ways; the service's prompt
     // must then come entirely from the cache the direct read just filled.
     let shared = states.fresh();
+    let service_url = service.url.clone();
     let (warm_direct, warm_service) = rt.block_on(async {
         let first = post(
             &client,
@@ -796,6 +869,7 @@ fn main() {
         let d_body = direct.body(&shared);
         let s_body = service_body(&shared, 1, None);
         for i in 0..cached_iters {
+            let service_url = service.url.clone();
             let (d, s) = rt.block_on(async {
                 if i % 2 == 0 {
                     let d = post(&client, &chat_url, &d_body, SHORT_TIMEOUT).await;
@@ -809,6 +883,9 @@ fn main() {
             });
             report_error("cached direct", &d);
             report_error("cached service", &s);
+            if !s.ok {
+                service.revive_if_dead();
+            }
             cached_direct.push(d);
             cached_service.push(s);
         }
@@ -832,6 +909,7 @@ fn main() {
         }
         let d_body = direct.body(&states.fresh());
         let s_body = service_body(&states.fresh(), 1, None);
+        let service_url = service.url.clone();
         let (d, s) = rt.block_on(async {
             if i % 2 == 0 {
                 let d = post(&client, &chat_url, &d_body, SHORT_TIMEOUT).await;
@@ -845,6 +923,9 @@ fn main() {
         });
         report_error("direct", &d);
         report_error("service", &s);
+        if !s.ok {
+            service.revive_if_dead();
+        }
         eprintln!(
             "overhead {}/{overhead_iters}: direct {:.0} ms ({} evaluated), service {:.0} ms ({} evaluated, {} upstream)",
             i + 1,
@@ -873,8 +954,11 @@ fn main() {
         };
         for layout in order {
             let body = service_body(&states.fresh(), 5, Some(layout));
-            let call = rt.block_on(post(&client, &service_url, &body, LONG_TIMEOUT));
+            let call = rt.block_on(post(&client, &service.url, &body, LONG_TIMEOUT));
             report_error(layout, &call);
+            if !call.ok {
+                service.revive_if_dead();
+            }
             eprintln!(
                 "layout {layout} {}/{layout_calls}: {:.0} ms, input {} cached {} evaluated {} upstream {}",
                 i + 1,
@@ -891,6 +975,7 @@ fn main() {
             }
         }
     }
+    let service_exits = std::mem::take(&mut service.exits);
     drop(service);
 
     // 3. The peer.
@@ -1049,12 +1134,13 @@ fn main() {
         }
         let all: Vec<f64> = runs.iter().map(|r| r.secs * 1e3).collect();
         let good: Vec<f64> = runs.iter().filter(|r| r.ok).map(|r| r.secs * 1e3).collect();
-        let mut kinds: Vec<(String, usize)> = Vec::new();
+        // Error type → (count, the first run's underlying cause).
+        let mut kinds: Vec<(String, usize, Option<String>)> = Vec::new();
         for r in runs.iter().filter(|r| !r.ok) {
             let kind = r.error_type.clone().unwrap_or_else(|| "?".into());
-            match kinds.iter_mut().find(|(k, _)| *k == kind) {
-                Some((_, n)) => *n += 1,
-                None => kinds.push((kind, 1)),
+            match kinds.iter_mut().find(|(k, _, _)| *k == kind) {
+                Some((_, n, _)) => *n += 1,
+                None => kinds.push((kind, 1, r.cause.clone())),
             }
         }
         let failures = if kinds.is_empty() {
@@ -1062,7 +1148,10 @@ fn main() {
         } else {
             kinds
                 .iter()
-                .map(|(k, n)| format!("{n}× {k}"))
+                .map(|(k, n, cause)| match cause {
+                    Some(c) => format!("{n}× {k} (e.g. {})", c.replace('|', "/")),
+                    None => format!("{n}× {k}"),
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -1078,12 +1167,19 @@ fn main() {
             "structured_outputs=False (JSON asked in the prompt)"
         };
         println!(
-            "| 3 | p50 latency per 5-question call: peer system-one-adapter {} {label}, {peer_timeout} s timeout | {a50:.0} ms (accuracy) / {c50:.0} ms (cost) | {p50_all:.0} ms (peer, all calls) | {:.2}× / {:.2}× | peer succeeded {}/{}: {failures}{ok_note} |",
+            "| 3 | p50 latency per 5-question call: peer system-one-adapter {} {label}, {peer_timeout} s timeout | {a50:.0} ms (accuracy) / {c50:.0} ms (cost) | {p50_all:.0} ms (peer, all calls) | {:.2}× / {:.2}× (peer ÷ systemone) | peer succeeded {}/{}: {failures}{ok_note} |",
             peer.version,
             p50_all / a50,
             p50_all / c50,
             good.len(),
             runs.len()
+        );
+    }
+    if !service_exits.is_empty() {
+        println!(
+            "| ! | the service process exited on its own during the run (started again, at most {MAX_RESTARTS} times; the failed calls count as errors) | {}× | | | first: {} |",
+            service_exits.len(),
+            service_exits[0].replace('|', "/")
         );
     }
     println!();
@@ -1166,18 +1262,25 @@ fn main() {
             );
         } else {
             println!(
-                "- peer #{} {}: {} after {:.0} ms, {tokens}: {}{}",
+                "- peer #{} {}: {} after {:.0} ms, {tokens}: {}{}{}",
                 i + 1,
                 r.mode,
                 r.error_type.as_deref().unwrap_or("?"),
                 r.secs * 1e3,
                 r.error.as_deref().unwrap_or("").replace('\n', " "),
+                r.cause
+                    .as_ref()
+                    .map(|c| format!(" ({})", c.replace('\n', " ")))
+                    .unwrap_or_default(),
                 r.text
                     .as_ref()
                     .map(|t| format!(" | model wrote: {:?}", t))
                     .unwrap_or_default()
             );
         }
+    }
+    for (i, exit) in service_exits.iter().enumerate() {
+        println!("- service exit #{}: {exit}", i + 1);
     }
     println!(
         "- whole bench: {:.0} s",

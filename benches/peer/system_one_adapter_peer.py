@@ -114,6 +114,15 @@ def main() -> int:
                 raise
             record["error_type"] = type(error).__name__
             record["error"] = str(error)[:ERROR_CHARS]
+            cause = error.__cause__
+            if cause is not None and hasattr(cause, "errors"):
+                # A pydantic ValidationError: say how many fields broke and how.
+                problems = cause.errors()
+                first = problems[0] if problems else {}
+                where = ".".join(str(part) for part in first.get("loc", ()))
+                record["cause"] = f"{len(problems)} invalid field(s), first {where}: {first.get('msg', '?')}"
+            elif cause is not None:
+                record["cause"] = f"{type(cause).__name__}: {cause}"[:ERROR_CHARS]
             text, prompt, completion = _last_attempt(error)
             record["input_tokens"] = prompt
             record["output_tokens"] = completion
