@@ -33,10 +33,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::http::{read_success, transport_error};
-use super::{holding, Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
+use super::{holding, Backend, BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
 use crate::config::Secret;
 use crate::limits::InFlightPermit;
-use crate::prompt::UserContent;
 
 /// How many raw top log-probabilities one read asks for.
 pub const RAW_TOP_K: usize = 1000;
@@ -84,7 +83,7 @@ impl std::fmt::Debug for LlamaCppBackend {
 #[derive(Debug, Serialize)]
 pub struct ChatRequest<'a> {
     model: &'a str,
-    messages: (UserMessage<'a>, AssistantMessage<'a>),
+    messages: Messages<'a>,
     continue_final_message: bool,
     add_generation_prompt: bool,
     max_tokens: u32,
@@ -101,18 +100,6 @@ pub struct ChatRequest<'a> {
     cache_prompt: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     chat_template_kwargs: Option<&'a Value>,
-}
-
-#[derive(Debug, Serialize)]
-struct UserMessage<'a> {
-    role: &'static str,
-    content: &'a UserContent,
-}
-
-#[derive(Debug, Serialize)]
-struct AssistantMessage<'a> {
-    role: &'static str,
-    content: &'a str,
 }
 
 impl LlamaCppBackend {
@@ -141,16 +128,7 @@ impl LlamaCppBackend {
     pub fn body<'a>(&'a self, request: &ReadRequest<'a>, post_sampling: bool) -> ChatRequest<'a> {
         ChatRequest {
             model: &self.upstream_model,
-            messages: (
-                UserMessage {
-                    role: "user",
-                    content: request.content,
-                },
-                AssistantMessage {
-                    role: "assistant",
-                    content: request.prefix,
-                },
-            ),
+            messages: Messages::new(request),
             continue_final_message: true,
             add_generation_prompt: false,
             max_tokens: 1,

@@ -124,3 +124,36 @@ pub(crate) fn holding<'a, T: Send + 'a>(
     }
     .boxed()
 }
+
+/// The two messages every dialect sends: the user message and the assistant prefill
+/// (`answer=`) that the model continues. Serialises as a JSON array.
+#[derive(Debug, serde::Serialize)]
+pub struct Messages<'a>(UserMessage<'a>, AssistantMessage<'a>);
+
+impl<'a> Messages<'a> {
+    /// The messages of one read.
+    pub fn new(request: &ReadRequest<'a>) -> Self {
+        Messages(
+            UserMessage {
+                role: "user",
+                content: request.content,
+            },
+            AssistantMessage {
+                role: "assistant",
+                content: request.prefix,
+            },
+        )
+    }
+}
+
+#[derive(Debug, serde::Serialize)]
+struct UserMessage<'a> {
+    role: &'static str,
+    content: &'a UserContent,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct AssistantMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+}

@@ -18,10 +18,9 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::http::{read_success, transport_error};
-use super::{holding, Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
+use super::{holding, Backend, BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
 use crate::config::Secret;
 use crate::limits::InFlightPermit;
-use crate::prompt::UserContent;
 
 /// The most `top_logprobs` vLLM accepts.
 const MAX_TOP_LOGPROBS: usize = 20;
@@ -130,16 +129,7 @@ impl VllmBackend {
     pub fn body<'a>(&'a self, request: &ReadRequest<'a>) -> ChatRequest<'a> {
         ChatRequest {
             model: &self.upstream_model,
-            messages: (
-                UserMessage {
-                    role: "user",
-                    content: request.content,
-                },
-                AssistantMessage {
-                    role: "assistant",
-                    content: request.prefix,
-                },
-            ),
+            messages: Messages::new(request),
             continue_final_message: true,
             add_generation_prompt: false,
             max_tokens: 1,
@@ -200,7 +190,7 @@ impl Backend for VllmBackend {
 #[derive(Debug, Serialize)]
 pub struct ChatRequest<'a> {
     model: &'a str,
-    messages: (UserMessage<'a>, AssistantMessage<'a>),
+    messages: Messages<'a>,
     continue_final_message: bool,
     add_generation_prompt: bool,
     max_tokens: u32,
@@ -212,18 +202,6 @@ pub struct ChatRequest<'a> {
     return_tokens_as_token_ids: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     chat_template_kwargs: Option<&'a serde_json::Value>,
-}
-
-#[derive(Debug, Serialize)]
-struct UserMessage<'a> {
-    role: &'static str,
-    content: &'a UserContent,
-}
-
-#[derive(Debug, Serialize)]
-struct AssistantMessage<'a> {
-    role: &'static str,
-    content: &'a str,
 }
 
 #[derive(Deserialize)]
