@@ -1,13 +1,17 @@
 //! `systemone calibrate`: fit a model's temperature formula from labelled raw
-//! probabilities and write the calibration file the service reads.
+//! probabilities and write the calibration file the service reads, or (`--profile`) fit a
+//! server-side profile for one question group ([`crate::profile`]).
 //!
 //! Input: JSON lines, one answered question each (blank lines skipped):
-//! `{"question_group": "spam-noul", "probabilities": [0.93, 0.07], "label": 0}` —
-//! the raw (T = 1) probabilities in option order and the gold option index. Every line of a
-//! group must have the same option count.
+//! `{"question_group": "spam-noul", "probabilities": [0.93, 0.07], "label": 0,
+//!   "type": "noul", "labels": ["no", "yes"]}` —
+//! the raw (T = 1) probabilities in option order and the gold option index; `type` and the
+//! lowered option `labels` (written by `systemone eval --raw-out`) are needed for a profile
+//! only. Every line of a group must have the same option count.
 //!
 //! Output: `{"model", "formula", "a", "b", "groups": [...], "provenance": {...}}`, with `a`
-//! and `b` top-level so [`crate::calibrate::Calibration::load`] reads it unchanged.
+//! and `b` top-level so [`crate::calibrate::Calibration::load`] reads it unchanged; or the
+//! profile file [`crate::profile::Profile::parse`] reads, with its fit report.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +20,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::config::CalibrateArgs;
 use crate::fit::{self, GroupFit, Row};
+use crate::profile::QuestionShape;
 
 /// One input line.
 #[derive(Debug, Deserialize)]
@@ -28,10 +34,25 @@ pub struct RawLine {
     pub probabilities: Vec<f64>,
     /// Gold option index.
     pub label: usize,
+    /// The question type (`choice`, `noul`, `score`); needed for a profile.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// The lowered option labels; needed for a profile.
+    #[serde(default)]
+    pub labels: Option<Vec<String>>,
+}
+
+/// The rows of one question group.
+#[derive(Debug, Clone, Default)]
+pub struct Group {
+    /// In input order.
+    pub rows: Vec<Row>,
+    /// The question shape, when every line gave the same `type` and `labels`.
+    pub shape: Option<QuestionShape>,
 }
 
 /// Rows grouped by `question_group` (sorted by name).
-pub type Groups = BTreeMap<String, Vec<Row>>;
+pub type Groups = BTreeMap<String, Group>;
 
 /// Parses the JSONL text into groups; errors name the 1-based line.
 pub fn parse_groups(text: &str) -> Result<Groups, String> {
@@ -44,7 +65,27 @@ pub fn parse_groups(text: &str) -> Result<Groups, String> {
             serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
         let row =
             Row::new(raw.probabilities, raw.label).map_err(|e| format!("line {}: {e}", i + 1))?;
-        let rows = groups.entry(raw.question_group.clone()).or_default();
+        let shape = match (raw.kind, raw.labels) {
+            (Some(kind), Some(labels)) if labels.len() == row.probs.len() => {
+                Some(QuestionShape { kind, labels })
+            }
+            (Some(_), Some(labels)) => {
+                return Err(format!(
+                    "line {}: {} labels for {} probabilities",
+                    i + 1,
+                    labels.len(),
+                    row.probs.len()
+                ))
+            }
+            _ => None,
+        };
+        let group = groups.entry(raw.question_group.clone()).or_default();
+        if group.rows.is_empty() {
+            group.shape = shape;
+        } else if group.shape != shape {
+            group.shape = None;
+        }
+        let rows = &mut group.rows;
         if let Some(first) = rows.first() {
             if first.probs.len() != row.probs.len() {
                 return Err(format!(
@@ -75,7 +116,7 @@ pub fn calibrate(
 ) -> Value {
     let mut fits = Vec::new();
     let mut group_json = Vec::new();
-    for (name, rows) in groups {
+    for (name, Group { rows, .. }) in groups {
         let t = fit::fit_temperature(rows);
         let options = rows[0].probs.len();
         fits.push(GroupFit {
@@ -113,7 +154,7 @@ pub fn calibrate(
             })
         })
         .collect();
-    let rows: usize = groups.values().map(Vec::len).sum();
+    let rows: usize = groups.values().map(|g| g.rows.len()).sum();
     json!({
         "model": model,
         "formula": "ln T = a + b * ln(max(n, 2))",
@@ -154,9 +195,130 @@ fn civil_date(days: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-/// `systemone calibrate --data FILE --model NAME [--out FILE]`: reads, fits, writes
-/// (default `calibration/<model>.json`) and returns a one-screen summary.
-pub fn run(data: &Path, model: &str, out: Option<&Path>) -> Result<String, String> {
+/// Fits a server-side profile for one group: temperature (and bias), conformal cutoffs and
+/// the automation threshold. With a bias, cutoffs and the threshold are set on
+/// [`fit::out_of_fold`] probabilities; without, on the in-sample tempered ones. Returns the
+/// profile file as JSON, with a fit report judged on the same probabilities.
+pub fn fit_profile(
+    name: &str,
+    model: &str,
+    group_name: &str,
+    group: &Group,
+    args: &CalibrateArgs,
+    provenance: Value,
+) -> Result<Value, String> {
+    let shape = group.shape.clone().ok_or_else(|| {
+        format!(
+            "group {group_name}: a profile needs the same \"type\" and \"labels\" on every row (systemone eval --raw-out writes them)"
+        )
+    })?;
+    let rows = &group.rows;
+    let k = shape.labels.len();
+    if k < 2 {
+        return Err(format!(
+            "group {group_name}: a profile needs at least 2 options, got {k}"
+        ));
+    }
+    if !(args.coverage > 0.0 && args.coverage < 1.0) {
+        return Err(format!(
+            "--coverage must be in (0, 1), got {}",
+            args.coverage
+        ));
+    }
+    if !(args.epsilon > 0.0 && args.epsilon < 1.0 && args.delta > 0.0 && args.delta < 1.0) {
+        return Err(format!(
+            "--epsilon and --delta must be in (0, 1), got {} and {}",
+            args.epsilon, args.delta
+        ));
+    }
+    let recalibrate = |t: f64, bias: &[f64]| -> Vec<Row> {
+        rows.iter()
+            .map(|r| Row {
+                probs: fit::apply(&r.probs, t, bias),
+                label: r.label,
+            })
+            .collect()
+    };
+    let (fitted, judged, judged_on) = if args.bias {
+        let fitted = fit::fit_temperature_bias(rows)?;
+        let judged = fit::out_of_fold(rows, args.folds, args.seed)?;
+        (
+            fitted,
+            judged,
+            format!("{}-fold out-of-fold probabilities", args.folds.max(2)),
+        )
+    } else {
+        let t = fit::fit_temperature(rows);
+        let fitted = fit::TemperatureBias {
+            temperature: t,
+            bias: vec![0.0; k],
+        };
+        (
+            fitted,
+            recalibrate(t, &[]),
+            "in-sample tempered probabilities".to_string(),
+        )
+    };
+    let cutoffs = if args.per_label {
+        fit::conformal_cutoffs_per_label(&judged, k, args.coverage)
+    } else {
+        let scores: Vec<f64> = judged.iter().map(fit::score).collect();
+        vec![fit::conformal_cutoff(&scores, args.coverage)]
+    };
+    let answers: Vec<(f64, bool)> = judged
+        .iter()
+        .map(|r| (r.top(), r.argmax() == r.label))
+        .collect();
+    let automation = fit::automation_threshold(&answers, args.epsilon, args.delta);
+    let sets: Vec<Vec<usize>> = judged
+        .iter()
+        .map(|r| fit::prediction_set(&r.probs, &cutoffs))
+        .collect();
+    let n = rows.len() as f64;
+    let covered = judged
+        .iter()
+        .zip(&sets)
+        .filter(|(r, s)| s.contains(&r.label))
+        .count();
+    let raw = fit::metrics(rows, args.seed);
+    let after = fit::metrics(&judged, args.seed);
+    Ok(json!({
+        "name": name,
+        "model": model,
+        "question": {"type": shape.kind, "labels": shape.labels},
+        "temperature": fitted.temperature,
+        "bias": fitted.bias,
+        "conformal": {"coverage": args.coverage, "per_label": args.per_label, "cutoffs": cutoffs},
+        "automation": {
+            "epsilon": args.epsilon,
+            "delta": args.delta,
+            "threshold": automation.as_ref().map(|a| a.threshold),
+            "level": automation.as_ref().map(|a| a.level),
+            "answers": automation.as_ref().map(|a| a.answers),
+            "errors": automation.as_ref().map(|a| a.errors),
+        },
+        "fit": {
+            "group": group_name,
+            "rows": rows.len(),
+            "judged_on": judged_on,
+            "nll_raw": fit::mean_nll(rows, 1.0),
+            "nll_calibrated": fit::mean_nll(&judged, 1.0),
+            "accuracy_raw": raw.accuracy,
+            "accuracy_calibrated": after.accuracy,
+            "ece_raw": raw.ece_equal_size_15,
+            "ece_calibrated": after.ece_equal_size_15,
+            "set_coverage": covered as f64 / n,
+            "mean_set_size": sets.iter().map(Vec::len).sum::<usize>() as f64 / n,
+        },
+        "provenance": provenance,
+    }))
+}
+
+/// `systemone calibrate`: reads the rows, fits the model's formula (default
+/// `calibration/<model>.json`) or, with `--profile`, one group's profile (default
+/// `calibration/profiles/<profile>.json`), writes it and returns a one-screen summary.
+pub fn run(args: &CalibrateArgs) -> Result<String, String> {
+    let data = &args.data;
     let bytes = std::fs::read(data).map_err(|e| format!("{}: {e}", data.display()))?;
     let sha: String = Sha256::digest(&bytes)
         .iter()
@@ -164,25 +326,77 @@ pub fn run(data: &Path, model: &str, out: Option<&Path>) -> Result<String, Strin
         .collect();
     let text = String::from_utf8(bytes).map_err(|e| format!("{}: {e}", data.display()))?;
     let groups = parse_groups(&text).map_err(|e| format!("{}: {e}", data.display()))?;
-    let file = calibrate(
-        &groups,
-        model,
-        &data.display().to_string(),
-        &sha,
-        &today_utc(),
-    );
-    let out: PathBuf = out.map_or_else(
-        || PathBuf::from(format!("calibration/{model}.json")),
-        Path::to_path_buf,
-    );
+    let data_file = data.display().to_string();
+    let (file, out) = match &args.profile {
+        None => (
+            calibrate(&groups, &args.model, &data_file, &sha, &today_utc()),
+            format!("calibration/{}.json", args.model),
+        ),
+        Some(name) => {
+            let group_name = match &args.group {
+                Some(g) => g.clone(),
+                None if groups.len() == 1 => groups.keys().next().cloned().unwrap_or_default(),
+                None => {
+                    return Err(format!(
+                        "--group is needed: the data has {} groups ({})",
+                        groups.len(),
+                        groups.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ))
+                }
+            };
+            let group = groups
+                .get(&group_name)
+                .ok_or_else(|| format!("no group {group_name} in {data_file}"))?;
+            let provenance = json!({
+                "data_file": data_file,
+                "data_sha256": sha,
+                "date": today_utc(),
+                "rows": group.rows.len(),
+                "method": "temperature (+ centred bias) minimising mean NLL of softmax(ln p / T + b) + (5/n)(ln T)^2 + (2/n)Σb^2 by L-BFGS; conformal cutoff: the ceil((n+1)·coverage)-th smallest 1 − p[label]; automation: top ceil(N·level/20) answers, ties kept, first level whose Binomial(size, ε) CDF at the errors exceeds δ stops the scan",
+                "tool": concat!("systemone ", env!("CARGO_PKG_VERSION"), " calibrate --profile"),
+            });
+            (
+                fit_profile(name, &args.model, &group_name, group, args, provenance)?,
+                format!("calibration/profiles/{name}.json"),
+            )
+        }
+    };
+    let out: PathBuf = args.out.clone().unwrap_or_else(|| PathBuf::from(out));
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     let mut body = serde_json::to_string_pretty(&file).map_err(|e| e.to_string())?;
     body.push('\n');
     std::fs::write(&out, body).map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(summary(&out, &file))
+}
+
+/// A one-screen summary of a written calibration file or profile.
+fn summary(out: &Path, file: &Value) -> String {
+    let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    if let Some(fit) = file.get("fit") {
+        return format!(
+            "wrote {}: T = {:.3}, bias {}, cutoffs {}, automation threshold {}\n  on {} rows ({}): NLL {:.4} → {:.4}, ECE {:.4} → {:.4}, set coverage {:.3}, mean set size {:.2}\n",
+            out.display(),
+            num(&file["temperature"]),
+            file["bias"],
+            file["conformal"]["cutoffs"],
+            file["automation"]["threshold"],
+            fit["rows"],
+            fit["judged_on"].as_str().unwrap_or("?"),
+            num(&fit["nll_raw"]),
+            num(&fit["nll_calibrated"]),
+            num(&fit["ece_raw"]),
+            num(&fit["ece_calibrated"]),
+            num(&fit["set_coverage"]),
+            num(&fit["mean_set_size"]),
+        );
+    }
     let mut summary = format!(
         "wrote {}: ln T = {:.4} + {:.4}·ln n\n",
         out.display(),
-        file["a"].as_f64().unwrap_or(f64::NAN),
-        file["b"].as_f64().unwrap_or(f64::NAN)
+        num(&file["a"]),
+        num(&file["b"])
     );
     for g in file["groups"].as_array().into_iter().flatten() {
         summary.push_str(&format!(
@@ -190,18 +404,35 @@ pub fn run(data: &Path, model: &str, out: Option<&Path>) -> Result<String, Strin
             g["group"].as_str().unwrap_or("?"),
             g["options"],
             g["rows"],
-            g["temperature"].as_f64().unwrap_or(f64::NAN),
-            g["ece_raw"].as_f64().unwrap_or(f64::NAN),
-            g["ece_fitted"].as_f64().unwrap_or(f64::NAN),
+            num(&g["temperature"]),
+            num(&g["ece_raw"]),
+            num(&g["ece_fitted"]),
         ));
     }
-    Ok(summary)
+    summary
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fit::SplitMix64;
+
+    fn args(data: &Path, model: &str, out: &Path) -> CalibrateArgs {
+        CalibrateArgs {
+            data: data.to_path_buf(),
+            model: model.into(),
+            out: Some(out.to_path_buf()),
+            profile: None,
+            group: None,
+            bias: true,
+            coverage: 0.9,
+            per_label: false,
+            epsilon: 0.1,
+            delta: 0.05,
+            folds: 5,
+            seed: 0,
+        }
+    }
 
     #[test]
     fn civil_dates() {
@@ -251,7 +482,7 @@ mod tests {
         let data = dir.join("raw.jsonl");
         std::fs::write(&data, &text).expect("write data");
         let out = dir.join("toy.json");
-        let summary = run(&data, "toy", Some(&out)).expect("calibrates");
+        let summary = run(&args(&data, "toy", &out)).expect("calibrates");
         assert!(summary.contains("choice: n=5"), "{summary}");
         let cal = crate::calibrate::Calibration::load(&out.display().to_string()).expect("loads");
         assert!((cal.temperature(2) / 2.0 - 1.0).abs() < 0.1, "{cal:?}");
@@ -270,6 +501,61 @@ mod tests {
         for g in file["groups"].as_array().expect("groups") {
             assert!(g["ece_fitted"].as_f64() < g["ece_raw"].as_f64(), "{g}");
         }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn profile_recovers_temperature_and_bias_and_loads() {
+        // 3 options drawn at T = 2 with bias [0.5, 0, −0.5] on the raw log-probabilities.
+        let mut rng = SplitMix64::new(7);
+        let mut text = String::new();
+        for _ in 0..3000 {
+            let z: Vec<f64> = (0..3).map(|_| 3.0 * rng.normal()).collect();
+            let p = fit::softmax(&z);
+            let label = rng.categorical(&fit::apply(&p, 2.0, &[0.5, 0.0, -0.5]));
+            text.push_str(
+                &json!({"question_group": "kind", "probabilities": p, "label": label,
+                        "type": "choice", "labels": ["spam", "ham", "news"]})
+                .to_string(),
+            );
+            text.push('\n');
+        }
+        let dir = std::env::temp_dir().join(format!("systemone-prof-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let data = dir.join("raw.jsonl");
+        std::fs::write(&data, &text).expect("write data");
+        let out = dir.join("kind.json");
+        let mut a = args(&data, "m", &out);
+        a.profile = Some("kind".into());
+        let summary = run(&a).expect("fits");
+        assert!(summary.contains("out-of-fold"), "{summary}");
+        let body = std::fs::read_to_string(&out).expect("read");
+        let p = crate::profile::Profile::parse(&body).expect("the service reads it");
+        assert_eq!(&*p.name, "kind");
+        assert_eq!(p.question.labels, ["spam", "ham", "news"]);
+        assert!((p.temperature / 2.0 - 1.0).abs() < 0.1, "{p:?}");
+        for (b, want) in p.bias.iter().zip([0.5, 0.0, -0.5]) {
+            assert!((b - want).abs() < 0.15, "{p:?}");
+        }
+        let file: Value = serde_json::from_str(&body).expect("json");
+        let coverage = file["fit"]["set_coverage"].as_f64().expect("coverage");
+        assert!((coverage - 0.9).abs() < 0.03, "{coverage}");
+        assert!(file["fit"]["ece_calibrated"].as_f64() < file["fit"]["ece_raw"].as_f64());
+        // Without type/labels, or with two groups and no --group, it says what is missing.
+        std::fs::write(
+            &data,
+            "{\"question_group\":\"g\",\"probabilities\":[0.5,0.5],\"label\":0}\n",
+        )
+        .expect("write");
+        let err = run(&a).expect_err("no shape");
+        assert!(err.contains("\"type\" and \"labels\""), "{err}");
+        std::fs::write(
+            &data,
+            "{\"question_group\":\"g\",\"probabilities\":[0.5,0.5],\"label\":0}\n\
+             {\"question_group\":\"h\",\"probabilities\":[0.5,0.5],\"label\":0}\n",
+        )
+        .expect("write");
+        assert!(run(&a).expect_err("two groups").contains("--group"));
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -94,8 +94,9 @@ pub enum Command {
     /// Fit a model's temperature formula from labelled raw probabilities (JSON lines) and
     /// write its calibration file.
     Calibrate(CalibrateArgs),
-    /// Score labelled System One requests against a running service (raw probabilities).
-    Eval(EvalArgs),
+    /// Score labelled System One requests against a service (running, or in-process), with
+    /// raw probabilities or a named calibration profile.
+    Eval(Box<EvalArgs>),
 }
 
 /// `systemone eval …`
@@ -104,9 +105,16 @@ pub struct EvalArgs {
     /// JSON lines: a System One request body plus `"gold": {question id: label | bool | level}`.
     #[arg(long)]
     pub data: PathBuf,
-    /// The service's base URL (or its full `/v1/systemone` URL).
+    /// The service's base URL (or its full `/v1/systemone` URL). Without it the service runs
+    /// in-process, configured by the `serve` flags below (its backend is still called over
+    /// HTTP).
     #[arg(long)]
-    pub url: String,
+    pub url: Option<String>,
+    /// Ask for this server-side calibration profile (the request's `"calibration"`) instead
+    /// of raw probabilities; the report then also measures its prediction sets and
+    /// automation.
+    #[arg(long)]
+    pub profile: Option<String>,
     /// Bearer key for a service with API keys.
     #[arg(long, env = "SYSTEMONE_EVAL_API_KEY")]
     pub api_key: Option<Secret>,
@@ -125,9 +133,12 @@ pub struct EvalArgs {
     /// Seed of the excess-ECE draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Print a progress line to stderr.
+    /// Show a progress bar on stderr (drawn only when stderr is a terminal).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub progress: bool,
+    /// The in-process service's configuration (used without `--url`).
+    #[command(flatten)]
+    pub service: ServeConfig,
 }
 
 /// `systemone calibrate …`
@@ -139,9 +150,39 @@ pub struct CalibrateArgs {
     /// The model the file is for (also the default output name).
     #[arg(long)]
     pub model: String,
-    /// Output file (default `calibration/<model>.json`).
+    /// Output file (default `calibration/<model>.json`, or
+    /// `calibration/profiles/<profile>.json` with `--profile`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write a server-side profile of this name for one question group (temperature, bias,
+    /// conformal cutoffs, automation threshold) instead of the model's formula.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// With `--profile`: the question group to fit (default: the only one in the data).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// With `--profile`: fit a centred bias per option beside the temperature (cutoffs and
+    /// the threshold are then set on out-of-fold probabilities).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub bias: bool,
+    /// With `--profile`: the prediction sets' target coverage.
+    #[arg(long, default_value_t = 0.9)]
+    pub coverage: f64,
+    /// With `--profile`: one conformal cutoff per gold label instead of one for all.
+    #[arg(long)]
+    pub per_label: bool,
+    /// With `--profile`: the error rate ε the automated answers must stay under.
+    #[arg(long, default_value_t = 0.1)]
+    pub epsilon: f64,
+    /// With `--profile`: the chance δ that the bound is wrong.
+    #[arg(long, default_value_t = 0.05)]
+    pub delta: f64,
+    /// With `--profile` and `--bias`: folds of the out-of-fold probabilities.
+    #[arg(long, default_value_t = 5)]
+    pub folds: usize,
+    /// With `--profile`: seed of the fold assignment.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 /// `systemone tokens …`
@@ -223,6 +264,11 @@ pub struct ServeConfig {
 
     #[command(flatten)]
     pub model: ModelFlags,
+
+    /// Directory of calibration profiles (`*.json` from `systemone calibrate --profile`)
+    /// that requests may name with `"calibration"`, beside the shipped ones.
+    #[arg(long, env = "SYSTEMONE_PROFILES_DIR")]
+    pub profiles_dir: Option<PathBuf>,
 
     #[command(flatten)]
     pub limits: Limits,
@@ -609,6 +655,13 @@ pub fn load_registry(path: &std::path::Path) -> Result<Vec<ModelConfig>, ConfigE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_line_is_well_formed() {
+        // clap checks flag names, env twins and defaults across every subcommand.
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 
     #[test]
     fn secrets_are_redacted_in_debug_output() {

@@ -6,6 +6,7 @@
 //! again; then the temperature is applied and the confidence measured.
 
 use crate::calibrate::{confidence, temper};
+use crate::profile::ProfileAnswer;
 
 /// The reads of one question in one option order, merged over slices.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +34,8 @@ pub struct Decoded {
     pub temperature: f64,
     /// `1 − H(p)/ln n`.
     pub confidence: f64,
+    /// What a calibration profile added, when one covered the question.
+    pub profile: Option<ProfileAnswer>,
 }
 
 /// Why reads cannot be decoded (a protocol break: the caller gets a 502).
@@ -48,6 +51,7 @@ pub fn certain() -> Decoded {
         option_mass_unknown: false,
         temperature: 1.0,
         confidence: 1.0,
+        profile: None,
     }
 }
 
@@ -96,6 +100,7 @@ pub fn decode(orders: &[OrderRead], t: f64) -> Result<Decoded, DecodeError> {
         option_mass: mass_known.then(|| mass_sum / orders.len() as f64),
         option_mass_unknown: !mass_known,
         temperature: t,
+        profile: None,
     })
 }
 

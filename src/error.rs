@@ -79,6 +79,8 @@ codes! {
     InvalidDescription => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_description"),
     NothingToAsk => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_nothing_to_ask"),
     BadTemperature => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_temperature"),
+    BadCalibration => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_calibration"),
+    UnknownCalibration => (StatusCode::UNPROCESSABLE_ENTITY, NotConfigured, "system_one_unknown_calibration"),
     BadLayout => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_layout"),
     BadPermutations => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_permutations"),
     BadHistory => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_history"),

@@ -1,21 +1,29 @@
-//! `systemone eval`: send labelled System One requests to a running service with raw
-//! probabilities (`"temperature": 1`), join the answers with the gold labels, and report
+//! `systemone eval`: send labelled System One requests to a service with raw
+//! probabilities (`"temperature": 1`), or with a named server-side calibration profile
+//! (`--profile`), join the answers with the gold labels, and report
 //! [`crate::fit::Metrics`] per question family (the question id).
 //!
 //! Input: JSON lines, each a System One request body plus `"gold"`, an object from question
 //! id to the gold answer: the option label (choice), `true`/`false` (noul), or the level
-//! index (score). Questions without gold are asked but not scored. Any `temperature` in the
-//! line is replaced by 1.
+//! index (score). Questions without gold are asked but not scored. Any `temperature` or
+//! `calibration` in the line is replaced.
 //!
-//! `--raw-out` writes one `{"question_group", "probabilities", "label"}` line per scored
-//! answer: the input of `systemone calibrate`.
+//! The service is a running one (`--url`) or, without it, one built in-process from the
+//! `serve` flags and called without a network hop (its backend still over HTTP).
+//!
+//! `--raw-out` writes one `{"question_group", "probabilities", "label", "type", "labels"}`
+//! line per scored answer: the input of `systemone calibrate`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
+use axum::body::Body;
 use futures::StreamExt;
+use http_body_util::BodyExt;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Map, Value};
+use tower::ServiceExt;
 
 use crate::config::EvalArgs;
 use crate::fit::{self, Row};
@@ -24,13 +32,16 @@ use crate::fit::{self, Row};
 #[derive(Debug, Clone)]
 struct Scored {
     family: String,
-    kind: String,
-    row: Row,
+    answer: Joined,
     option_mass: Option<f64>,
 }
 
-/// Splits a labelled line into the request body (temperature forced to 1) and its gold map.
-pub fn split_line(line: &str) -> Result<(Value, Map<String, Value>), String> {
+/// Splits a labelled line into the request body and its gold map. The body asks for raw
+/// probabilities (`temperature` 1), or for the profile `calibration` when one is given.
+pub fn split_line(
+    line: &str,
+    calibration: Option<&str>,
+) -> Result<(Value, Map<String, Value>), String> {
     let mut v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
     let obj = v.as_object_mut().ok_or("not a JSON object")?;
     let gold = match obj.remove("gold") {
@@ -45,24 +56,58 @@ pub fn split_line(line: &str) -> Result<(Value, Map<String, Value>), String> {
     if let Some(id) = gold.keys().find(|id| !questions.contains_key(*id)) {
         return Err(format!("gold for unknown question {id}"));
     }
-    obj.insert("temperature".into(), json!(1));
+    obj.remove("temperature");
+    obj.remove("calibration");
+    match calibration {
+        None => obj.insert("temperature".into(), json!(1)),
+        Some(name) => obj.insert("calibration".into(), json!(name)),
+    };
     Ok((v, gold))
 }
 
-/// The answer's probabilities in option order and the gold's index among them; an answer
-/// tempered by anything but T = 1 is refused (its probabilities are not raw).
-pub fn join(answer: &Value, gold: &Value) -> Result<(String, Row), String> {
+/// An answer joined with its gold label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Joined {
+    /// `choice`, `noul` or `score`.
+    pub kind: String,
+    /// The lowered option labels (`no`/`yes`, the choice labels, `level_i`).
+    pub labels: Vec<String>,
+    /// Probabilities in option order and the gold index.
+    pub row: Row,
+    /// The profile's prediction set as option indexes (profile answers only).
+    pub prediction_set: Option<Vec<usize>>,
+    /// The profile's automation flag (profile answers only).
+    pub automate: Option<bool>,
+}
+
+/// Joins an answer with its gold. Without `calibration` the answer must be raw (T = 1);
+/// with it, the answer must carry that profile (an uncovered question is refused: its
+/// probabilities were tempered by the default formula, which is neither being measured).
+pub fn join(answer: &Value, gold: &Value, calibration: Option<&str>) -> Result<Joined, String> {
     let kind = answer["type"].as_str().ok_or("answer without type")?;
-    if let Some(t) = answer["temperature"].as_f64() {
-        if t != 1.0 {
-            return Err(format!("the service applied temperature {t}, not 1"));
+    match calibration {
+        None => {
+            if let Some(t) = answer["temperature"].as_f64() {
+                if t != 1.0 {
+                    return Err(format!("the service applied temperature {t}, not 1"));
+                }
+            }
+        }
+        Some(name) => {
+            if answer["calibration"].as_str() != Some(name) {
+                return Err(format!("the answer is not covered by profile {name}"));
+            }
         }
     }
-    let (probs, label) = match kind {
+    let (labels, probs, label): (Vec<String>, Vec<f64>, usize) = match kind {
         "noul" => {
             let p = answer["noul"].as_f64().ok_or("noul answer without noul")?;
             let g = gold.as_bool().ok_or("noul gold must be true or false")?;
-            (vec![1.0 - p, p], usize::from(g))
+            (
+                vec!["no".into(), "yes".into()],
+                vec![1.0 - p, p],
+                usize::from(g),
+            )
         }
         "choice" | "score" => {
             let pairs = answer["probabilities"]
@@ -72,20 +117,53 @@ pub fn join(answer: &Value, gold: &Value) -> Result<(String, Row), String> {
                 .values()
                 .map(|v| v.as_f64().ok_or("probability is not a number"))
                 .collect::<Result<_, _>>()?;
-            let label = if kind == "choice" {
+            let (labels, label) = if kind == "choice" {
                 let g = gold.as_str().ok_or("choice gold must be a label")?;
-                pairs
+                let label = pairs
                     .keys()
                     .position(|k| k == g)
-                    .ok_or_else(|| format!("gold label {g:?} is not an option"))?
+                    .ok_or_else(|| format!("gold label {g:?} is not an option"))?;
+                (pairs.keys().cloned().collect(), label)
             } else {
-                gold.as_u64().ok_or("score gold must be a level index")? as usize
+                let labels = (0..probs.len()).map(|i| format!("level_{i}")).collect();
+                (
+                    labels,
+                    gold.as_u64().ok_or("score gold must be a level index")? as usize,
+                )
             };
-            (probs, label)
+            (labels, probs, label)
         }
         other => return Err(format!("unknown answer type {other}")),
     };
-    Ok((kind.to_string(), Row::new(probs, label)?))
+    let prediction_set = match answer.get("prediction_set") {
+        None => None,
+        Some(set) => Some(
+            set.as_array()
+                .ok_or("prediction_set is not an array")?
+                .iter()
+                .map(|m| set_index(kind, &labels, m))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
+    Ok(Joined {
+        kind: kind.to_string(),
+        row: Row::new(probs, label)?,
+        labels,
+        prediction_set,
+        automate: answer["automate"].as_bool(),
+    })
+}
+
+/// The option index of a prediction-set member as answers write it (the choice label,
+/// `true`/`false`, the level key).
+fn set_index(kind: &str, labels: &[String], member: &Value) -> Result<usize, String> {
+    let index = match (kind, member) {
+        ("noul", Value::Bool(b)) => Some(usize::from(*b)),
+        ("choice", Value::String(l)) => labels.iter().position(|x| x == l),
+        ("score", Value::String(k)) => k.parse().ok().filter(|i| *i < labels.len()),
+        _ => None,
+    };
+    index.ok_or_else(|| format!("prediction_set member {member} is not an option"))
 }
 
 /// A hand-written SVG reliability diagram: equal-width bins of all answers as bars, one
@@ -195,80 +273,156 @@ pub struct Outcome {
     pub table: String,
 }
 
+/// Where the requests go.
+enum Target {
+    /// A running service.
+    Http {
+        client: reqwest::Client,
+        endpoint: String,
+        key: Option<crate::config::Secret>,
+    },
+    /// The service's router, called in this process.
+    InProcess(axum::Router),
+}
+
+impl Target {
+    fn new(args: &EvalArgs) -> Result<Self, String> {
+        Ok(match &args.url {
+            Some(url) => Target::Http {
+                client: reqwest::Client::new(),
+                endpoint: if url.ends_with("/v1/systemone") {
+                    url.clone()
+                } else {
+                    format!("{}/v1/systemone", url.trim_end_matches('/'))
+                },
+                key: args.api_key.clone(),
+            },
+            None => {
+                let state = crate::build_state(&args.service).map_err(|e| e.to_string())?;
+                Target::InProcess(crate::app(state))
+            }
+        })
+    }
+
+    /// For the report: the URL, or where the in-process service's model is served.
+    fn describe(&self, args: &EvalArgs) -> String {
+        match self {
+            Target::Http { endpoint, .. } => endpoint.clone(),
+            Target::InProcess(_) => {
+                format!("in-process, backend {}", args.service.model.backend_url)
+            }
+        }
+    }
+
+    /// Sends one body; a non-2xx status is an error carrying the body.
+    async fn send(&self, body: String) -> Result<Value, String> {
+        let (status, text) = match self {
+            Target::Http {
+                client,
+                endpoint,
+                key,
+            } => {
+                let mut req = client
+                    .post(endpoint)
+                    .header("content-type", "application/json")
+                    .body(body);
+                if let Some(key) = key {
+                    req = req.bearer_auth(key.expose());
+                }
+                let resp = req.send().await.map_err(|e| e.to_string())?;
+                let status = resp.status();
+                (status, resp.text().await.map_err(|e| e.to_string())?)
+            }
+            Target::InProcess(router) => {
+                let req = axum::http::Request::post("/v1/systemone")
+                    .header("content-type", "application/json")
+                    .body(Body::from(body))
+                    .map_err(|e| e.to_string())?;
+                let resp = router
+                    .clone()
+                    .oneshot(req)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let status = resp.status();
+                let bytes = resp
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .to_bytes();
+                (status, String::from_utf8_lossy(&bytes).into_owned())
+            }
+        };
+        if !status.is_success() {
+            return Err(format!("status {status}: {}", text.trim()));
+        }
+        serde_json::from_str::<Value>(&text).map_err(|e| e.to_string())
+    }
+}
+
+/// A progress bar on stderr with rate and ETA; hidden when asked, and drawn by indicatif
+/// only when stderr is a terminal (so logs and CI output stay clean).
+fn progress_bar(total: usize, show: bool) -> ProgressBar {
+    let target = if show {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let bar = ProgressBar::with_draw_target(Some(total as u64), target);
+    if let Ok(style) = ProgressStyle::with_template(
+        "eval {bar:30} {pos}/{len} lines · {per_sec} · ETA {eta} · {msg}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
 /// Runs `systemone eval`: sends every line, scores, writes the report, the diagram and
 /// (optionally) the raw rows.
 pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
     let text =
         std::fs::read_to_string(&args.data).map_err(|e| format!("{}: {e}", args.data.display()))?;
+    let calibration = args.profile.as_deref();
     let mut lines = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let parsed = split_line(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        let parsed = split_line(line, calibration).map_err(|e| format!("line {}: {e}", i + 1))?;
         lines.push((i + 1, parsed));
     }
     if lines.is_empty() {
         return Err(format!("{}: no lines", args.data.display()));
     }
-    let endpoint = if args.url.ends_with("/v1/systemone") {
-        args.url.clone()
-    } else {
-        format!("{}/v1/systemone", args.url.trim_end_matches('/'))
-    };
-    let client = reqwest::Client::new();
+    let target = Target::new(args)?;
     let total = lines.len();
+    let bar = progress_bar(total, args.progress);
     let started = Instant::now();
-    let mut done = 0usize;
     let mut failures: Vec<String> = Vec::new();
     let mut scored: Vec<(usize, Scored)> = Vec::new();
-    let mut stream = futures::stream::iter(lines.into_iter().map(|(n, (body, gold))| {
-        let client = client.clone();
-        let endpoint = endpoint.clone();
-        let key = args.api_key.clone();
-        async move {
-            let mut req = client
-                .post(&endpoint)
-                .header("content-type", "application/json")
-                .body(body.to_string());
-            if let Some(key) = key {
-                req = req.bearer_auth(key.expose());
-            }
-            let result = async {
-                let resp = req.send().await.map_err(|e| e.to_string())?;
-                let status = resp.status();
-                let text = resp.text().await.map_err(|e| e.to_string())?;
-                if !status.is_success() {
-                    return Err(format!("status {status}: {}", text.trim()));
-                }
-                serde_json::from_str::<Value>(&text).map_err(|e| e.to_string())
-            }
-            .await;
-            (n, gold, result)
-        }
+    let target_ref = &target;
+    let mut stream = futures::stream::iter(lines.into_iter().map(|(n, (body, gold))| async move {
+        (n, gold, target_ref.send(body.to_string()).await)
     }))
     .buffer_unordered(args.concurrency.max(1));
     while let Some((n, gold, result)) = stream.next().await {
-        done += 1;
-        if args.progress {
-            eprint!("\reval: {done}/{total} lines");
-        }
+        bar.inc(1);
         let resp = match result {
             Ok(v) => v,
             Err(e) => {
                 failures.push(format!("line {n}: {e}"));
+                bar.set_message(format!("{} failed", failures.len()));
                 continue;
             }
         };
         for (id, g) in &gold {
             let answer = &resp["answers"][id];
-            match join(answer, g) {
-                Ok((kind, row)) => scored.push((
+            match join(answer, g, calibration) {
+                Ok(joined) => scored.push((
                     n,
                     Scored {
                         family: id.clone(),
-                        kind,
-                        row,
+                        answer: joined,
                         option_mass: answer["option_mass"].as_f64(),
                     },
                 )),
@@ -276,9 +430,7 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
             }
         }
     }
-    if args.progress {
-        eprintln!();
-    }
+    bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
     if scored.is_empty() {
         return Err(format!(
@@ -291,34 +443,31 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
     if let Some(path) = &args.raw_out {
         let mut out = String::new();
         for (_, s) in &scored {
+            let a = &s.answer;
             out.push_str(
-                &json!({"question_group": s.family, "probabilities": s.row.probs, "label": s.row.label})
+                &json!({"question_group": s.family, "probabilities": a.row.probs, "label": a.row.label, "type": a.kind, "labels": a.labels})
                     .to_string(),
             );
             out.push('\n');
         }
         write(path, &out)?;
     }
-    let mut families: BTreeMap<String, Vec<Row>> = BTreeMap::new();
+    let mut families: BTreeMap<String, Vec<&Scored>> = BTreeMap::new();
     for (_, s) in &scored {
-        families
-            .entry(s.family.clone())
-            .or_default()
-            .push(s.row.clone());
+        families.entry(s.family.clone()).or_default().push(s);
     }
     let mut family_json = Map::new();
+    let mut family_rows: BTreeMap<String, Vec<Row>> = BTreeMap::new();
     let mut table = format!(
         "{:<20} {:>6} {:>4} {:>6} {:>7} {:>6} {:>6} {:>7} {:>7} {:>7} {:>6}\n",
         "family", "type", "n", "acc", "norm", "F1", "Brier", "ECE15", "ECE10w", "excess", "mass"
     );
-    for (name, rows) in &families {
-        let m = fit::metrics(rows, args.seed);
-        let of_family = || scored.iter().filter(|(_, s)| &s.family == name);
-        let kind = of_family()
-            .map(|(_, s)| s.kind.clone())
-            .next()
-            .unwrap_or_default();
-        let masses: Vec<f64> = of_family().filter_map(|(_, s)| s.option_mass).collect();
+    let mut profile_lines = String::new();
+    for (name, members) in &families {
+        let rows: Vec<Row> = members.iter().map(|s| s.answer.row.clone()).collect();
+        let m = fit::metrics(&rows, args.seed);
+        let kind = members[0].answer.kind.clone();
+        let masses: Vec<f64> = members.iter().filter_map(|s| s.option_mass).collect();
         let mass = (!masses.is_empty()).then(|| masses.iter().sum::<f64>() / masses.len() as f64);
         table.push_str(&format!(
             "{:<20} {:>6} {:>4} {:>6.3} {:>7} {:>6.3} {:>6.3} {:>7.4} {:>7.4} {:>7.4} {:>6}\n",
@@ -341,21 +490,37 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
             obj.insert("mean_option_mass".into(), json!(mass));
             obj.insert(
                 "reliability_equal_width_10".into(),
-                json!(reliability_json(rows)),
+                json!(reliability_json(&rows)),
             );
+            if calibration.is_some() {
+                let stats = profile_stats(members);
+                profile_lines.push_str(&format!(
+                    "{name}: prediction sets cover {:.3} (mean size {:.2}); {} of {} automated ({:.3}), accuracy among them {}\n",
+                    stats["set_coverage"].as_f64().unwrap_or(f64::NAN),
+                    stats["mean_set_size"].as_f64().unwrap_or(f64::NAN),
+                    stats["automated"],
+                    members.len(),
+                    stats["automated_share"].as_f64().unwrap_or(f64::NAN),
+                    stats["automated_accuracy"].as_f64().map_or("-".into(), |v| format!("{v:.3}")),
+                ));
+                obj.insert("profile".into(), stats);
+            }
         }
         family_json.insert(name.clone(), entry);
+        family_rows.insert(name.clone(), rows);
     }
+    table.push_str(&profile_lines);
     let questions = scored.len();
     table.push_str(&format!(
-        "{questions} answers from {total} lines in {seconds:.2}s ({:.1} questions/s), {} failures\n",
+        "{questions} answers from {total} lines in {seconds:.2}s ({:.2} questions/s), {} failures\n",
         questions as f64 / seconds.max(1e-9),
         failures.len()
     ));
     let report = json!({
         "data": args.data.display().to_string(),
-        "url": endpoint,
-        "temperature": 1,
+        "url": target.describe(args),
+        "temperature": if calibration.is_some() { Value::Null } else { json!(1) },
+        "calibration": calibration,
         "lines": total,
         "scored_answers": questions,
         "failures": failures,
@@ -367,8 +532,41 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
     let mut body = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     body.push('\n');
     write(&args.report, &body)?;
-    write(&args.diagram, &reliability_svg(&families, 10))?;
+    write(&args.diagram, &reliability_svg(&family_rows, 10))?;
     Ok(Outcome { report, table })
+}
+
+/// How a profile's prediction sets and automation did on one family.
+fn profile_stats(members: &[&Scored]) -> Value {
+    let n = members.len().max(1) as f64;
+    let covered = members
+        .iter()
+        .filter(|s| {
+            s.answer
+                .prediction_set
+                .as_ref()
+                .is_some_and(|set| set.contains(&s.answer.row.label))
+        })
+        .count();
+    let size: usize = members
+        .iter()
+        .filter_map(|s| s.answer.prediction_set.as_ref().map(Vec::len))
+        .sum();
+    let automated: Vec<&&Scored> = members
+        .iter()
+        .filter(|s| s.answer.automate == Some(true))
+        .collect();
+    let right = automated
+        .iter()
+        .filter(|s| s.answer.row.argmax() == s.answer.row.label)
+        .count();
+    json!({
+        "set_coverage": covered as f64 / n,
+        "mean_set_size": size as f64 / n,
+        "automated": automated.len(),
+        "automated_share": automated.len() as f64 / n,
+        "automated_accuracy": (!automated.is_empty()).then(|| right as f64 / automated.len() as f64),
+    })
 }
 
 fn reliability_json(rows: &[Row]) -> Vec<Value> {
@@ -390,30 +588,51 @@ mod tests {
 
     #[test]
     fn lines_split_into_body_and_gold() {
-        let (body, gold) = split_line(
-            r#"{"state":"s","questions":{"q":{"type":"noul","instructions":"?"}},"temperature":3,"gold":{"q":true}}"#,
-        )
-        .expect("splits");
+        let line = r#"{"state":"s","questions":{"q":{"type":"noul","instructions":"?"}},"temperature":3,"gold":{"q":true}}"#;
+        let (body, gold) = split_line(line, None).expect("splits");
         assert_eq!(body["temperature"], 1);
-        assert!(body.get("gold").is_none());
+        assert!(body.get("gold").is_none() && body.get("calibration").is_none());
         assert_eq!(gold["q"], true);
-        assert!(split_line(r#"{"state":"s","questions":{}}"#).is_err());
-        assert!(split_line(r#"{"state":"s","questions":{},"gold":{"x":1}}"#).is_err());
+        let (body, _) = split_line(line, Some("spam")).expect("splits");
+        assert!(body.get("temperature").is_none());
+        assert_eq!(body["calibration"], "spam");
+        assert!(split_line(r#"{"state":"s","questions":{}}"#, None).is_err());
+        assert!(split_line(r#"{"state":"s","questions":{},"gold":{"x":1}}"#, None).is_err());
     }
 
     #[test]
     fn answers_join_gold_per_type() {
-        let (k, row) = join(&json!({"type": "noul", "noul": 0.8}), &json!(true)).expect("noul");
-        assert_eq!((k.as_str(), row.label), ("noul", 1));
-        assert!((row.probs[0] - 0.2).abs() < 1e-12);
+        let j = join(&json!({"type": "noul", "noul": 0.8}), &json!(true), None).expect("noul");
+        assert_eq!((j.kind.as_str(), j.row.label), ("noul", 1));
+        assert_eq!(j.labels, ["no", "yes"]);
+        assert!((j.row.probs[0] - 0.2).abs() < 1e-12);
         let choice = json!({"type": "choice", "probabilities": {"spam": 0.7, "ham": 0.3}});
-        assert_eq!(join(&choice, &json!("ham")).expect("choice").1.label, 1);
-        assert!(join(&choice, &json!("other")).is_err());
+        let j = join(&choice, &json!("ham"), None).expect("choice");
+        assert_eq!(
+            (j.row.label, j.labels.clone()),
+            (1, vec!["spam".to_string(), "ham".to_string()])
+        );
+        assert!(join(&choice, &json!("other"), None).is_err());
         let score = json!({"type": "score", "probabilities": {"0": 0.1, "1": 0.2, "2": 0.7}});
-        assert_eq!(join(&score, &json!(2)).expect("score").1.label, 2);
-        assert!(join(&score, &json!(3)).is_err());
+        let j = join(&score, &json!(2), None).expect("score");
+        assert_eq!((j.row.label, j.labels[2].as_str()), (2, "level_2"));
+        assert!(join(&score, &json!(3), None).is_err());
         let tempered = json!({"type": "noul", "noul": 0.8, "temperature": 2.48});
-        assert!(join(&tempered, &json!(true)).is_err());
+        assert!(join(&tempered, &json!(true), None).is_err());
+        assert!(
+            join(&tempered, &json!(true), Some("spam")).is_err(),
+            "not covered"
+        );
+        let covered = json!({"type": "noul", "noul": 0.8, "temperature": 2.48,
+            "calibration": "spam", "prediction_set": [true, false], "automate": false});
+        let j = join(&covered, &json!(true), Some("spam")).expect("covered");
+        assert_eq!(
+            (j.prediction_set, j.automate),
+            (Some(vec![1, 0]), Some(false))
+        );
+        let odd = json!({"type": "choice", "probabilities": {"a": 0.5, "b": 0.5},
+            "calibration": "p", "prediction_set": ["c"]});
+        assert!(join(&odd, &json!("a"), Some("p")).is_err());
     }
 
     #[test]

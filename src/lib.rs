@@ -24,6 +24,8 @@
 //! * [`fit`]: fitting calibration (temperatures, formula, bias, conformal cutoffs, the
 //!   automation threshold) and evaluation metrics, pure; [`calibrate_cmd`] and
 //!   [`eval`] are the `systemone calibrate` / `eval` commands around it.
+//! * [`profile`]: server-side calibration profiles a request names (`"calibration"`):
+//!   temperature, bias, conformal prediction sets, the automation threshold.
 //! * [`limits`]: the process-wide in-flight cap.
 //! * [`circuit`]: the circuit breaker in front of each model's backend.
 //! * [`metrics`]: Prometheus metrics with bounded labels.
@@ -62,6 +64,7 @@ pub mod lower;
 pub mod metrics;
 pub mod models;
 pub mod pipeline;
+pub mod profile;
 pub mod prompt;
 pub mod tokens;
 pub mod validate;
@@ -81,6 +84,11 @@ pub fn build_state(config: &config::ServeConfig) -> Result<AppState, config::Con
         config.upstream.token_check_timeout(),
         config.gateway.circuit(),
     )?;
+    let served = models.public_names();
+    let served: Vec<&str> = served.iter().map(String::as_str).collect();
+    let profiles = profile::Profiles::load(config.profiles_dir.as_deref(), &served)
+        .map_err(config::ConfigError::Invalid)?;
+    let models = models.with_profiles(profiles);
     let keys = auth::Keys::load(
         config.gateway.keys_file.as_deref(),
         config.gateway.api_keys.as_ref(),

@@ -59,18 +59,16 @@ fn main() -> std::process::ExitCode {
                 }
             }
         }
-        Command::Calibrate(args) => {
-            match systemone::calibrate_cmd::run(&args.data, &args.model, args.out.as_deref()) {
-                Ok(summary) => {
-                    print!("{summary}");
-                    std::process::ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("systemone calibrate: {e}");
-                    std::process::ExitCode::FAILURE
-                }
+        Command::Calibrate(args) => match systemone::calibrate_cmd::run(&args) {
+            Ok(summary) => {
+                print!("{summary}");
+                std::process::ExitCode::SUCCESS
             }
-        }
+            Err(e) => {
+                eprintln!("systemone calibrate: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
     }
 }
 

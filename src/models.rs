@@ -11,6 +11,7 @@ use crate::backend::Backend;
 use crate::calibrate::{Calibration, DEFAULT_FORMULA};
 use crate::circuit::{Circuit, CircuitSettings};
 use crate::config::{BackendKind, ConfigError, Layout, ModelConfig};
+use crate::profile::Profiles;
 use crate::prompt::PREAMBLE;
 use crate::tokens::build::{check, LoadedTokenizer};
 use crate::tokens::verify::Verifier;
@@ -95,6 +96,8 @@ pub struct Models {
     by_name: HashMap<String, usize>,
     /// Index of the default model.
     default: usize,
+    /// Calibration profiles requests may name.
+    profiles: Profiles,
 }
 
 impl Models {
@@ -229,7 +232,18 @@ impl Models {
             list,
             by_name,
             default,
+            profiles: Profiles::default(),
         })
+    }
+
+    /// The registry with these calibration profiles.
+    pub fn with_profiles(self, profiles: Profiles) -> Self {
+        Models { profiles, ..self }
+    }
+
+    /// The calibration profiles requests may name.
+    pub fn profiles(&self) -> &Profiles {
+        &self.profiles
     }
 
     /// The model a name or alias refers to.

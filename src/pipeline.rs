@@ -199,11 +199,20 @@ impl Pipeline {
                 answers.push(certain());
                 continue;
             };
-            let n = req.questions()[q].options.len();
-            let t = req
-                .temperature()
-                .unwrap_or_else(|| req.model().calibration.temperature(n));
-            answers.push(decode(&r.orders, t)?);
+            let question = &req.questions()[q];
+            let profile = req
+                .calibration()
+                .filter(|p| p.covers(&req.model().name, question));
+            answers.push(match profile {
+                Some(p) => p.apply(decode(&r.orders, 1.0)?),
+                None => {
+                    let n = question.options.len();
+                    let t = req
+                        .temperature()
+                        .unwrap_or_else(|| req.model().calibration.temperature(n));
+                    decode(&r.orders, t)?
+                }
+            });
             usage.input_tokens += r.usage.input_tokens;
             usage.output_tokens += r.usage.output_tokens;
             usage.upstream_requests += r.usage.upstream_requests;

@@ -5,6 +5,7 @@
 //! Token limits are counted with [`crate::tokens::estimate_tokens`] (see its doc for how
 //! it errs) until a model's real tokenizer is configured.
 
+use crate::profile::Profile;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -41,6 +42,7 @@ pub struct ValidRequest {
     state_json: String,
     questions: Vec<LoweredQuestion>,
     temperature: Option<f64>,
+    calibration: Option<Arc<Profile>>,
     layout: Layout,
     permutations: usize,
     history: History,
@@ -63,6 +65,10 @@ impl ValidRequest {
     /// The caller's temperature override.
     pub fn temperature(&self) -> Option<f64> {
         self.temperature
+    }
+    /// The calibration profile the caller named, if any.
+    pub fn calibration(&self) -> Option<&Arc<Profile>> {
+        self.calibration.as_ref()
     }
     /// The prompt layout.
     pub fn layout(&self) -> Layout {
@@ -116,6 +122,7 @@ impl ValidRequest {
             state_json: to_python(state)?,
             questions,
             temperature,
+            calibration: None,
             layout,
             permutations: permutations.max(1),
             history,
@@ -250,6 +257,8 @@ pub fn validate_with_parts(
         }
     };
 
+    let calibration = validate_calibration(body.get("calibration"), models, temperature)?;
+
     let layout = match body.get("layout") {
         None | Some(Value::Null) => model.layout,
         Some(Value::String(s)) if s == "accuracy" => Layout::Accuracy,
@@ -298,6 +307,7 @@ pub fn validate_with_parts(
         state_json,
         questions,
         temperature,
+        calibration,
         layout,
         permutations,
         history,
@@ -305,6 +315,54 @@ pub fn validate_with_parts(
     };
     check_token_limits(&request, &question_tokens, limits)?;
     Ok(request)
+}
+
+/// `calibration`: absent or null, or the name of a loaded profile; not together with a
+/// `temperature` override (the profile brings its own).
+fn validate_calibration(
+    value: Option<&Value>,
+    models: &Models,
+    temperature: Option<f64>,
+) -> Result<Option<Arc<Profile>>, ApiError> {
+    let name = match value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(name)) => name,
+        Some(other) => {
+            return Err(ApiError::at(
+                Code::BadCalibration,
+                loc(&["calibration"]),
+                format!(
+                    "calibration must be the name of a calibration profile (a string), got {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    };
+    if let Some(t) = temperature {
+        return Err(ApiError::at(
+            Code::BadCalibration,
+            loc(&["calibration"]),
+            format!("calibration and temperature cannot both be set: the profile brings its own temperature (temperature {t})"),
+        ));
+    }
+    match models.profiles().get(name) {
+        Some(profile) => Ok(Some(profile.clone())),
+        None => {
+            let names = models.profiles().names();
+            Err(ApiError::at(
+                Code::UnknownCalibration,
+                loc(&["calibration"]),
+                format!(
+                    "calibration {name:?} is not a profile this service has; it has {}",
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ))
+        }
+    }
 }
 
 /// The questions, each with its token count.

@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::decode::{argmax, Decoded};
 use crate::lower::{LoweredQuestion, QuestionKind};
 use crate::pipeline::{Outcome, Usage};
+use crate::profile::set_member;
 
 /// The whole 200 body.
 pub struct SystemOneResponse<'a> {
@@ -121,6 +122,16 @@ impl Serialize for Answer<'_> {
             // Asked, but the backend could not report the pre-mask mass: say so rather
             // than report a number that is not what `option_mass` claims.
             map.serialize_entry("option_mass_unknown", &true)?;
+        }
+        if let Some(extra) = &d.profile {
+            map.serialize_entry("calibration", &*extra.name)?;
+            let set: Vec<Value> = extra
+                .prediction_set
+                .iter()
+                .map(|&i| set_member(q, i))
+                .collect();
+            map.serialize_entry("prediction_set", &set)?;
+            map.serialize_entry("automate", &extra.automate)?;
         }
         map.end()
     }

