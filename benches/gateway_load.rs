@@ -31,19 +31,18 @@
 
 #[path = "../tests/common/fake_vllm.rs"]
 mod fake_vllm;
+#[path = "support/mod.rs"]
+mod support;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use fake_vllm::FakeVllm;
+use support::{drive, env_secs, fake_backend_flags, ms, serve_command, Phase, ServiceGuard};
 
-const MODEL: &str = "glm-5.3-flash";
 const ROUNDS: u32 = 6;
 const LEVELS: [usize; 2] = [1, 64];
 /// No single request may take longer than this.
@@ -53,93 +52,14 @@ fn bearer(n_keys: usize) -> String {
     format!("Bearer sk-gateway-bench-{:04}", n_keys.max(1))
 }
 
-fn env_secs(name: &str, default: f64) -> Duration {
-    let secs = std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .unwrap_or(default);
-    Duration::from_secs_f64(secs)
-}
-
-/// The child service; killed and reaped when dropped (also while unwinding a panic).
-struct ServiceGuard {
-    child: Child,
-}
-
-impl Drop for ServiceGuard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The bound address in a `listening` line (`… listening address=127.0.0.1:PORT`, or JSON).
-fn parse_listening(line: &str) -> Option<SocketAddr> {
-    if !line.contains("listening") {
-        return None;
-    }
-    line.split(|c: char| c.is_whitespace() || c == '"' || c == ',' || c == '=' || c == '}')
-        .find_map(|word| word.parse::<SocketAddr>().ok())
-}
-
 /// Starts the service against `backend_url` with `extra` flags; returns it and its address.
 fn start_service(backend_url: &str, extra: &[&str]) -> (ServiceGuard, SocketAddr) {
-    let child = Command::new(env!("CARGO_BIN_EXE_systemone"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--backend",
-            "vllm",
-            "--backend-url",
-            backend_url,
-            "--token-table",
-            "golden-fake",
-            "--model",
-            MODEL,
-        ])
+    let mut command = serve_command(&fake_backend_flags(backend_url));
+    command
         .args(extra)
         .env_remove("SYSTEMONE_API_KEYS")
-        .env_remove("SYSTEMONE_KEYS_FILE")
-        // `listening` is an info line of the binary; the per-request lines stay off.
-        .env(
-            "RUST_LOG",
-            "warn,systemone=info,systemone::api=warn,systemone::pipeline=warn",
-        )
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the systemone binary starts");
-    let mut guard = ServiceGuard { child };
-    let stderr = guard.child.stderr.take().expect("piped stderr");
-    let (tx, rx) = mpsc::channel();
-    // Reads the address, then keeps draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut tx = Some(tx);
-        let mut early = Vec::new();
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if let Some(sender) = &tx {
-                if let Some(addr) = parse_listening(&line) {
-                    let _ = sender.send(Ok(addr));
-                    tx = None;
-                } else {
-                    early.push(line);
-                }
-            }
-        }
-        if let Some(sender) = tx {
-            let _ = sender.send(Err(early.join("\n")));
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Ok(addr)) => (guard, addr),
-        Ok(Err(log)) => panic!("the service exited before listening; its stderr:\n{log}"),
-        Err(_) => panic!("the service did not log `listening` within 30 s"),
-    }
+        .env_remove("SYSTEMONE_KEYS_FILE");
+    support::start_service(command, |_, _| {})
 }
 
 /// Writes a keys file with `n` keys (`k0001` …), each with generous limits.
@@ -172,103 +92,9 @@ fn body() -> bytes::Bytes {
     bytes::Bytes::from(serde_json::to_vec(&body).expect("serialises"))
 }
 
-/// What one configuration measured at one concurrency.
-#[derive(Default)]
-struct Phase {
-    errors: usize,
-    elapsed: Duration,
-    latencies: Vec<Duration>,
-    first_error: Option<String>,
-}
-
-impl Phase {
-    fn merge(&mut self, other: Phase) {
-        self.errors += other.errors;
-        self.elapsed += other.elapsed;
-        self.latencies.extend(other.latencies);
-        self.latencies.sort_unstable();
-        if self.first_error.is_none() {
-            self.first_error = other.first_error;
-        }
-    }
-    fn rate(&self) -> f64 {
-        self.latencies.len() as f64 / self.elapsed.as_secs_f64()
-    }
-    fn percentile(&self, p: f64) -> f64 {
-        if self.latencies.is_empty() {
-            return f64::NAN;
-        }
-        let rank = ((p / 100.0) * self.latencies.len() as f64).ceil() as usize;
-        self.latencies[rank.clamp(1, self.latencies.len()) - 1].as_secs_f64() * 1e3
-    }
-}
-
-/// Sends `body` with `bearer` from `concurrency` loops for `duration` after `warmup`.
-async fn drive(
-    client: &reqwest::Client,
-    url: &str,
-    bearer: &str,
-    body: &bytes::Bytes,
-    concurrency: usize,
-    warmup: Duration,
-    duration: Duration,
-) -> Phase {
-    let measure_from = Instant::now() + warmup;
-    let stop_at = measure_from + duration;
-    let tasks: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let (client, url, bearer, body) = (
-                client.clone(),
-                url.to_string(),
-                bearer.to_string(),
-                body.clone(),
-            );
-            tokio::spawn(async move {
-                let mut phase = Phase::default();
-                while Instant::now() < stop_at {
-                    let sent = Instant::now();
-                    let result = async {
-                        let response = client
-                            .post(&url)
-                            .header("content-type", "application/json")
-                            .header("authorization", &bearer)
-                            .body(body.clone())
-                            .send()
-                            .await?;
-                        let status = response.status();
-                        let text = response.bytes().await?;
-                        Ok::<_, reqwest::Error>((status, text))
-                    }
-                    .await;
-                    let took = sent.elapsed();
-                    if sent < measure_from {
-                        continue;
-                    }
-                    match result {
-                        Ok((status, _)) if status.is_success() => phase.latencies.push(took),
-                        Ok((status, text)) => {
-                            phase.errors += 1;
-                            phase.first_error.get_or_insert_with(|| {
-                                format!("{status}: {}", String::from_utf8_lossy(&text))
-                            });
-                        }
-                        Err(e) => {
-                            phase.errors += 1;
-                            phase.first_error.get_or_insert_with(|| e.to_string());
-                        }
-                    }
-                }
-                phase
-            })
-        })
-        .collect();
-    let mut phase = Phase::default();
-    for task in tasks {
-        phase.merge(task.await.expect("load task"));
-    }
-    // Requests in flight at the stop time finish late; count the real span.
-    phase.elapsed = measure_from.elapsed();
-    phase
+/// Latency percentile `p` of `phase` in milliseconds (NaN when nothing succeeded).
+fn percentile_ms(phase: &Phase, p: f64) -> f64 {
+    phase.percentile(p).map_or(f64::NAN, ms)
 }
 
 fn main() {
@@ -276,12 +102,7 @@ fn main() {
     let warmup = env_secs("GATEWAY_LOAD_WARMUP_SECS", 0.25);
     let round = env_secs("GATEWAY_LOAD_SECS", 6.0) / ROUNDS;
 
-    let fake_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("fake-vllm")
-        .enable_all()
-        .build()
-        .expect("fake runtime");
+    let fake_rt = support::runtime("fake-vllm");
     let fake = fake_rt.block_on(FakeVllm::start());
     fake.set_keep_bodies(false);
 
@@ -312,32 +133,22 @@ fn main() {
         .map(|(_, _, flags)| start_service(&fake.base_url(), flags))
         .collect();
 
-    let client_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("load-client")
-        .enable_all()
-        .build()
-        .expect("client runtime");
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(128)
-        .tcp_nodelay(true)
-        .timeout(REQUEST_TIMEOUT)
-        .build()
-        .expect("client");
+    let client_rt = support::runtime("load-client");
+    let client = support::load_client(128, REQUEST_TIMEOUT);
     let body = body();
+    let post = |url: &str, bearer: String| {
+        client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("authorization", bearer)
+            .body(body.clone())
+    };
 
     // Sanity: each configuration answers 200, and the keyed ones refuse a wrong key.
     client_rt.block_on(async {
         for ((name, n, _), (_, addr)) in configs.iter().zip(&services) {
             let url = format!("http://{addr}/v1/systemone");
-            let send = |bearer: String| {
-                client
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .header("authorization", bearer)
-                    .body(body.clone())
-                    .send()
-            };
+            let send = |bearer: String| post(&url, bearer).send();
             let ok = send(bearer(*n)).await.expect("answers").status();
             assert_eq!(ok.as_u16(), 200, "{name}: the caller's key is answered");
             let wrong = send("Bearer sk-wrong".into())
@@ -369,15 +180,8 @@ fn main() {
                 let c = (k + r) % configs.len();
                 let n = configs[c].1;
                 let url = format!("http://{}/v1/systemone", services[c].1);
-                let phase = client_rt.block_on(drive(
-                    &client,
-                    &url,
-                    &bearer(n),
-                    &body,
-                    concurrency,
-                    warmup,
-                    round,
-                ));
+                let request = post(&url, bearer(n));
+                let phase = client_rt.block_on(drive(request, concurrency, warmup, round));
                 phases[c][l].merge(phase);
             }
         }
@@ -388,12 +192,7 @@ fn main() {
 
     for ((name, _, _), levels) in configs.iter().zip(&phases) {
         for (phase, concurrency) in levels.iter().zip(LEVELS) {
-            if let Some(e) = &phase.first_error {
-                eprintln!(
-                    "{name} c={concurrency}: {} errors; first: {e}",
-                    phase.errors
-                );
-            }
+            phase.report_errors(&format!("{name} c={concurrency}"));
         }
     }
 
@@ -415,22 +214,22 @@ fn main() {
             if std::ptr::eq(mine, base) {
                 "–".to_string()
             } else {
-                format!("{:+.3}", mine.percentile(p) - base.percentile(p))
+                format!("{:+.3}", percentile_ms(mine, p) - percentile_ms(base, p))
             }
         };
         println!(
             "| {name} | {:.0} | {:.1}% | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {} | {} |",
             c64.rate(),
             (c64.rate() / open[1].rate() - 1.0) * 100.0,
-            c1.percentile(50.0),
-            c1.percentile(99.0),
-            c64.percentile(50.0),
-            c64.percentile(99.0),
+            percentile_ms(c1, 50.0),
+            percentile_ms(c1, 99.0),
+            percentile_ms(c64, 50.0),
+            percentile_ms(c64, 99.0),
             added(c1, &open[0], 50.0),
             added(c1, &open[0], 99.0),
             added(c64, &open[1], 50.0),
             added(c64, &open[1], 99.0),
-            c1.latencies.len() + c64.latencies.len(),
+            c1.requests() + c64.requests(),
             c1.errors + c64.errors,
         );
     }
@@ -440,7 +239,7 @@ fn main() {
          and constant-time scan, the per-key request/question rate limits and daily cap. The \
          request metrics run in every configuration. The fake, the client and the four \
          services share this machine's {} CPUs; the whole run took {:.0} s.",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        support::cpus(),
         took.as_secs_f64()
     );
 

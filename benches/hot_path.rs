@@ -11,63 +11,43 @@
 //!
 //! `cargo bench --bench hot_path`
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::{Backend, ReadRequest};
-use systemone::config::Layout;
 use systemone::decode::{decode, OrderRead};
-use systemone::lower::lower_choice;
 use systemone::models::Model;
 use systemone::prompt::plan;
 use systemone::tokens::TokenTable;
-use systemone::validate::{History, ValidRequest};
+use systemone::validate::ValidRequest;
+
+use support::{label_ids, one_question, route_criteria, route_question, ticket_state};
 
 const MODEL: &str = "glm-5.3-flash";
 
-/// A state of about 1,000 characters: a support ticket with some structure.
-fn state() -> Value {
-    json!({
-        "ticket": {
-            "id": "T-2024-118734",
-            "channel": "email",
-            "customer": {"name": "Dana Whitfield", "plan": "business", "tenure_months": 27},
-            "subject": "Invoice charged twice after upgrading our workspace",
-            "body": "Hello, last Tuesday we upgraded our workspace from the team plan to the \
-                     business plan. Since then our card was charged twice for the same month: \
-                     once for the old plan and once for the new one, and the invoice page shows \
-                     both as paid. Our finance team needs a corrected invoice before the end of \
-                     the quarter, and we would like the duplicate charge refunded to the original \
-                     card. We also noticed that two of our guests lost access to shared folders \
-                     right after the upgrade, which may or may not be related. Could you look \
-                     into both? Thanks, Dana.",
-        },
-        "history": [
-            {"at": "2024-05-02T09:14:00Z", "event": "plan_upgraded", "from": "team", "to": "business"},
-            {"at": "2024-05-02T09:15:12Z", "event": "payment_captured", "amount": "480.00"},
-            {"at": "2024-05-02T09:15:40Z", "event": "payment_captured", "amount": "720.00"}
-        ],
-        "locale": "en-GB"
-    })
-}
-
-fn model() -> Arc<Model> {
-    // The backend is never called: the URL points at the discard port.
-    let backend = VllmBackend::new(
+/// The vLLM dialect; never called: the URL points at the discard port.
+fn backend() -> VllmBackend {
+    VllmBackend::new(
         reqwest::Client::new(),
         "http://127.0.0.1:9/v1",
         MODEL.into(),
         None,
         128,
-    );
+    )
+}
+
+fn model() -> Arc<Model> {
     Arc::new(Model::new(
         MODEL,
-        Arc::new(backend),
+        Arc::new(backend()),
         TokenTable::load("golden-fake").expect("golden-fake table"),
     ))
 }
@@ -75,21 +55,7 @@ fn model() -> Arc<Model> {
 /// A one-question request whose choice has `n` options.
 fn request(model: &Arc<Model>, n: usize) -> ValidRequest {
     let criteria = if n == 4 {
-        vec![
-            (
-                "billing".to_string(),
-                json!("Charges, invoices, refunds, payment methods"),
-            ),
-            (
-                "access".to_string(),
-                json!("Logins, permissions, shared folders, guests"),
-            ),
-            (
-                "bug".to_string(),
-                json!("Something in the product does not work as documented"),
-            ),
-            ("other".to_string(), Value::Null),
-        ]
+        route_criteria()
     } else {
         (0..n)
             .map(|i| {
@@ -102,22 +68,7 @@ fn request(model: &Arc<Model>, n: usize) -> ValidRequest {
             })
             .collect()
     };
-    let question = lower_choice(
-        "route".into(),
-        json!("Which queue should this ticket go to?"),
-        criteria,
-    );
-    ValidRequest::reference(
-        model.clone(),
-        &state(),
-        vec![question],
-        None,
-        Layout::Accuracy,
-        1,
-        vec![],
-        History::None,
-    )
-    .expect("valid reference request")
+    one_question(model, &ticket_state(), route_question(criteria))
 }
 
 /// Everything the pipeline renders for one request: the plan and every upstream body.
@@ -164,13 +115,7 @@ fn logprobs(n: usize) -> Vec<OrderRead> {
 fn hot_path(c: &mut Criterion) {
     let model = model();
     // The same backend type the model holds; `body` needs the concrete type.
-    let backend = VllmBackend::new(
-        reqwest::Client::new(),
-        "http://127.0.0.1:9/v1",
-        MODEL.into(),
-        None,
-        128,
-    );
+    let backend = backend();
     let mut group = c.benchmark_group("hot_path");
     group.throughput(Throughput::Elements(1));
     for n in [4usize, 150] {
@@ -181,7 +126,7 @@ fn hot_path(c: &mut Criterion) {
                 req.state_json().chars().count()
             );
         }
-        let ids: Vec<u32> = model.table.labels[..n].iter().map(|l| l.id).collect();
+        let ids = label_ids(&model, n);
         let prefix = model.table.prefix.clone();
         let reads = logprobs(n);
         let t = model.calibration.temperature(n);

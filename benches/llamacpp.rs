@@ -47,23 +47,26 @@
 //!
 //! `SYSTEMONE_LLAMA_URL=http://127.0.0.1:PORT/v1 cargo bench --bench llamacpp`
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
+use support::{label_ids, mark, nearest_rank, one_question, serve_command, ServiceGuard};
+
 use systemone::backend::llamacpp::LlamaCppBackend;
 use systemone::backend::ReadRequest;
-use systemone::config::Layout;
 use systemone::lower::lower_choice;
 use systemone::models::Model;
 use systemone::prompt::plan;
 use systemone::tokens::TokenTable;
-use systemone::validate::{History, ValidRequest};
 
 const MODEL: &str = "gemma-3-270m";
 const TOKEN_TABLE: &str = "gemma-3";
@@ -196,12 +199,8 @@ fn env_f64(name: &str, default: f64) -> f64 {
 /// Nearest-rank percentile of unsorted values (NaN when empty).
 fn percentile(values: &[f64], p: f64) -> f64 {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
     v.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    v[rank.clamp(1, v.len()) - 1]
+    nearest_rank(&v, p).unwrap_or(f64::NAN)
 }
 
 fn median_u64(values: &[u64]) -> f64 {
@@ -296,19 +295,9 @@ impl DirectBodies {
 
     fn body(&self, state: &str) -> Vec<u8> {
         let question = lower_choice(QUESTIONS[0].0.into(), json!(QUESTIONS[0].1), criteria(0));
-        let req = ValidRequest::reference(
-            self.model.clone(),
-            &Value::String(state.to_string()),
-            vec![question],
-            None,
-            Layout::Accuracy,
-            1,
-            vec![],
-            History::None,
-        )
-        .expect("a valid request");
+        let req = one_question(&self.model, &Value::String(state.to_string()), question);
         let asks = plan(&req).expect("renders");
-        let ids: Vec<u32> = self.model.table.labels[..4].iter().map(|l| l.id).collect();
+        let ids = label_ids(&self.model, 4);
         let read = ReadRequest {
             content: &asks[0][0].content,
             prefix: &self.model.table.prefix,
@@ -323,125 +312,47 @@ impl DirectBodies {
 // The service child (the approach of benches/load.rs)
 // ---------------------------------------------------------------------------------------
 
-/// The child service; killed and reaped when dropped (also while unwinding a panic).
-struct ServiceGuard {
-    child: Child,
-}
-
-impl Drop for ServiceGuard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Removes ANSI escape sequences (in case the child logs in colour).
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            if chars.peek() == Some(&'[') {
-                chars.next();
-                for d in chars.by_ref() {
-                    if d.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            }
-            continue;
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// The bound address in a `listening` line (`… listening address=127.0.0.1:PORT`, or JSON).
-fn parse_listening(line: &str) -> Option<SocketAddr> {
-    let line = strip_ansi(line);
-    if !line.contains("listening") {
-        return None;
-    }
-    line.split(|c: char| c.is_whitespace() || c == '"' || c == ',' || c == '=' || c == '}')
-        .find_map(|word| word.parse::<SocketAddr>().ok())
-}
-
 /// Lines of the service's stderr kept to explain an exit.
 const LOG_TAIL: usize = 20;
 
 /// Starts `systemone serve` against the llama-server at `backend_url`; returns the guard,
 /// its address and the last lines it wrote to stderr.
 fn start_service(backend_url: &str) -> (ServiceGuard, SocketAddr, Arc<Mutex<VecDeque<String>>>) {
-    let rust_log = std::env::var("BENCH_SERVICE_RUST_LOG").unwrap_or_else(|_| {
-        "warn,systemone=info,systemone::api=warn,systemone::pipeline=warn".to_string()
-    });
-    let child = Command::new(env!("CARGO_BIN_EXE_systemone"))
-        .args([
-            "serve",
-            "--backend",
-            "llamacpp",
-            "--backend-url",
-            backend_url,
-            "--model",
-            MODEL,
-            "--token-table",
-            TOKEN_TABLE,
-            "--listen",
-            "127.0.0.1:0",
-            // Generous bounds, so a machine busy with other work slows calls down instead
-            // of failing them (the default 30 s per read counts the wait in llama-server's
-            // queue: 5 reads share its one slot). They change nothing else.
-            "--read-timeout-secs",
-            "120",
-            "--request-timeout-secs",
-            "300",
-        ])
-        .env("RUST_LOG", rust_log)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the systemone binary starts");
-    let mut guard = ServiceGuard { child };
-    let stderr = guard.child.stderr.take().expect("piped stderr");
-    let (tx, rx) = mpsc::channel();
+    let mut command = serve_command(&[
+        "--backend",
+        "llamacpp",
+        "--backend-url",
+        backend_url,
+        "--model",
+        MODEL,
+        "--token-table",
+        TOKEN_TABLE,
+        // Generous bounds, so a machine busy with other work slows calls down instead
+        // of failing them (the default 30 s per read counts the wait in llama-server's
+        // queue: 5 reads share its one slot). They change nothing else.
+        "--read-timeout-secs",
+        "120",
+        "--request-timeout-secs",
+        "300",
+    ]);
+    if let Ok(rust_log) = std::env::var("BENCH_SERVICE_RUST_LOG") {
+        command.env("RUST_LOG", rust_log);
+    }
     let tail = Arc::new(Mutex::new(VecDeque::with_capacity(LOG_TAIL)));
     let keep = tail.clone();
-    // Reads the address, then keeps draining stderr (echoing warnings and panics, keeping
-    // the last lines) so the child never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut tx = Some(tx);
-        let mut early = Vec::new();
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            let line = strip_ansi(&line);
-            if let Ok(mut tail) = keep.lock() {
-                if tail.len() == LOG_TAIL {
-                    tail.pop_front();
-                }
-                tail.push_back(line.clone());
+    // Keeps the last lines, and echoes warnings and panics once the service listens.
+    let (guard, addr) = support::start_service(command, move |line, listening| {
+        if let Ok(mut tail) = keep.lock() {
+            if tail.len() == LOG_TAIL {
+                tail.pop_front();
             }
-            if let Some(sender) = &tx {
-                if let Some(addr) = parse_listening(&line) {
-                    let _ = sender.send(Ok(addr));
-                    tx = None;
-                } else {
-                    early.push(line);
-                }
-            } else if !line.contains(" INFO ") {
-                eprintln!("service: {line}");
-            }
+            tail.push_back(line.to_string());
         }
-        if let Some(sender) = tx {
-            let _ = sender.send(Err(early.join("\n")));
+        if listening && !line.contains(" INFO ") {
+            eprintln!("service: {line}");
         }
     });
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Ok(addr)) => (guard, addr, tail),
-        Ok(Err(log)) => panic!("the service exited before listening; its stderr:\n{log}"),
-        Err(_) => panic!("the service did not log `listening` within 30 s"),
-    }
+    (guard, addr, tail)
 }
 
 /// Most times the service is started again after it exited on its own.
@@ -604,6 +515,38 @@ fn report_error(what: &str, call: &Call) {
 
 fn ok_ms(calls: &[Call]) -> Vec<f64> {
     calls.iter().filter(|c| c.ok).map(|c| c.ms).collect()
+}
+
+/// One 1-question request both ways: `direct` straight to llama-server at `chat_url` and
+/// `through` the service, direct first when `i` is even. Failures are reported under
+/// `labels` (direct, service); a service that died meanwhile is started again.
+fn pair(
+    rt: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    chat_url: &str,
+    service: &mut Service,
+    (direct, through): (&[u8], &[u8]),
+    i: usize,
+    labels: [&str; 2],
+) -> (Call, Call) {
+    let service_url = service.url.clone();
+    let (d, s) = rt.block_on(async {
+        if i % 2 == 0 {
+            let d = post(client, chat_url, direct, SHORT_TIMEOUT).await;
+            let s = post(client, &service_url, through, SHORT_TIMEOUT).await;
+            (d, s)
+        } else {
+            let s = post(client, &service_url, through, SHORT_TIMEOUT).await;
+            let d = post(client, chat_url, direct, SHORT_TIMEOUT).await;
+            (d, s)
+        }
+    });
+    report_error(labels[0], &d);
+    report_error(labels[1], &s);
+    if !s.ok {
+        service.revive_if_dead();
+    }
+    (d, s)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -869,23 +812,9 @@ fn main() {
         let d_body = direct.body(&shared);
         let s_body = service_body(&shared, 1, None);
         for i in 0..cached_iters {
-            let service_url = service.url.clone();
-            let (d, s) = rt.block_on(async {
-                if i % 2 == 0 {
-                    let d = post(&client, &chat_url, &d_body, SHORT_TIMEOUT).await;
-                    let s = post(&client, &service_url, &s_body, SHORT_TIMEOUT).await;
-                    (d, s)
-                } else {
-                    let s = post(&client, &service_url, &s_body, SHORT_TIMEOUT).await;
-                    let d = post(&client, &chat_url, &d_body, SHORT_TIMEOUT).await;
-                    (d, s)
-                }
-            });
-            report_error("cached direct", &d);
-            report_error("cached service", &s);
-            if !s.ok {
-                service.revive_if_dead();
-            }
+            let bodies = (&d_body[..], &s_body[..]);
+            let labels = ["cached direct", "cached service"];
+            let (d, s) = pair(&rt, &client, &chat_url, &mut service, bodies, i, labels);
             cached_direct.push(d);
             cached_service.push(s);
         }
@@ -909,23 +838,9 @@ fn main() {
         }
         let d_body = direct.body(&states.fresh());
         let s_body = service_body(&states.fresh(), 1, None);
-        let service_url = service.url.clone();
-        let (d, s) = rt.block_on(async {
-            if i % 2 == 0 {
-                let d = post(&client, &chat_url, &d_body, SHORT_TIMEOUT).await;
-                let s = post(&client, &service_url, &s_body, SHORT_TIMEOUT).await;
-                (d, s)
-            } else {
-                let s = post(&client, &service_url, &s_body, SHORT_TIMEOUT).await;
-                let d = post(&client, &chat_url, &d_body, SHORT_TIMEOUT).await;
-                (d, s)
-            }
-        });
-        report_error("direct", &d);
-        report_error("service", &s);
-        if !s.ok {
-            service.revive_if_dead();
-        }
+        let bodies = (&d_body[..], &s_body[..]);
+        let labels = ["direct", "service"];
+        let (d, s) = pair(&rt, &client, &chat_url, &mut service, bodies, i, labels);
         eprintln!(
             "overhead {}/{overhead_iters}: direct {:.0} ms ({} evaluated), service {:.0} ms ({} evaluated, {} upstream)",
             i + 1,
@@ -1044,7 +959,6 @@ fn main() {
     let (a50, c50) = (percentile(&a_ms, 50.0), percentile(&c_ms, 50.0));
     let (a_eval, c_eval) = (evaluated(&accuracy_calls), evaluated(&cost_calls));
 
-    let mark = |ok: bool| if ok { "ok" } else { "MISS" };
     println!();
     println!(
         "### systemone on llama.cpp (Gemma 3 270M, {llama_url}): state = plain-text email of {state_chars} characters, {state_tokens_text} Gemma tokens"

@@ -12,83 +12,26 @@
 //!
 //! `cargo bench --bench tokenizer`
 
+#[path = "../tests/common/real_tokenizers.rs"]
+mod real_tokenizers;
+
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use serde_json::Value;
 
-use systemone::json::to_python;
+use real_tokenizers::{render_state, state_of_exactly, tokenizer_path};
 use systemone::tokens::build::LoadedTokenizer;
 
 /// The contract's default state limit.
 const STATE_TOKENS: usize = 32_768;
-
-fn tokenizer_path(name: &str) -> PathBuf {
-    let dir = std::env::var("SYSTEMONE_TOKENIZERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/systemone/tokenizers")
-        });
-    let path = dir.join(name).join("tokenizer.json");
-    assert!(
-        path.is_file(),
-        "{} is missing: run scripts/fetch-tokenizers.sh",
-        path.display()
-    );
-    path
-}
-
-/// The JSON rendering of a string state, as the prompt embeds it (quotes included).
-fn render(state: &str) -> String {
-    to_python(&Value::String(state.to_string())).expect("a string renders")
-}
-
-fn tokens(tk: &LoadedTokenizer, state: &str) -> usize {
-    tk.count(&render(state)).expect("counts")
-}
-
-/// A string state whose rendering is exactly `target` tokens: a sentence repeated as often
-/// as fits, then padded with short pieces.
-fn state_of_exactly(tk: &LoadedTokenizer, target: usize) -> String {
-    const SENTENCE: &str =
-        "The customer says the invoice for March is wrong and asks for a refund. ";
-    const PIECES: [&str; 8] = [" a", ".", " I", " x", "!", ",", " the", "?"];
-    let text = |k: usize| SENTENCE.repeat(k).trim_end().to_string();
-    let (mut lo, mut hi) = (1usize, target);
-    while lo < hi {
-        let mid = (lo + hi).div_ceil(2);
-        if tokens(tk, &text(mid)) <= target {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    let mut state = text(lo);
-    loop {
-        let count = tokens(tk, &state);
-        if count == target {
-            return state;
-        }
-        let piece = PIECES
-            .iter()
-            .find(|p| {
-                let grown = tokens(tk, &format!("{state}{p}"));
-                grown > count && grown <= target
-            })
-            .expect("some piece grows the state towards the target");
-        state.push_str(piece);
-    }
-}
 
 fn tokenizer(c: &mut Criterion) {
     let path = tokenizer_path("gemma3");
     let file_bytes = std::fs::metadata(&path).expect("metadata").len();
     let tk = LoadedTokenizer::from_file(&path).expect("loads");
     let state = state_of_exactly(&tk, STATE_TOKENS);
-    let rendered = render(&state);
+    let rendered = render_state(&state);
     let counted = tk.count(&rendered).expect("counts");
     assert_eq!(counted, STATE_TOKENS);
     println!(

@@ -8,11 +8,10 @@ mod common;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use common::fake_vllm::{render_toy_prompt, toy_logprobs, FakeVllm, Fault};
-use common::Service;
+use common::{ask, assert_error, criteria, get, ids_of, Reply, Service};
 use systemone::calibrate::DEFAULT_FORMULA;
 
 /// The key this service sends to its backend; it must never reach a caller.
@@ -20,69 +19,11 @@ const CANARY_KEY: &str = "sk-canary-key";
 /// The public model name the test configuration serves.
 const MODEL: &str = "glm-5.3-flash";
 
-/// One response, read whole.
-struct Reply {
-    status: u16,
-    headers: HeaderMap,
-    text: String,
-    body: Value,
-}
-
-impl Reply {
-    async fn read(response: reqwest::Response) -> Self {
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let text = response.text().await.expect("body reads");
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply {
-            status,
-            headers,
-            text,
-            body,
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .get(name)
-            .map(|v| v.to_str().expect("ascii header"))
-    }
-
-    fn retry_after(&self) -> Option<u64> {
-        self.header("retry-after")
-            .map(|v| v.parse().expect("Retry-After is whole seconds"))
-    }
-}
-
 /// A fake plus a service in front of it, configured with the canary key and `extra` flags.
 async fn setup(extra: &[&str]) -> (FakeVllm, Service) {
-    let fake = FakeVllm::start().await;
     let mut flags = vec!["--backend-api-key", CANARY_KEY];
     flags.extend_from_slice(extra);
-    let service = common::start(common::config(&fake.base_url(), &flags)).await;
-    (fake, service)
-}
-
-async fn ask(service: &Service, body: &Value) -> Reply {
-    Reply::read(service.ask(body).await).await
-}
-
-async fn get(service: &Service, path: &str) -> Reply {
-    let response = service
-        .client
-        .get(service.url(path))
-        .send()
-        .await
-        .expect("service answers");
-    Reply::read(response).await
-}
-
-/// `criteria` with `n` labels `opt_0` … `opt_{n-1}`.
-fn criteria(n: usize) -> Value {
-    let map: Map<String, Value> = (0..n)
-        .map(|i| (format!("opt_{i}"), json!(format!("option number {i}"))))
-        .collect();
-    Value::Object(map)
+    common::setup(&flags).await
 }
 
 /// A request with one choice question of `n` options.
@@ -104,26 +45,6 @@ fn several_choices(k: usize) -> Value {
         })
         .collect();
     json!({"state": {"ticket": 42, "text": "refund please"}, "questions": questions})
-}
-
-/// Asserts the contract's error shape: status, header code, body code and type.
-fn assert_error(reply: &Reply, status: u16, code: &str, kind: &str) {
-    assert_eq!(reply.status, status, "status; body {}", reply.text);
-    assert_eq!(
-        reply.header("x-systemone-error-code"),
-        Some(code),
-        "header code; body {}",
-        reply.text
-    );
-    assert_eq!(reply.body["error"]["code"], json!(code), "{}", reply.text);
-    assert_eq!(reply.body["error"]["type"], json!(kind), "{}", reply.text);
-    let message = reply.body["error"]["message"].as_str().expect("message");
-    assert!(!message.is_empty(), "{}", reply.text);
-    assert!(
-        reply.body.get("answers").is_none(),
-        "an error carries no answers: {}",
-        reply.text
-    );
 }
 
 /// Asserts that nothing of the backend (its error text, URL, port) and not the key this
@@ -199,14 +120,6 @@ async fn under_fault(fault: Fault) -> Reply {
     reply
 }
 
-fn ids_of(v: &Value) -> Vec<u64> {
-    v.as_array()
-        .expect("id array")
-        .iter()
-        .map(|x| x.as_u64().expect("id"))
-        .collect()
-}
-
 fn softmax(lps: &[f64]) -> Vec<f64> {
     let max = lps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let w: Vec<f64> = lps.iter().map(|l| (l - max).exp()).collect();
@@ -268,45 +181,46 @@ fn confidence_of(p: &[f64]) -> f64 {
 // 1 + 2. Fault mapping, with no leak of backend text, URL or key.
 // ---------------------------------------------------------------------------------------
 
-/// A backend 429 with `Retry-After: 7` is a 429 `system_one_upstream_rate_limited` with
-/// `Retry-After: 7`, and nothing of the backend leaks.
-#[tokio::test]
-async fn backend_429_passes_its_retry_after() {
-    let reply = under_fault(Fault::RateLimited(Some("7".into()))).await;
+/// A backend 429 with `retry_after` as its `Retry-After`: the contract's 429
+/// `system_one_upstream_rate_limited`, and nothing of the backend leaks.
+async fn backend_429(retry_after: Option<&str>) -> Reply {
+    let reply = under_fault(Fault::RateLimited(retry_after.map(str::to_string))).await;
     assert_error(
         &reply,
         429,
         "system_one_upstream_rate_limited",
         "rate_limited",
     );
+    reply
+}
+
+/// Asserts a `Retry-After` of 1..=60 seconds (what the caller gets when the backend gave
+/// none).
+fn assert_retry_after_1_to_60(reply: &Reply) {
+    let secs = reply.retry_after().expect("Retry-After present");
+    assert!((1..=60).contains(&secs), "Retry-After {secs}");
+}
+
+/// A backend 429 with `Retry-After: 7` is a 429 `system_one_upstream_rate_limited` with
+/// `Retry-After: 7`, and nothing of the backend leaks.
+#[tokio::test]
+async fn backend_429_passes_its_retry_after() {
+    let reply = backend_429(Some("7")).await;
     assert_eq!(reply.retry_after(), Some(7));
 }
 
 /// A backend 429 with `Retry-After: 3600` is passed on capped at 60 seconds.
 #[tokio::test]
 async fn backend_429_retry_after_is_capped_at_60() {
-    let reply = under_fault(Fault::RateLimited(Some("3600".into()))).await;
-    assert_error(
-        &reply,
-        429,
-        "system_one_upstream_rate_limited",
-        "rate_limited",
-    );
+    let reply = backend_429(Some("3600")).await;
     assert_eq!(reply.retry_after(), Some(60));
 }
 
 /// A backend 429 without `Retry-After` still gives the caller a `Retry-After` of 1..=60.
 #[tokio::test]
 async fn backend_429_without_retry_after_still_sets_one() {
-    let reply = under_fault(Fault::RateLimited(None)).await;
-    assert_error(
-        &reply,
-        429,
-        "system_one_upstream_rate_limited",
-        "rate_limited",
-    );
-    let secs = reply.retry_after().expect("Retry-After present");
-    assert!((1..=60).contains(&secs), "Retry-After {secs}");
+    let reply = backend_429(None).await;
+    assert_retry_after_1_to_60(&reply);
 }
 
 /// A backend 503 is a 503 `system_one_upstream_overloaded` with the backend's
@@ -319,8 +233,7 @@ async fn backend_503_is_overloaded_with_retry_after() {
 
     let reply = under_fault(Fault::Unavailable(None)).await;
     assert_error(&reply, 503, "system_one_upstream_overloaded", "unavailable");
-    let secs = reply.retry_after().expect("Retry-After present");
-    assert!((1..=60).contains(&secs), "Retry-After {secs}");
+    assert_retry_after_1_to_60(&reply);
 }
 
 /// A backend 500 (whose text names the backend host and a key) is a 502
@@ -379,8 +292,7 @@ async fn unreachable_backend_is_503_unavailable() {
         "system_one_upstream_unavailable",
         "unavailable",
     );
-    let secs = reply.retry_after().expect("Retry-After present");
-    assert!((1..=60).contains(&secs), "Retry-After {secs}");
+    assert_retry_after_1_to_60(&reply);
     assert_no_leak(&reply, &url);
     assert_request_id(&reply);
 }

@@ -19,12 +19,10 @@ mod common;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use common::fake_vllm::FakeVllm;
-use common::Service;
+use common::{ask_as, get_as, sha256_hex, Reply, Service};
 use systemone::config::ServeConfig;
 
 /// A key configured by its sha256 in the keys file.
@@ -45,70 +43,34 @@ fn config(backend_url: &str, extra: &[&str]) -> ServeConfig {
     common::config(backend_url, extra)
 }
 
-fn sha256_hex(key: &str) -> String {
-    Sha256::digest(key.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// Writes a keys file into a fresh temp dir and returns its path.
 fn keys_file(text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "systemone-gateway-auth-{}-{}",
-        std::process::id(),
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::create_dir_all(&dir).expect("tmp dir");
-    let path = dir.join("keys.toml");
-    std::fs::write(&path, text).expect("write keys");
-    path
+    common::temp_file("keys.toml", text)
 }
 
-/// One response, read whole.
-struct Reply {
-    status: u16,
-    headers: HeaderMap,
-    text: String,
-    body: Value,
+/// A fake plus a service in front of it whose keys file holds `keys` (TOML).
+async fn keyed_service(keys: &str) -> (FakeVllm, Service) {
+    let path = keys_file(keys);
+    let fake = FakeVllm::start().await;
+    let service = common::start(config(
+        &fake.base_url(),
+        &["--keys-file", path.to_str().expect("utf-8")],
+    ))
+    .await;
+    (fake, service)
 }
 
 impl Reply {
-    async fn read(response: reqwest::Response) -> Self {
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let text = response.text().await.expect("body reads");
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply {
-            status,
-            headers,
-            text,
-            body,
-        }
-    }
-
-    fn retry_after(&self) -> u64 {
-        self.headers
-            .get("retry-after")
-            .expect("Retry-After")
-            .to_str()
-            .expect("ascii")
-            .parse()
-            .expect("whole seconds")
-    }
-
-    fn assert_error(&self, status: u16, code: &str, kind: &str) {
-        assert_eq!(self.status, status, "{}", self.text);
+    /// Asserts a refusal: status, code in the header and the body, type; and that no
+    /// configured key (nor the wrong one tried) appears in its headers or body.
+    fn assert_refused(&self, status: u16, code: &str, kind: &str) {
+        self.assert_code(status, code, kind);
         assert_eq!(
-            self.headers
-                .get("x-systemone-error-code")
-                .and_then(|v| v.to_str().ok()),
+            self.header("x-systemone-error-code"),
             Some(code),
             "{}",
             self.text
         );
-        assert_eq!(self.body["error"]["code"], json!(code), "{}", self.text);
-        assert_eq!(self.body["error"]["type"], json!(kind), "{}", self.text);
         let everything = format!("{:?} {}", self.headers, self.text);
         for key in [FILE_KEY, ENV_NAMED_KEY, LIST_KEY, "sk-wrong"] {
             assert!(!everything.contains(key), "{key} leaked: {everything}");
@@ -130,26 +92,6 @@ fn questions(k: usize) -> Value {
     json!({"state": "A customer writes: my invoice is wrong.", "questions": qs})
 }
 
-async fn ask(service: &Service, bearer: Option<&str>, body: &Value) -> Reply {
-    let mut request = service
-        .client
-        .post(service.url("/v1/systemone"))
-        .header("content-type", "application/json")
-        .body(body.to_string());
-    if let Some(key) = bearer {
-        request = request.bearer_auth(key);
-    }
-    Reply::read(request.send().await.expect("service answers")).await
-}
-
-async fn get(service: &Service, path: &str, bearer: Option<&str>) -> Reply {
-    let mut request = service.client.get(service.url(path));
-    if let Some(key) = bearer {
-        request = request.bearer_auth(key);
-    }
-    Reply::read(request.send().await.expect("service answers")).await
-}
-
 /// With no key configured, no `Authorization` header and any bearer are answered, and the
 /// caller is counted as `anonymous`.
 #[tokio::test]
@@ -158,7 +100,7 @@ async fn an_open_service_accepts_any_bearer_or_none() {
     let service = common::start(config(&fake.base_url(), &[])).await;
     assert!(service.state.keys.is_open());
     for bearer in [None, Some("anything"), Some("sk-wrong"), Some("")] {
-        let reply = ask(&service, bearer, &questions(1)).await;
+        let reply = ask_as(&service, bearer, &questions(1)).await;
         assert_eq!(reply.status, 200, "{bearer:?}: {}", reply.text);
     }
     let plain = service
@@ -171,8 +113,8 @@ async fn an_open_service_accepts_any_bearer_or_none() {
         .await
         .expect("answers");
     assert_eq!(plain.status(), 200);
-    assert_eq!(get(&service, "/v1/models", None).await.status, 200);
-    let metrics = get(&service, "/metrics", None).await.text;
+    assert_eq!(get_as(&service, "/v1/models", None).await.status, 200);
+    let metrics = get_as(&service, "/metrics", None).await.text;
     assert!(
         metrics.contains("systemone_key_requests_total{key=\"anonymous\"} 6"),
         "{metrics}"
@@ -211,9 +153,11 @@ async fn keys_from_the_file_and_the_env_are_required_and_checked() {
     let service = common::start(config).await;
     assert_eq!(service.state.keys.len(), 4);
 
-    ask(&service, None, &questions(1))
-        .await
-        .assert_error(403, "system_one_missing_key", "auth");
+    ask_as(&service, None, &questions(1)).await.assert_refused(
+        403,
+        "system_one_missing_key",
+        "auth",
+    );
     let basic = service
         .client
         .post(service.url("/v1/systemone"))
@@ -225,31 +169,33 @@ async fn keys_from_the_file_and_the_env_are_required_and_checked() {
         .expect("answers");
     Reply::read(basic)
         .await
-        .assert_error(403, "system_one_missing_key", "auth");
-    ask(&service, Some("sk-wrong"), &questions(1))
+        .assert_refused(403, "system_one_missing_key", "auth");
+    ask_as(&service, Some("sk-wrong"), &questions(1))
         .await
-        .assert_error(401, "system_one_invalid_key", "auth");
-    ask(&service, Some(&format!("{FILE_KEY}x")), &questions(1))
+        .assert_refused(401, "system_one_invalid_key", "auth");
+    ask_as(&service, Some(&format!("{FILE_KEY}x")), &questions(1))
         .await
-        .assert_error(401, "system_one_invalid_key", "auth");
+        .assert_refused(401, "system_one_invalid_key", "auth");
     assert_eq!(fake.chat_requests(), 0, "refused requests reach no backend");
 
     for key in [FILE_KEY, ENV_NAMED_KEY, LIST_KEY, "sk-second-list-key"] {
-        let reply = ask(&service, Some(key), &questions(1)).await;
+        let reply = ask_as(&service, Some(key), &questions(1)).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
     }
-    get(&service, "/v1/models", None)
+    get_as(&service, "/v1/models", None).await.assert_refused(
+        403,
+        "system_one_missing_key",
+        "auth",
+    );
+    get_as(&service, "/v1/models", Some("sk-wrong"))
         .await
-        .assert_error(403, "system_one_missing_key", "auth");
-    get(&service, "/v1/models", Some("sk-wrong"))
-        .await
-        .assert_error(401, "system_one_invalid_key", "auth");
+        .assert_refused(401, "system_one_invalid_key", "auth");
     assert_eq!(
-        get(&service, "/v1/models", Some(FILE_KEY)).await.status,
+        get_as(&service, "/v1/models", Some(FILE_KEY)).await.status,
         200
     );
-    assert_eq!(get(&service, "/healthz", None).await.status, 200);
-    let metrics = get(&service, "/metrics", None).await;
+    assert_eq!(get_as(&service, "/healthz", None).await.status, 200);
+    let metrics = get_as(&service, "/metrics", None).await;
     assert_eq!(metrics.status, 200);
     for line in [
         "systemone_key_requests_total{key=\"hashed\"} 2",
@@ -272,25 +218,20 @@ async fn keys_from_the_file_and_the_env_are_required_and_checked() {
 /// Another key is not affected. `/metrics` counts the rejection by key name and kind.
 #[tokio::test(start_paused = true)]
 async fn requests_per_minute_are_limited_per_key() {
-    let path = keys_file(&format!(
+    let (fake, service) = keyed_service(&format!(
         "[[key]]\nname = \"limited\"\nsha256 = \"{}\"\nrequests_per_minute = 2\n\n[[key]]\nname = \"free\"\nsha256 = \"{}\"\n",
         sha256_hex(FILE_KEY),
         sha256_hex(LIST_KEY)
-    ));
-    let fake = FakeVllm::start().await;
-    let service = common::start(config(
-        &fake.base_url(),
-        &["--keys-file", path.to_str().expect("utf-8")],
     ))
     .await;
     for _ in 0..2 {
-        let reply = ask(&service, Some(FILE_KEY), &questions(1)).await;
+        let reply = ask_as(&service, Some(FILE_KEY), &questions(1)).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
     }
     let sent = fake.chat_requests();
-    let refused = ask(&service, Some(FILE_KEY), &questions(1)).await;
-    refused.assert_error(429, "system_one_rate_limited", "rate_limited");
-    let retry = refused.retry_after();
+    let refused = ask_as(&service, Some(FILE_KEY), &questions(1)).await;
+    refused.assert_refused(429, "system_one_rate_limited", "rate_limited");
+    let retry = refused.retry_secs();
     assert!((1..=30).contains(&retry), "Retry-After {retry}");
     assert_eq!(
         fake.chat_requests(),
@@ -298,24 +239,24 @@ async fn requests_per_minute_are_limited_per_key() {
         "a refused request reaches no backend"
     );
     // A wrong key is refused as such, not as rate limited, and other keys are unaffected.
-    ask(&service, Some("sk-wrong"), &questions(1))
+    ask_as(&service, Some("sk-wrong"), &questions(1))
         .await
-        .assert_error(401, "system_one_invalid_key", "auth");
+        .assert_refused(401, "system_one_invalid_key", "auth");
     for _ in 0..3 {
         assert_eq!(
-            ask(&service, Some(LIST_KEY), &questions(1)).await.status,
+            ask_as(&service, Some(LIST_KEY), &questions(1)).await.status,
             200
         );
     }
 
     tokio::time::advance(Duration::from_secs(retry)).await;
-    let again = ask(&service, Some(FILE_KEY), &questions(1)).await;
+    let again = ask_as(&service, Some(FILE_KEY), &questions(1)).await;
     assert_eq!(again.status, 200, "{}", again.text);
-    ask(&service, Some(FILE_KEY), &questions(1))
+    ask_as(&service, Some(FILE_KEY), &questions(1))
         .await
-        .assert_error(429, "system_one_rate_limited", "rate_limited");
+        .assert_refused(429, "system_one_rate_limited", "rate_limited");
 
-    let metrics = get(&service, "/metrics", None).await.text;
+    let metrics = get_as(&service, "/metrics", None).await.text;
     assert!(
         metrics.contains("systemone_key_rejections_total{key=\"limited\",kind=\"requests\"} 2"),
         "{metrics}"
@@ -328,28 +269,23 @@ async fn requests_per_minute_are_limited_per_key() {
 /// request with more questions than the limit can never pass and says so.
 #[tokio::test(start_paused = true)]
 async fn questions_per_minute_are_counted_after_validation() {
-    let path = keys_file(&format!(
+    let (fake, service) = keyed_service(&format!(
         "[[key]]\nname = \"asker\"\nsha256 = \"{}\"\nquestions_per_minute = 3\n",
         sha256_hex(FILE_KEY)
-    ));
-    let fake = FakeVllm::start().await;
-    let service = common::start(config(
-        &fake.base_url(),
-        &["--keys-file", path.to_str().expect("utf-8")],
     ))
     .await;
     // Three invalid questions: a 422, and nothing is counted.
     let mut invalid = questions(3);
     invalid["questions"]["q0"]["type"] = json!("box");
-    assert_eq!(ask(&service, Some(FILE_KEY), &invalid).await.status, 422);
+    assert_eq!(ask_as(&service, Some(FILE_KEY), &invalid).await.status, 422);
     assert_eq!(
-        ask(&service, Some(FILE_KEY), &questions(2)).await.status,
+        ask_as(&service, Some(FILE_KEY), &questions(2)).await.status,
         200
     );
     let sent = fake.chat_requests();
-    let refused = ask(&service, Some(FILE_KEY), &questions(2)).await;
-    refused.assert_error(429, "system_one_rate_limited", "rate_limited");
-    let retry = refused.retry_after();
+    let refused = ask_as(&service, Some(FILE_KEY), &questions(2)).await;
+    refused.assert_refused(429, "system_one_rate_limited", "rate_limited");
+    let retry = refused.retry_secs();
     assert!((1..=60).contains(&retry), "Retry-After {retry}");
     assert!(
         refused.text.contains("3 questions per minute"),
@@ -359,14 +295,14 @@ async fn questions_per_minute_are_counted_after_validation() {
     assert_eq!(fake.chat_requests(), sent);
     tokio::time::advance(Duration::from_secs(retry)).await;
     assert_eq!(
-        ask(&service, Some(FILE_KEY), &questions(2)).await.status,
+        ask_as(&service, Some(FILE_KEY), &questions(2)).await.status,
         200
     );
 
-    let too_big = ask(&service, Some(FILE_KEY), &questions(4)).await;
-    too_big.assert_error(429, "system_one_rate_limited", "rate_limited");
+    let too_big = ask_as(&service, Some(FILE_KEY), &questions(4)).await;
+    too_big.assert_refused(429, "system_one_rate_limited", "rate_limited");
     assert!(too_big.text.contains("4 questions"), "{}", too_big.text);
-    let metrics = get(&service, "/metrics", None).await.text;
+    let metrics = get_as(&service, "/metrics", None).await.text;
     assert!(
         metrics.contains("systemone_key_rejections_total{key=\"asker\",kind=\"questions\"} 2"),
         "{metrics}"
@@ -386,30 +322,25 @@ fn secs_to_utc_midnight() -> u64 {
 /// UTC midnight, not a per-minute wait; it reaches no backend.
 #[tokio::test]
 async fn the_daily_cap_answers_429_until_utc_midnight() {
-    let path = keys_file(&format!(
+    let (fake, service) = keyed_service(&format!(
         "[[key]]\nname = \"capped\"\nsha256 = \"{}\"\ndaily_questions = 3\n",
         sha256_hex(FILE_KEY)
-    ));
-    let fake = FakeVllm::start().await;
-    let service = common::start(config(
-        &fake.base_url(),
-        &["--keys-file", path.to_str().expect("utf-8")],
     ))
     .await;
     assert_eq!(
-        ask(&service, Some(FILE_KEY), &questions(2)).await.status,
+        ask_as(&service, Some(FILE_KEY), &questions(2)).await.status,
         200
     );
     assert_eq!(
-        ask(&service, Some(FILE_KEY), &questions(1)).await.status,
+        ask_as(&service, Some(FILE_KEY), &questions(1)).await.status,
         200
     );
     let sent = fake.chat_requests();
     let before = secs_to_utc_midnight();
-    let capped = ask(&service, Some(FILE_KEY), &questions(1)).await;
+    let capped = ask_as(&service, Some(FILE_KEY), &questions(1)).await;
     let after = secs_to_utc_midnight();
-    capped.assert_error(429, "system_one_daily_cap", "quota");
-    let retry = capped.retry_after();
+    capped.assert_refused(429, "system_one_daily_cap", "quota");
+    let retry = capped.retry_secs();
     // `after` ≤ retry ≤ `before`, unless midnight passed in between (then a full day).
     assert!(
         (after..=before).contains(&retry) || before < after,
@@ -417,7 +348,7 @@ async fn the_daily_cap_answers_429_until_utc_midnight() {
     );
     assert!(capped.text.contains("00:00 UTC"), "{}", capped.text);
     assert_eq!(fake.chat_requests(), sent);
-    let metrics = get(&service, "/metrics", None).await.text;
+    let metrics = get_as(&service, "/metrics", None).await.text;
     assert!(
         metrics.contains("systemone_key_rejections_total{key=\"capped\",kind=\"daily\"} 1"),
         "{metrics}"

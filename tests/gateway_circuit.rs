@@ -22,55 +22,15 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
 use common::fake_vllm::{FakeVllm, Fault};
-use common::Service;
+use common::{ask, get, metrics, post, setup, Reply, Service};
 
 /// The public model name of the single-model configuration.
 const MODEL: &str = "glm-5.3-flash";
 /// Caller content that must never become a metrics label.
 const CANARY: &str = "CANARY-metrics-9d2e";
-
-/// One response, read whole.
-struct Reply {
-    status: u16,
-    headers: HeaderMap,
-    text: String,
-    body: Value,
-}
-
-impl Reply {
-    async fn read(response: reqwest::Response) -> Self {
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let text = response.text().await.expect("body reads");
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply {
-            status,
-            headers,
-            text,
-            body,
-        }
-    }
-
-    fn retry_after(&self) -> u64 {
-        self.headers
-            .get("retry-after")
-            .expect("Retry-After")
-            .to_str()
-            .expect("ascii")
-            .parse()
-            .expect("whole seconds")
-    }
-
-    fn assert_error(&self, status: u16, code: &str, kind: &str) {
-        assert_eq!(self.status, status, "{}", self.text);
-        assert_eq!(self.body["error"]["code"], json!(code), "{}", self.text);
-        assert_eq!(self.body["error"]["type"], json!(kind), "{}", self.text);
-    }
-}
 
 fn one_question() -> Value {
     json!({
@@ -78,33 +38,6 @@ fn one_question() -> Value {
         "questions": {"team": {"type": "choice", "instructions": "Which team?",
                                 "criteria": {"billing": null, "tech": null, "other": null}}},
     })
-}
-
-async fn post(client: &reqwest::Client, url: &str, body: &Value) -> Reply {
-    let response = client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("service answers");
-    Reply::read(response).await
-}
-
-async fn ask(service: &Service, body: &Value) -> Reply {
-    post(&service.client, &service.url("/v1/systemone"), body).await
-}
-
-async fn metrics(service: &Service) -> String {
-    service
-        .client
-        .get(service.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text")
 }
 
 /// Polls (in paused time) until `done` holds; panics after a minute of paused time.
@@ -116,12 +49,6 @@ async fn wait_until(what: &str, done: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     panic!("timed out waiting for {what}");
-}
-
-async fn setup(extra: &[&str]) -> (FakeVllm, Service) {
-    let fake = FakeVllm::start().await;
-    let service = common::start(common::config(&fake.base_url(), extra)).await;
-    (fake, service)
 }
 
 /// Two 500s and a read timeout open a circuit set to 3 failures; the next request is a 503
@@ -139,26 +66,24 @@ async fn the_breaker_opens_refuses_up_front_half_opens_and_closes() {
 
     fake.set_fault(Fault::ServerError);
     for _ in 0..2 {
-        ask(&service, &one_question()).await.assert_error(
+        ask(&service, &one_question()).await.assert_code(
             502,
             "system_one_upstream_error",
             "protocol",
         );
     }
     fake.set_fault(Fault::Slow(Duration::from_secs(3600)));
-    ask(&service, &one_question()).await.assert_error(
-        504,
-        "system_one_upstream_timeout",
-        "timeout",
-    );
+    ask(&service, &one_question())
+        .await
+        .assert_code(504, "system_one_upstream_timeout", "timeout");
     let sent = fake.chat_requests();
 
     let refused = ask(&service, &one_question()).await;
-    refused.assert_error(503, "system_one_circuit_open", "unavailable");
+    refused.assert_code(503, "system_one_circuit_open", "unavailable");
     assert!(
-        (1..=10).contains(&refused.retry_after()),
+        (1..=10).contains(&refused.retry_secs()),
         "{}",
-        refused.retry_after()
+        refused.retry_secs()
     );
     assert_eq!(fake.chat_requests(), sent, "refused up front");
     assert!(metrics(&service).await.contains(&state("1")));
@@ -173,8 +98,8 @@ async fn the_breaker_opens_refuses_up_front_half_opens_and_closes() {
     });
     wait_until("the probe at the backend", || fake.chat_requests() > sent).await;
     let during = ask(&service, &one_question()).await;
-    during.assert_error(503, "system_one_circuit_open", "unavailable");
-    assert_eq!(during.retry_after(), 1);
+    during.assert_code(503, "system_one_circuit_open", "unavailable");
+    assert_eq!(during.retry_secs(), 1);
     let probe = probe.await.expect("probe task");
     assert_eq!(probe.status, 200, "{}", probe.text);
     assert_eq!(
@@ -198,11 +123,9 @@ async fn a_failed_probe_opens_the_circuit_again() {
     for _ in 0..2 {
         assert_eq!(ask(&service, &one_question()).await.status, 502);
     }
-    ask(&service, &one_question()).await.assert_error(
-        503,
-        "system_one_circuit_open",
-        "unavailable",
-    );
+    ask(&service, &one_question())
+        .await
+        .assert_code(503, "system_one_circuit_open", "unavailable");
     tokio::time::advance(Duration::from_secs(10)).await;
     assert_eq!(
         ask(&service, &one_question()).await.status,
@@ -211,8 +134,8 @@ async fn a_failed_probe_opens_the_circuit_again() {
     );
     let sent = fake.chat_requests();
     let refused = ask(&service, &one_question()).await;
-    refused.assert_error(503, "system_one_circuit_open", "unavailable");
-    assert!((1..=10).contains(&refused.retry_after()));
+    refused.assert_code(503, "system_one_circuit_open", "unavailable");
+    assert!((1..=10).contains(&refused.retry_secs()));
     assert_eq!(fake.chat_requests(), sent);
 }
 
@@ -223,7 +146,7 @@ async fn protocol_breaks_and_a_disabled_breaker_keep_it_closed() {
     let (fake, service) = setup(&["--circuit-failures", "2"]).await;
     fake.set_fault(Fault::NoLogprobs);
     for _ in 0..4 {
-        ask(&service, &one_question()).await.assert_error(
+        ask(&service, &one_question()).await.assert_code(
             502,
             "system_one_upstream_protocol",
             "protocol",
@@ -242,16 +165,9 @@ async fn protocol_breaks_and_a_disabled_breaker_keep_it_closed() {
 /// Writes a registry with a primary (backend `a`, fallback `backup`) and a backup model
 /// (backend `b`).
 fn fallback_registry(a: &FakeVllm, b: &FakeVllm) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "systemone-fallback-{}-{}",
-        std::process::id(),
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::create_dir_all(&dir).expect("tmp");
-    let path = dir.join("models.toml");
-    std::fs::write(
-        &path,
-        format!(
+    common::temp_file(
+        "models.toml",
+        &format!(
             r#"
 [[model]]
 name = "primary"
@@ -273,15 +189,11 @@ token_table = "golden-fake"
             b.base_url()
         ),
     )
-    .expect("write");
-    path
 }
 
-/// While the primary's circuit is open its fallback serves (by default model, name and
-/// alias alike) and the answer's `model` says so; the primary's backend is not contacted.
-/// After the cool-down the primary serves again.
-#[tokio::test(start_paused = true)]
-async fn the_fallback_model_serves_while_the_primary_circuit_is_open() {
+/// Two fakes and a service whose primary model (on `a`) falls back to the backup (on `b`),
+/// each circuit opening after `failures` consecutive failures.
+async fn fallback_setup(failures: &str) -> (FakeVllm, FakeVllm, Service) {
     let a = FakeVllm::start().await;
     let b = FakeVllm::start().await;
     let path = fallback_registry(&a, &b);
@@ -291,10 +203,19 @@ async fn the_fallback_model_serves_while_the_primary_circuit_is_open() {
             "--config",
             path.to_str().expect("utf-8"),
             "--circuit-failures",
-            "2",
+            failures,
         ],
     ))
     .await;
+    (a, b, service)
+}
+
+/// While the primary's circuit is open its fallback serves (by default model, name and
+/// alias alike) and the answer's `model` says so; the primary's backend is not contacted.
+/// After the cool-down the primary serves again.
+#[tokio::test(start_paused = true)]
+async fn the_fallback_model_serves_while_the_primary_circuit_is_open() {
+    let (a, b, service) = fallback_setup("2").await;
     let served = ask(&service, &one_question()).await;
     assert_eq!(served.status, 200, "{}", served.text);
     assert_eq!(served.body["model"], json!("org/primary"));
@@ -336,17 +257,13 @@ async fn the_fallback_model_serves_while_the_primary_circuit_is_open() {
 
 /// `/readyz` and the model named `name` in it.
 async fn readyz(service: &Service, name: &str) -> (Reply, Value) {
-    let reply = get_reply(&service.client, &service.url("/readyz")).await;
+    let reply = get(service, "/readyz").await;
     let model = reply.body["models"]
         .as_array()
         .and_then(|ms| ms.iter().find(|m| m["name"] == json!(name)))
         .cloned()
         .unwrap_or_else(|| panic!("no model {name} in {}", reply.text));
     (reply, model)
-}
-
-async fn get_reply(client: &reqwest::Client, url: &str) -> Reply {
-    Reply::read(client.get(url).send().await.expect("service answers")).await
 }
 
 /// Asserts one model's `/readyz` entry: ready, circuit word, token table and whether its
@@ -369,19 +286,7 @@ fn assert_model(model: &Value, ready: bool, circuit: &str, answered: bool) {
 ///   `/readyz` is 503; once a later probe concludes it is 200 again.
 #[tokio::test(start_paused = true)]
 async fn readyz_reports_each_backend_probe_and_circuit() {
-    let a = FakeVllm::start().await;
-    let b = FakeVllm::start().await;
-    let path = fallback_registry(&a, &b);
-    let service = common::start(common::config(
-        &a.base_url(),
-        &[
-            "--config",
-            path.to_str().expect("utf-8"),
-            "--circuit-failures",
-            "2",
-        ],
-    ))
-    .await;
+    let (a, b, service) = fallback_setup("2").await;
     let (reply, primary) = readyz(&service, "primary").await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.body["ready"], json!(true));
@@ -445,19 +350,7 @@ async fn readyz_reports_each_backend_probe_and_circuit() {
 /// With both circuits open there is nothing to fall back on: 503 `system_one_circuit_open`.
 #[tokio::test(start_paused = true)]
 async fn with_the_fallback_open_too_the_request_is_refused() {
-    let a = FakeVllm::start().await;
-    let b = FakeVllm::start().await;
-    let path = fallback_registry(&a, &b);
-    let service = common::start(common::config(
-        &a.base_url(),
-        &[
-            "--config",
-            path.to_str().expect("utf-8"),
-            "--circuit-failures",
-            "1",
-        ],
-    ))
-    .await;
+    let (a, b, service) = fallback_setup("1").await;
     a.set_fault(Fault::ServerError);
     b.set_fault(Fault::ServerError);
     let mut to_backup = one_question();
@@ -465,11 +358,9 @@ async fn with_the_fallback_open_too_the_request_is_refused() {
     assert_eq!(ask(&service, &one_question()).await.status, 502);
     assert_eq!(ask(&service, &to_backup).await.status, 502);
     let (a_sent, b_sent) = (a.chat_requests(), b.chat_requests());
-    ask(&service, &one_question()).await.assert_error(
-        503,
-        "system_one_circuit_open",
-        "unavailable",
-    );
+    ask(&service, &one_question())
+        .await
+        .assert_code(503, "system_one_circuit_open", "unavailable");
     assert_eq!((a.chat_requests(), b.chat_requests()), (a_sent, b_sent));
 }
 
@@ -477,17 +368,13 @@ async fn with_the_fallback_open_too_the_request_is_refused() {
 /// startup.
 #[test]
 fn a_fallback_must_name_another_configured_model() {
-    let dir = std::env::temp_dir().join(format!("systemone-bad-fallback-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
     for (fallback, why) in [("nobody", "not a configured model"), ("solo", "itself")] {
-        let path = dir.join(format!("{fallback}.toml"));
-        std::fs::write(
-            &path,
-            format!(
+        let path = common::temp_file(
+            &format!("{fallback}.toml"),
+            &format!(
                 "[[model]]\nname = \"solo\"\nbackend = \"vllm\"\nbackend_url = \"http://127.0.0.1:9/v1\"\ntoken_table = \"golden-fake\"\nfallback = \"{fallback}\"\n"
             ),
-        )
-        .expect("write");
+        );
         let config = common::config(
             "http://127.0.0.1:9/v1",
             &["--config", path.to_str().expect("utf-8")],

@@ -19,17 +19,9 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use common::fake_vllm::FakeVllm;
-use common::Service;
+use common::{Reply, Service, PNG};
 use systemone::prompt::PREAMBLE;
 
-/// The smallest valid PNG (1×1, grey).
-const PNG: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x00, 0x00, 0x00, 0x3a, 0x7e, 0x9b,
-    0x55, 0x00, 0x00, 0x00, 0x0a, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0x60, 0x00, 0x00, 0x00,
-    0x02, 0x00, 0x01, 0xe2, 0x21, 0xbc, 0x33, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae,
-    0x42, 0x60, 0x82,
-];
 /// The head of a JFIF JPEG (start of image, APP0) and its end marker.
 const JPEG: &[u8] = &[
     0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, b'J', b'F', b'I', b'F', 0x00, 0x01, 0x01, 0x00, 0x00, 0x01,
@@ -105,30 +97,8 @@ async fn vision_service(fake: &FakeVllm, extra: &[&str]) -> Service {
     common::start(common::config(&fake.base_url(), &flags)).await
 }
 
-/// The status, body and error-code header of a response.
-struct Reply {
-    status: u16,
-    body: Value,
-    code_header: Option<String>,
-}
-
-async fn reply(response: reqwest::Response) -> Reply {
-    let status = response.status().as_u16();
-    let code_header = response
-        .headers()
-        .get("x-systemone-error-code")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let body = response.json().await.expect("a JSON body");
-    Reply {
-        status,
-        body,
-        code_header,
-    }
-}
-
 async fn post_json(service: &Service, body: &Value) -> Reply {
-    reply(service.ask(body).await).await
+    Reply::read_json(service.ask(body).await).await
 }
 
 async fn post_multipart(service: &Service, body: Vec<u8>, encoding: Option<&str>) -> Reply {
@@ -139,7 +109,7 @@ async fn post_multipart(service: &Service, body: Vec<u8>, encoding: Option<&str>
     if let Some(enc) = encoding {
         req = req.header("content-encoding", enc);
     }
-    reply(req.body(body).send().await.expect("service answers")).await
+    Reply::read_json(req.body(body).send().await.expect("service answers")).await
 }
 
 /// Every backend body has the images (as these data URLs, in this order) first and then one
@@ -190,8 +160,8 @@ fn assert_staged(fake: &FakeVllm, texts: &[String]) {
 fn assert_refused(fake: &FakeVllm, r: &Reply, status: u16, code: &str, loc: Option<Value>) {
     assert_eq!(r.status, status, "{}", r.body);
     assert_eq!(r.body["error"]["code"], code, "{}", r.body);
-    assert_eq!(r.code_header.as_deref(), Some(code));
-    assert!(!r.body["error"]["message"].as_str().unwrap_or("").is_empty());
+    assert_eq!(r.header("x-systemone-error-code"), Some(code));
+    assert!(!r.message().is_empty());
     if let Some(loc) = loc {
         assert_eq!(r.body["detail"][0]["loc"], loc, "{}", r.body);
     }
@@ -202,8 +172,41 @@ fn assert_refused(fake: &FakeVllm, r: &Reply, status: u16, code: &str, loc: Opti
     );
 }
 
-fn message(r: &Reply) -> &str {
-    r.body["error"]["message"].as_str().unwrap_or("")
+/// Posts `body` as JSON and asserts it is refused (see [`assert_refused`]).
+async fn refused_json(
+    fake: &FakeVllm,
+    service: &Service,
+    body: &Value,
+    status: u16,
+    code: &str,
+    loc: Option<Value>,
+) -> Reply {
+    let r = post_json(service, body).await;
+    assert_refused(fake, &r, status, code, loc);
+    r
+}
+
+/// Posts `parts` as an uncompressed multipart body and asserts it is refused (see
+/// [`assert_refused`]).
+async fn refused_multipart(
+    fake: &FakeVllm,
+    service: &Service,
+    parts: &[(&str, &str, &[u8])],
+    status: u16,
+    code: &str,
+    loc: Option<Value>,
+) -> Reply {
+    let r = post_multipart(service, multipart(parts), None).await;
+    assert_refused(fake, &r, status, code, loc);
+    r
+}
+
+/// A request whose one asset `<image:00ff>` is the multipart part `asset-0`.
+fn asset_in_part() -> Value {
+    request(
+        "s",
+        json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
+    )
 }
 
 #[tokio::test]
@@ -318,51 +321,40 @@ async fn multipart_assets_go_first_plain_and_zstd_compressed() {
 
 #[tokio::test]
 async fn a_text_only_model_refuses_every_kind_of_image() {
-    let fake = FakeVllm::start().await;
-    let service = common::start(common::config(&fake.base_url(), &[])).await;
+    let (fake, service) = common::setup(&[]).await;
     let code = "system_one_images_unsupported";
 
-    let r = post_json(
+    let r = refused_json(
+        &fake,
         &service,
         &request("s", json!({"images": [data_url("image/png", PNG)]})),
+        422,
+        code,
+        Some(json!(["body", "images"])),
     )
     .await;
-    assert_refused(&fake, &r, 422, code, Some(json!(["body", "images"])));
     assert_eq!(r.body["error"]["type"], "not_configured");
-    assert!(message(&r).contains("vision"), "{}", message(&r));
+    assert!(r.message().contains("vision"), "{}", r.message());
 
     let inline = json!({"assets": {"<image:00ff>": {"type": "image", "format": "png", "data_base64": b64(PNG)}}});
-    let r = post_json(&service, &request("s", inline)).await;
-    assert_refused(&fake, &r, 422, code, Some(json!(["body", "assets"])));
+    let assets_loc = Some(json!(["body", "assets"]));
+    let body = request("s", inline);
+    refused_json(&fake, &service, &body, 422, code, assets_loc.clone()).await;
 
-    let json_part = request(
-        "s",
-        json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
-    )
-    .to_string();
-    let r = post_multipart(
-        &service,
-        multipart(&[
-            ("request", "application/json", json_part.as_bytes()),
-            ("asset-0", "image/png", PNG),
-        ]),
-        None,
-    )
-    .await;
-    assert_refused(&fake, &r, 422, code, Some(json!(["body", "assets"])));
+    let json_part = asset_in_part().to_string();
+    let parts = [
+        ("request", "application/json", json_part.as_bytes()),
+        ("asset-0", "image/png", PNG),
+    ];
+    refused_multipart(&fake, &service, &parts, 422, code, assets_loc).await;
 
     // Image bytes without any asset naming them: still images for a text model.
     let plain = request("s", json!({})).to_string();
-    let r = post_multipart(
-        &service,
-        multipart(&[
-            ("request", "application/json", plain.as_bytes()),
-            ("asset-0", "image/png", PNG),
-        ]),
-        None,
-    )
-    .await;
-    assert_refused(&fake, &r, 422, code, None);
+    let parts = [
+        ("request", "application/json", plain.as_bytes()),
+        ("asset-0", "image/png", PNG),
+    ];
+    refused_multipart(&fake, &service, &parts, 422, code, None).await;
 }
 
 #[tokio::test]
@@ -370,84 +362,42 @@ async fn gif_and_garbage_bytes_are_422s_naming_the_image() {
     let fake = FakeVllm::start().await;
     let service = vision_service(&fake, &[]).await;
     let code = "system_one_unsupported_image_format";
+    let image_loc = |i: &str| Some(json!(["body", "images", i]));
+    let asset_loc = Some(json!(["body", "assets", "<image:00ff>"]));
 
-    let r = post_json(
-        &service,
-        &request(
-            "s",
-            json!({"images": [data_url("image/png", PNG), data_url("image/gif", GIF)]}),
-        ),
-    )
-    .await;
-    assert_refused(&fake, &r, 422, code, Some(json!(["body", "images", "1"])));
-    assert!(message(&r).contains("image #1") && message(&r).contains("GIF"));
-    assert!(message(&r).contains("PNG, JPEG and WebP"));
-
-    let r = post_json(&service, &request("s", json!({"images": [b64(GARBAGE)]}))).await;
-    assert_refused(&fake, &r, 422, code, Some(json!(["body", "images", "0"])));
-    assert!(message(&r).contains("image #0"));
-
-    let r = post_json(
-        &service,
-        &request(
-            "s",
-            json!({"images": [b64(PNG)], "assets": {"<image:00ff>": {"type": "image", "format": "png", "data_base64": b64(GIF)}}}),
-        ),
-    )
-    .await;
-    assert_refused(
-        &fake,
-        &r,
-        422,
-        code,
-        Some(json!(["body", "assets", "<image:00ff>"])),
-    );
-    assert!(message(&r).contains("image #1"), "{}", message(&r));
-
-    let json_part = request(
+    let body = request(
         "s",
-        json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
-    )
-    .to_string();
-    let r = post_multipart(
-        &service,
-        multipart(&[
-            ("request", "application/json", json_part.as_bytes()),
-            ("asset-0", "image/png", GARBAGE),
-        ]),
-        None,
-    )
-    .await;
-    assert_refused(
-        &fake,
-        &r,
-        422,
-        code,
-        Some(json!(["body", "assets", "<image:00ff>"])),
+        json!({"images": [data_url("image/png", PNG), data_url("image/gif", GIF)]}),
     );
+    let r = refused_json(&fake, &service, &body, 422, code, image_loc("1")).await;
+    assert!(r.message().contains("image #1") && r.message().contains("GIF"));
+    assert!(r.message().contains("PNG, JPEG and WebP"));
+
+    let body = request("s", json!({"images": [b64(GARBAGE)]}));
+    let r = refused_json(&fake, &service, &body, 422, code, image_loc("0")).await;
+    assert!(r.message().contains("image #0"));
+
+    let body = request(
+        "s",
+        json!({"images": [b64(PNG)], "assets": {"<image:00ff>": {"type": "image", "format": "png", "data_base64": b64(GIF)}}}),
+    );
+    let r = refused_json(&fake, &service, &body, 422, code, asset_loc.clone()).await;
+    assert!(r.message().contains("image #1"), "{}", r.message());
+
+    let json_part = asset_in_part().to_string();
+    let parts = [
+        ("request", "application/json", json_part.as_bytes()),
+        ("asset-0", "image/png", GARBAGE),
+    ];
+    let r = refused_multipart(&fake, &service, &parts, 422, code, asset_loc).await;
     assert!(!r.body.to_string().contains("CANARY"), "{}", r.body);
 
     // Text that is not base64 at all.
-    let r = post_json(
-        &service,
-        &request("s", json!({"images": ["not base64 at all!"]})),
-    )
-    .await;
-    assert_refused(
-        &fake,
-        &r,
-        422,
-        "system_one_invalid_image",
-        Some(json!(["body", "images", "0"])),
-    );
-    let r = post_json(&service, &request("s", json!({"images": [42]}))).await;
-    assert_refused(
-        &fake,
-        &r,
-        422,
-        "system_one_invalid_image",
-        Some(json!(["body", "images", "0"])),
-    );
+    let invalid = "system_one_invalid_image";
+    for image in [json!("not base64 at all!"), json!(42)] {
+        let body = request("s", json!({"images": [image]}));
+        refused_json(&fake, &service, &body, 422, invalid, image_loc("0")).await;
+    }
 }
 
 #[tokio::test]
@@ -456,84 +406,62 @@ async fn too_many_and_too_large_images_are_413s_naming_limit_and_value() {
     let service = vision_service(&fake, &[]).await;
 
     let five = vec![b64(PNG); 5];
-    let r = post_json(&service, &request("s", json!({"images": five}))).await;
-    assert_refused(&fake, &r, 413, "system_one_too_many_images", None);
-    assert!(message(&r).contains("5 images") && message(&r).contains("limit of 4"));
+    let body = request("s", json!({"images": five}));
+    let too_many = "system_one_too_many_images";
+    let r = refused_json(&fake, &service, &body, 413, too_many, None).await;
+    assert!(r.message().contains("5 images") && r.message().contains("limit of 4"));
     assert_eq!(r.body["error"]["type"], "cap_exceeded");
 
     // Assets count too: 3 images + 2 assets.
-    let r = post_json(
-        &service,
-        &request(
-            "s",
-            json!({"images": vec![b64(PNG); 3], "assets": {
-                "<image:01>": {"type": "image", "format": "png", "data_base64": b64(PNG)},
-                "<image:02>": {"type": "image", "format": "png", "data_base64": b64(PNG)},
-            }}),
-        ),
-    )
-    .await;
-    assert_refused(&fake, &r, 413, "system_one_too_many_images", None);
+    let body = request(
+        "s",
+        json!({"images": vec![b64(PNG); 3], "assets": {
+            "<image:01>": {"type": "image", "format": "png", "data_base64": b64(PNG)},
+            "<image:02>": {"type": "image", "format": "png", "data_base64": b64(PNG)},
+        }}),
+    );
+    refused_json(&fake, &service, &body, 413, too_many, None).await;
 
     let mut big = PNG.to_vec();
     big.resize(5 * MIB, 0);
-    let r = post_json(
-        &service,
-        &request("s", json!({"images": [data_url("image/png", &big)]})),
-    )
-    .await;
-    assert_refused(&fake, &r, 413, "system_one_image_too_large", None);
+    let body = request("s", json!({"images": [data_url("image/png", &big)]}));
+    let too_large = "system_one_image_too_large";
+    let r = refused_json(&fake, &service, &body, 413, too_large, None).await;
     assert!(
-        message(&r).contains("image #0")
-            && message(&r).contains(&(5 * MIB).to_string())
-            && message(&r).contains(&(4 * MIB).to_string()),
+        r.message().contains("image #0")
+            && r.message().contains(&(5 * MIB).to_string())
+            && r.message().contains(&(4 * MIB).to_string()),
         "{}",
-        message(&r)
+        r.message()
     );
 
-    let json_part = request(
-        "s",
-        json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
-    )
-    .to_string();
-    let r = post_multipart(
-        &service,
-        multipart(&[
-            ("request", "application/json", json_part.as_bytes()),
-            ("asset-0", "image/png", &big),
-        ]),
-        None,
-    )
-    .await;
-    assert_refused(&fake, &r, 413, "system_one_image_too_large", None);
+    let json_part = asset_in_part().to_string();
+    let parts = [
+        ("request", "application/json", json_part.as_bytes()),
+        ("asset-0", "image/png", &big),
+    ];
+    refused_multipart(&fake, &service, &parts, 413, too_large, None).await;
 
     let mut three = PNG.to_vec();
     three.resize(3 * MIB, 0);
-    let r = post_json(
-        &service,
-        &request("s", json!({"images": vec![b64(&three); 3]})),
-    )
-    .await;
-    assert_refused(&fake, &r, 413, "system_one_images_too_large", None);
+    let body = request("s", json!({"images": vec![b64(&three); 3]}));
+    let all_too_large = "system_one_images_too_large";
+    let r = refused_json(&fake, &service, &body, 413, all_too_large, None).await;
     assert!(
-        message(&r).contains(&(9 * MIB).to_string())
-            && message(&r).contains(&(8 * MIB).to_string()),
+        r.message().contains(&(9 * MIB).to_string())
+            && r.message().contains(&(8 * MIB).to_string()),
         "{}",
-        message(&r)
+        r.message()
     );
 
     // The whole multipart body stays under the body limit.
     let small = vision_service(&fake, &["--max-body-bytes", "100000"]).await;
-    let r = post_multipart(
-        &small,
-        multipart(&[
-            ("request", "application/json", json_part.as_bytes()),
-            ("asset-0", "image/png", &three),
-        ]),
-        None,
-    )
-    .await;
-    assert_refused(&fake, &r, 413, "system_one_body_too_large", None);
+    let parts = [
+        ("request", "application/json", json_part.as_bytes()),
+        ("asset-0", "image/png", &three),
+    ];
+    let body_too_large = "system_one_body_too_large";
+    refused_multipart(&fake, &small, &parts, 413, body_too_large, None).await;
 }
 
 #[tokio::test]
@@ -552,35 +480,22 @@ async fn image_urls_are_refused_and_never_fetched() {
             seen.fetch_add(1, Ordering::SeqCst);
         }
     });
+    let code = "system_one_image_url_refused";
     for url in [
         format!("http://127.0.0.1:{port}/secret-cat.png"),
         format!("https://127.0.0.1:{port}/secret-cat.png"),
     ] {
-        let r = post_json(&service, &request("s", json!({"images": [url]}))).await;
-        assert_refused(
-            &fake,
-            &r,
-            422,
-            "system_one_image_url_refused",
-            Some(json!(["body", "images", "0"])),
-        );
-        assert!(message(&r).contains("never fetches"), "{}", message(&r));
+        let body = request("s", json!({"images": [url]}));
+        let loc = Some(json!(["body", "images", "0"]));
+        let r = refused_json(&fake, &service, &body, 422, code, loc).await;
+        assert!(r.message().contains("never fetches"), "{}", r.message());
         assert!(!r.body.to_string().contains("secret-cat"), "{}", r.body);
-        let r = post_json(
-            &service,
-            &request(
-                "s",
-                json!({"assets": {"<image:00ff>": {"type": "image", "format": "png", "data_base64": url}}}),
-            ),
-        )
-        .await;
-        assert_refused(
-            &fake,
-            &r,
-            422,
-            "system_one_image_url_refused",
-            Some(json!(["body", "assets", "<image:00ff>", "data_base64"])),
+        let body = request(
+            "s",
+            json!({"assets": {"<image:00ff>": {"type": "image", "format": "png", "data_base64": url}}}),
         );
+        let loc = Some(json!(["body", "assets", "<image:00ff>", "data_base64"]));
+        refused_json(&fake, &service, &body, 422, code, loc).await;
     }
     assert_eq!(
         connections.load(Ordering::SeqCst),
@@ -593,21 +508,19 @@ async fn image_urls_are_refused_and_never_fetched() {
 async fn multipart_framing_and_asset_parts_are_checked() {
     let fake = FakeVllm::start().await;
     let service = vision_service(&fake, &[]).await;
-    let with_asset = request(
-        "s",
-        json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
-    )
-    .to_string();
+    let with_asset = asset_in_part().to_string();
+    let framing = "system_one_invalid_multipart";
+    let invalid_asset = "system_one_invalid_asset";
 
     // No `request` part.
-    let r = post_multipart(&service, multipart(&[("asset-0", "image/png", PNG)]), None).await;
-    assert_refused(&fake, &r, 400, "system_one_invalid_multipart", None);
-    assert!(message(&r).contains("\"request\""), "{}", message(&r));
+    let parts = [("asset-0", "image/png", PNG)];
+    let r = refused_multipart(&fake, &service, &parts, 400, framing, None).await;
+    assert!(r.message().contains("\"request\""), "{}", r.message());
 
     // An empty multipart body, and no boundary at all.
     let r = post_multipart(&service, format!("--{BOUNDARY}--\r\n").into_bytes(), None).await;
-    assert_refused(&fake, &r, 400, "system_one_invalid_multipart", None);
-    let r = reply(
+    assert_refused(&fake, &r, 400, framing, None);
+    let r = Reply::read_json(
         service
             .client
             .post(service.url("/v1/systemone"))
@@ -622,71 +535,42 @@ async fn multipart_framing_and_asset_parts_are_checked() {
             .expect("answers"),
     )
     .await;
-    assert_refused(&fake, &r, 400, "system_one_invalid_multipart", None);
+    assert_refused(&fake, &r, 400, framing, None);
 
     // A body cut off before its closing boundary.
     let whole = multipart(&[("request", "application/json", with_asset.as_bytes())]);
     let r = post_multipart(&service, whole[..whole.len() - 30].to_vec(), None).await;
-    assert_refused(&fake, &r, 400, "system_one_invalid_multipart", None);
+    assert_refused(&fake, &r, 400, framing, None);
 
     // Two `request` parts.
-    let r = post_multipart(
-        &service,
-        multipart(&[
-            ("request", "application/json", with_asset.as_bytes()),
-            ("request", "application/json", with_asset.as_bytes()),
-        ]),
-        None,
-    )
-    .await;
-    assert_refused(&fake, &r, 400, "system_one_invalid_multipart", None);
+    let parts = [
+        ("request", "application/json", with_asset.as_bytes()),
+        ("request", "application/json", with_asset.as_bytes()),
+    ];
+    refused_multipart(&fake, &service, &parts, 400, framing, None).await;
 
     // A `request` part that is not JSON.
-    let r = post_multipart(
-        &service,
-        multipart(&[("request", "application/json", b"{not json")]),
-        None,
-    )
-    .await;
-    assert_refused(&fake, &r, 400, "system_one_invalid_json", None);
+    let parts = [("request", "application/json", &b"{not json"[..])];
+    let not_json = "system_one_invalid_json";
+    refused_multipart(&fake, &service, &parts, 400, not_json, None).await;
 
     // An asset naming a part that is not there.
-    let r = post_multipart(
-        &service,
-        multipart(&[
-            ("request", "application/json", with_asset.as_bytes()),
-            ("asset-1", "image/png", PNG),
-        ]),
-        None,
-    )
-    .await;
-    assert_refused(
-        &fake,
-        &r,
-        422,
-        "system_one_invalid_asset",
-        Some(json!(["body", "assets", "<image:00ff>", "part"])),
-    );
+    let parts = [
+        ("request", "application/json", with_asset.as_bytes()),
+        ("asset-1", "image/png", PNG),
+    ];
+    let loc = Some(json!(["body", "assets", "<image:00ff>", "part"]));
+    refused_multipart(&fake, &service, &parts, 422, invalid_asset, loc).await;
 
     // A part no asset claims.
-    let r = post_multipart(
-        &service,
-        multipart(&[
-            ("request", "application/json", with_asset.as_bytes()),
-            ("asset-0", "image/png", PNG),
-            ("asset-1", "image/png", PNG),
-        ]),
-        None,
-    )
-    .await;
-    assert_refused(
-        &fake,
-        &r,
-        422,
-        "system_one_invalid_asset",
-        Some(json!(["body", "assets"])),
-    );
-    assert!(message(&r).contains("\"asset-1\""), "{}", message(&r));
+    let parts = [
+        ("request", "application/json", with_asset.as_bytes()),
+        ("asset-0", "image/png", PNG),
+        ("asset-1", "image/png", PNG),
+    ];
+    let loc = Some(json!(["body", "assets"]));
+    let r = refused_multipart(&fake, &service, &parts, 422, invalid_asset, loc).await;
+    assert!(r.message().contains("\"asset-1\""), "{}", r.message());
 
     // Two assets claiming one part.
     let twice = request(
@@ -697,34 +581,16 @@ async fn multipart_framing_and_asset_parts_are_checked() {
         }}),
     )
     .to_string();
-    let r = post_multipart(
-        &service,
-        multipart(&[
-            ("request", "application/json", twice.as_bytes()),
-            ("asset-0", "image/png", PNG),
-        ]),
-        None,
-    )
-    .await;
-    assert_refused(
-        &fake,
-        &r,
-        422,
-        "system_one_invalid_asset",
-        Some(json!(["body", "assets", "<image:02>", "part"])),
-    );
+    let parts = [
+        ("request", "application/json", twice.as_bytes()),
+        ("asset-0", "image/png", PNG),
+    ];
+    let loc = Some(json!(["body", "assets", "<image:02>", "part"]));
+    refused_multipart(&fake, &service, &parts, 422, invalid_asset, loc).await;
 
     // A `part` in a plain JSON body, an asset with neither part nor data, another type.
-    let r = post_json(
-        &service,
-        &request(
-            "s",
-            json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
-        ),
-    )
-    .await;
-    assert_refused(&fake, &r, 422, "system_one_invalid_asset", None);
-    assert!(message(&r).contains("not multipart"), "{}", message(&r));
+    let r = refused_json(&fake, &service, &asset_in_part(), 422, invalid_asset, None).await;
+    assert!(r.message().contains("not multipart"), "{}", r.message());
     for (asset, field) in [
         (json!({"type": "image"}), None),
         (
@@ -737,16 +603,12 @@ async fn multipart_framing_and_asset_parts_are_checked() {
             Some("data_base64"),
         ),
     ] {
-        let r = post_json(
-            &service,
-            &request("s", json!({"assets": {"<image:00ff>": asset}})),
-        )
-        .await;
+        let body = request("s", json!({"assets": {"<image:00ff>": asset}}));
         let mut loc = json!(["body", "assets", "<image:00ff>"]);
         if let Some(f) = field {
             loc.as_array_mut().expect("array").push(json!(f));
         }
-        assert_refused(&fake, &r, 422, "system_one_invalid_asset", Some(loc));
+        refused_json(&fake, &service, &body, 422, invalid_asset, Some(loc)).await;
     }
 }
 
@@ -772,16 +634,7 @@ async fn a_request_with_images_is_staged() {
     assert_eq!(with_image.images().len(), 1);
     let mut parts = Parts::new();
     parts.insert("asset-0".into(), bytes::Bytes::from_static(PNG));
-    let multipart = validate_with_parts(
-        request(
-            "s",
-            json!({"assets": {"<image:00ff>": {"type": "image", "part": "asset-0"}}}),
-        ),
-        &parts,
-        models,
-        limits,
-    )
-    .expect("valid");
+    let multipart = validate_with_parts(asset_in_part(), &parts, models, limits).expect("valid");
     assert!(multipart.staged());
     assert_eq!(&*multipart.images()[0], data_url("image/png", PNG));
     // The same bytes under two names go to the backend once.
@@ -923,8 +776,7 @@ fn npm_sdk() -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_npm_sdk_does_a_noul_choice_score_round_trip() {
     let prefix = npm_sdk();
-    let fake = FakeVllm::start().await;
-    let service = common::start(common::config(&fake.base_url(), &[])).await;
+    let (fake, service) = common::setup(&[]).await;
     let node = std::env::var_os("SYSTEMONE_NODE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("node"));

@@ -10,13 +10,10 @@
 
 mod common;
 
-use std::io;
-use std::sync::{Arc, Mutex};
-
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use common::fake_vllm::FakeVllm;
+use common::{ask_as, sha256_hex};
 
 const LIST_KEY: &str = "sk-canary-list-7f3a";
 const FILE_KEY: &str = "sk-canary-file-7f3a";
@@ -24,68 +21,17 @@ const ENV_KEY: &str = "sk-canary-env-7f3a";
 const WRONG_KEY: &str = "sk-canary-wrong-7f3a";
 const ENV_VAR: &str = "SYSTEMONE_TEST_CANARY_KEY";
 
-/// An in-memory log sink shared by every writer the subscriber makes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.lock().expect("lock").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-fn install_log() -> Captured {
-    use tracing_subscriber::fmt::format::FmtSpan;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let captured = Captured::default();
-    let writer = {
-        let captured = captured.clone();
-        move || captured.clone()
-    };
-    tracing_subscriber::registry()
-        .with(tracing_subscriber::filter::LevelFilter::TRACE)
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_ansi(false)
-                .with_span_events(FmtSpan::FULL)
-                .with_writer(writer.clone()),
-        )
-        .with(
-            tracing_subscriber::fmt::layer()
-                .json()
-                .with_current_span(true)
-                .with_span_list(true)
-                .with_span_events(FmtSpan::FULL)
-                .with_writer(writer),
-        )
-        .try_init()
-        .expect("the only global subscriber of this test binary");
-    captured
-}
-
 #[test]
 fn api_keys_never_reach_logs_errors_or_headers() {
-    let log = install_log();
+    let log = common::log::install();
     std::env::set_var(ENV_VAR, ENV_KEY);
-    let dir = std::env::temp_dir().join(format!("systemone-canary-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
-    let path = dir.join("keys.toml");
-    let hex: String = Sha256::digest(FILE_KEY.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    std::fs::write(
-        &path,
-        format!(
+    let hex = sha256_hex(FILE_KEY);
+    let path = common::temp_file(
+        "keys.toml",
+        &format!(
             "[[key]]\nname = \"file-key\"\nsha256 = \"{hex}\"\nrequests_per_minute = 1\n\n[[key]]\nname = \"env-key\"\nkey_env = \"{ENV_VAR}\"\ndaily_questions = 1\n"
         ),
-    )
-    .expect("write");
+    );
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -119,44 +65,25 @@ fn api_keys_never_reach_logs_errors_or_headers() {
         ];
         let mut ids = Vec::new();
         for (key, status, name) in probes {
-            let mut request = service
-                .client
-                .post(service.url("/v1/systemone"))
-                .header("content-type", "application/json")
-                .body(body.to_string());
-            if let Some(key) = key {
-                request = request.bearer_auth(key);
-            }
-            let response = request.send().await.expect("answers");
-            assert_eq!(response.status().as_u16(), status, "{key:?}");
-            let id = response
-                .headers()
-                .get("x-request-id")
-                .and_then(|v| v.to_str().ok())
+            let reply = ask_as(&service, key, &body).await;
+            assert_eq!(reply.status, status, "{key:?}");
+            let id = reply
+                .header("x-request-id")
                 .expect("request id")
                 .to_string();
-            let headers = format!("{:?}", response.headers());
-            let everything = format!("{headers} {}", response.text().await.expect("body"));
+            let everything = format!("{:?} {}", reply.headers, reply.text);
             for secret in [LIST_KEY, FILE_KEY, ENV_KEY, WRONG_KEY, &hex] {
                 assert!(!everything.contains(secret), "{secret} in {everything}");
             }
             ids.push((id, status, name));
         }
-        let metrics = service
-            .client
-            .get(service.url("/metrics"))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("text");
+        let metrics = common::metrics(&service).await;
         for secret in [LIST_KEY, FILE_KEY, ENV_KEY, WRONG_KEY, &hex] {
             assert!(!metrics.contains(secret), "{secret} in /metrics");
         }
         ids
     });
-    let text = String::from_utf8_lossy(&log.0.lock().expect("lock")).into_owned();
+    let text = log.text();
     assert!(text.contains("configuration"), "the config was logged");
     for (id, status, name) in &ids {
         let finished: Vec<&str> = text

@@ -18,9 +18,9 @@ mod common;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use common::fake_vllm::{render_toy_prompt, toy_logprobs, FakeVllm};
+use common::{ids_of, sha256_hex};
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::ReadRequest;
 use systemone::calibrate::DEFAULT_FORMULA;
@@ -46,11 +46,15 @@ fn cases() -> Vec<Value> {
     cases
 }
 
+/// The vLLM dialect at `base_url`, as the golden fake's model uses it.
+fn backend(base_url: &str) -> VllmBackend {
+    VllmBackend::new(reqwest::Client::new(), base_url, MODEL.into(), None, 128)
+}
+
 fn model(base_url: &str) -> Arc<Model> {
-    let client = reqwest::Client::new();
     Arc::new(Model::new(
         MODEL,
-        Arc::new(VllmBackend::new(client, base_url, MODEL.into(), None, 128)),
+        Arc::new(backend(base_url)),
         TokenTable::load("golden-fake").expect("golden-fake table"),
     ))
 }
@@ -127,11 +131,17 @@ fn request(
     )
 }
 
-fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
+/// Installs the case's recorded answers in the fake, so it replays them verbatim.
+fn record(fake: &FakeVllm, case: &Value) {
+    for (req, resp) in case["requests"]
+        .as_array()
+        .expect("requests")
         .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+        .zip(case["responses"].as_array().expect("responses"))
+    {
+        let read = ids_of(&req["body"]["logprob_token_ids"]);
+        fake.record(&req["body"]["messages"][0]["content"], read, resp.clone());
+    }
 }
 
 fn text_parts(content: &UserContent) -> Vec<(Option<usize>, &str)> {
@@ -155,26 +165,16 @@ fn close(a: f64, b: f64) -> bool {
 /// Compares an outcome with a recorded `result_*` object.
 fn assert_outcome(name: &str, outcome: &Outcome, req: &ValidRequest, want: &Value) {
     assert_eq!(outcome.model, want["response_model"], "{name}: model");
-    assert_eq!(
-        outcome.usage.input_tokens,
-        want["usage"]["input_tokens"].as_u64().expect("u64"),
-        "{name}: input tokens"
-    );
-    assert_eq!(
-        outcome.usage.output_tokens,
-        want["usage"]["output_tokens"].as_u64().expect("u64"),
-        "{name}: output tokens"
-    );
-    assert_eq!(
-        outcome.usage.cached_tokens,
-        want["usage"]["cached_tokens"].as_u64().expect("u64"),
-        "{name}: cached tokens"
-    );
-    assert_eq!(
-        outcome.usage.upstream_requests,
-        want["timings"]["requests"].as_u64().expect("u64"),
-        "{name}: requests"
-    );
+    let usage = &outcome.usage;
+    let recorded = |section: &str, key: &str| want[section][key].as_u64().expect("u64");
+    let input = recorded("usage", "input_tokens");
+    assert_eq!(usage.input_tokens, input, "{name}: input tokens");
+    let output = recorded("usage", "output_tokens");
+    assert_eq!(usage.output_tokens, output, "{name}: output tokens");
+    let cached = recorded("usage", "cached_tokens");
+    assert_eq!(usage.cached_tokens, cached, "{name}: cached tokens");
+    let requests = recorded("timings", "requests");
+    assert_eq!(usage.upstream_requests, requests, "{name}: requests");
     let answers = want["answers"].as_array().expect("answers");
     assert_eq!(answers.len(), outcome.answers.len(), "{name}");
     for ((q, got), pair) in req.questions().iter().zip(&outcome.answers).zip(answers) {
@@ -222,13 +222,7 @@ fn states_serialise_exactly_like_python() {
 #[test]
 fn every_upstream_body_matches_the_reference() {
     let m = model("http://127.0.0.1:9/v1");
-    let backend = VllmBackend::new(
-        reqwest::Client::new(),
-        "http://127.0.0.1:9/v1",
-        MODEL.into(),
-        None,
-        128,
-    );
+    let backend = backend("http://127.0.0.1:9/v1");
     let mut compared = 0;
     for case in cases() {
         let name = case["name"].as_str().expect("name");
@@ -302,20 +296,7 @@ async fn the_pipeline_replays_every_case_exactly() {
     let m = model(&fake.base_url());
     for case in cases() {
         let name = case["name"].as_str().expect("name");
-        for (req, resp) in case["requests"]
-            .as_array()
-            .expect("requests")
-            .iter()
-            .zip(case["responses"].as_array().expect("responses"))
-        {
-            let ids = req["body"]["logprob_token_ids"]
-                .as_array()
-                .expect("ids")
-                .iter()
-                .map(|v| v.as_u64().expect("id"))
-                .collect();
-            fake.record(&req["body"]["messages"][0]["content"], ids, resp.clone());
-        }
+        record(&fake, &case);
         if case["error"] != Value::Null {
             assert!(request(&case, m.clone(), None).is_err(), "{name}");
             continue;
@@ -406,19 +387,9 @@ fn the_fake_servers_formula_reproduces_the_recorded_answers() {
             .zip(case["responses"].as_array().expect("responses"))
         {
             let body = &req["body"];
-            let ids: Vec<u64> = body["logprob_token_ids"]
-                .as_array()
-                .expect("ids")
-                .iter()
-                .map(|v| v.as_u64().expect("id"))
-                .collect();
-            let support: Vec<u64> = body["allowed_token_ids"]
-                .as_array()
-                .expect("ids")
-                .iter()
-                .map(|v| v.as_u64().expect("id"))
-                .collect();
-            let got = toy_logprobs(&render_toy_prompt(body), &support, &ids);
+            let support = ids_of(&body["allowed_token_ids"]);
+            let read = ids_of(&body["logprob_token_ids"]);
+            let got = toy_logprobs(&render_toy_prompt(body), &support, &read);
             let want = &resp["choices"][0]["logprobs"]["content"][0]["top_logprobs"];
             for (g, w) in got.iter().zip(want.as_array().expect("top")) {
                 let w = w["logprob"].as_f64().expect("lp");
@@ -480,8 +451,7 @@ fn http_body(case: &Value, temperature: Option<f64>) -> Value {
 /// model; the cases it rejects get the contract's 422 without any upstream request.
 #[tokio::test]
 async fn the_http_service_gives_the_reference_answers() {
-    let fake = FakeVllm::start().await;
-    let service = common::start(common::config(&fake.base_url(), &[])).await;
+    let (fake, service) = common::setup(&[]).await;
     let rejected = [
         ("state_empty_string", "system_one_invalid_state"),
         ("state_bare_number", "system_one_invalid_state"),
@@ -493,20 +463,7 @@ async fn the_http_service_gives_the_reference_answers() {
     let mut answered = 0;
     for case in cases() {
         let name = case["name"].as_str().expect("name");
-        for (req, resp) in case["requests"]
-            .as_array()
-            .expect("requests")
-            .iter()
-            .zip(case["responses"].as_array().expect("responses"))
-        {
-            let ids = req["body"]["logprob_token_ids"]
-                .as_array()
-                .expect("ids")
-                .iter()
-                .map(|v| v.as_u64().expect("id"))
-                .collect();
-            fake.record(&req["body"]["messages"][0]["content"], ids, resp.clone());
-        }
+        record(&fake, &case);
         if let Some((_, code)) = rejected.iter().find(|(n, _)| *n == name) {
             let before = fake.chat_requests();
             let response = service.ask(&http_body(&case, None)).await;

@@ -29,13 +29,12 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use clap::Parser;
 use serde_json::{json, Map, Value};
 
 use systemone::backend::llamacpp::LlamaCppBackend;
 use systemone::backend::ReadRequest;
 use systemone::calibrate::DEFAULT_FORMULA;
-use systemone::config::{Cli, Command, ServeConfig};
+use systemone::config::ServeConfig;
 use systemone::prompt::plan;
 use systemone::validate::validate;
 
@@ -97,23 +96,9 @@ async fn backend_turn() -> (String, tokio::sync::MutexGuard<'static, ()>) {
 
 /// A llama.cpp-dialect serve configuration for Gemma 3 270M at `backend_url`.
 fn llama_config(backend_url: &str, extra: &[&str]) -> ServeConfig {
-    let mut args = vec![
-        "systemone",
-        "serve",
-        "--backend",
-        "llamacpp",
-        "--backend-url",
-        backend_url,
-        "--model",
-        MODEL,
-        "--token-table",
-        "gemma-3",
-    ];
-    args.extend_from_slice(extra);
-    match Cli::try_parse_from(args).expect("valid flags").command {
-        Command::Serve(config) => *config,
-        other => panic!("not serve: {other:?}"),
-    }
+    let mut flags = vec!["--model", MODEL, "--token-table", "gemma-3"];
+    flags.extend_from_slice(extra);
+    common::llamacpp_config(backend_url, &flags)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -931,15 +916,7 @@ async fn concurrent_requests_are_all_answered_without_exceeding_the_in_flight_ca
         12 + fallbacks,
         "one chat completion per read plus one per fallback"
     );
-    let metrics = service
-        .client
-        .get(service.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
+    let metrics = common::metrics(&service).await;
     assert!(
         metrics
             .lines()

@@ -10,9 +10,7 @@ use std::sync::{Arc, Mutex};
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
-use clap::Parser;
 use serde_json::{json, Value};
-use systemone::config::{Cli, Command};
 
 /// Gemma 3's digit ids (token-tables/gemma-3.json).
 const DIGITS: [u64; 10] = [
@@ -28,6 +26,17 @@ struct FakeLlama {
     thinking_template: bool,
     /// Every body received, by path.
     bodies: Vec<(String, Value)>,
+}
+
+impl FakeLlama {
+    /// The bodies received at `path`, in arrival order.
+    fn at(&self, path: &str) -> Vec<&Value> {
+        self.bodies
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, b)| b)
+            .collect()
+    }
 }
 
 type Shared = Arc<Mutex<FakeLlama>>;
@@ -110,31 +119,8 @@ async fn start_fake(fake: FakeLlama) -> (String, Shared) {
         .route("/apply-template", post(apply_template))
         .route("/v1/chat/completions", post(chat))
         .with_state(shared.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let addr = common::spawn_app(app).await;
     (format!("http://{addr}/v1"), shared)
-}
-
-async fn service(url: &str, extra: &[&str]) -> common::Service {
-    let mut args = vec![
-        "systemone",
-        "serve",
-        "--backend",
-        "llamacpp",
-        "--backend-url",
-        url,
-    ];
-    args.extend_from_slice(extra);
-    let config = match Cli::try_parse_from(args).expect("flags").command {
-        Command::Serve(c) => *c,
-        other => panic!("not serve: {other:?}"),
-    };
-    common::start(config).await
 }
 
 fn four_options() -> Value {
@@ -142,13 +128,20 @@ fn four_options() -> Value {
         "criteria": {"a": null, "b": null, "c": null, "d": null}}}})
 }
 
+/// Starts `fake` and a service in front of it with `extra` flags; returns them with the
+/// service's response to [`four_options`].
+async fn ask_four(fake: FakeLlama, extra: &[&str]) -> (Shared, common::Service, reqwest::Response) {
+    let (url, fake) = start_fake(fake).await;
+    let service = common::start(common::llamacpp_config(&url, extra)).await;
+    let response = service.ask(&four_options()).await;
+    (fake, service, response)
+}
+
 /// When every option is in the raw top-K, one read gives the renormalised options and the
 /// option mass Σ p; the request carries the logit_bias mask on the Gemma 3 digit ids.
 #[tokio::test]
 async fn one_raw_read_gives_probabilities_and_mass() {
-    let (url, fake) = start_fake(FakeLlama::default()).await;
-    let service = service(&url, &[]).await;
-    let reply = service.ask(&four_options()).await;
+    let (fake, _service, reply) = ask_four(FakeLlama::default(), &[]).await;
     assert_eq!(reply.status(), 200);
     let body: Value = reply.json().await.expect("json");
     let answer = &body["answers"]["q"];
@@ -163,11 +156,7 @@ async fn one_raw_read_gives_probabilities_and_mass() {
     assert_eq!(body["usage"]["cached_tokens"], 40);
     assert_eq!(body["model"], "gemma-3-270m");
     let f = fake.lock().expect("lock");
-    let (_, chat) = f
-        .bodies
-        .iter()
-        .find(|(p, _)| p == "/v1/chat/completions")
-        .expect("a read");
+    let chat = *f.at("/v1/chat/completions").first().expect("a read");
     assert_eq!(
         chat["logit_bias"],
         json!([
@@ -197,13 +186,11 @@ async fn one_raw_read_gives_probabilities_and_mass() {
 /// reporting a number that is not the mass.
 #[tokio::test]
 async fn an_option_outside_the_top_k_falls_back_and_says_the_mass_is_unknown() {
-    let (url, fake) = start_fake(FakeLlama {
+    let fake = FakeLlama {
         drop_last_option: true,
         ..FakeLlama::default()
-    })
-    .await;
-    let service = service(&url, &["--cache-prompt", "false"]).await;
-    let reply = service.ask(&four_options()).await;
+    };
+    let (fake, _service, reply) = ask_four(fake, &["--cache-prompt", "false"]).await;
     assert_eq!(reply.status(), 200);
     let body: Value = reply.json().await.expect("json");
     let answer = &body["answers"]["q"];
@@ -215,12 +202,7 @@ async fn an_option_outside_the_top_k_falls_back_and_says_the_mass_is_unknown() {
     assert_eq!(answer["option_mass_unknown"], true);
     assert_eq!(body["usage"]["upstream_requests"], 2);
     let f = fake.lock().expect("lock");
-    let chats: Vec<&Value> = f
-        .bodies
-        .iter()
-        .filter(|(p, _)| p == "/v1/chat/completions")
-        .map(|(_, b)| b)
-        .collect();
+    let chats = f.at("/v1/chat/completions");
     assert_eq!(chats.len(), 2);
     assert_eq!(chats[1]["post_sampling_probs"], true);
     assert_eq!(chats[0]["cache_prompt"], false);
@@ -230,13 +212,11 @@ async fn an_option_outside_the_top_k_falls_back_and_says_the_mass_is_unknown() {
 /// disabled with 503 `system_one_token_table_mismatch`, and no read is sent.
 #[tokio::test]
 async fn a_template_that_opens_a_reasoning_block_is_refused() {
-    let (url, fake) = start_fake(FakeLlama {
+    let fake = FakeLlama {
         thinking_template: true,
         ..FakeLlama::default()
-    })
-    .await;
-    let service = service(&url, &[]).await;
-    let reply = service.ask(&four_options()).await;
+    };
+    let (fake, service, reply) = ask_four(fake, &[]).await;
     assert_eq!(reply.status(), 503);
     assert!(reply.headers().get("retry-after").is_some());
     let body: Value = reply.json().await.expect("json");
@@ -249,7 +229,7 @@ async fn a_template_that_opens_a_reasoning_block_is_refused() {
         .expect("readyz");
     assert_eq!(ready.status(), 503);
     let f = fake.lock().expect("lock");
-    assert!(f.bodies.iter().all(|(p, _)| p != "/v1/chat/completions"));
+    assert!(f.at("/v1/chat/completions").is_empty());
 }
 
 /// `--disable-thinking` sends `chat_template_kwargs: {"enable_thinking": false}` with every
@@ -257,29 +237,15 @@ async fn a_template_that_opens_a_reasoning_block_is_refused() {
 /// without special tokens.
 #[tokio::test]
 async fn disable_thinking_reaches_the_template() {
-    let (url, fake) = start_fake(FakeLlama::default()).await;
-    let service = service(&url, &["--disable-thinking"]).await;
-    assert_eq!(service.ask(&four_options()).await.status(), 200);
+    let (fake, _service, reply) = ask_four(FakeLlama::default(), &["--disable-thinking"]).await;
+    assert_eq!(reply.status(), 200);
     let f = fake.lock().expect("lock");
     let kwargs = json!({"enable_thinking": false});
-    let template = f
-        .bodies
-        .iter()
-        .find(|(p, _)| p == "/apply-template")
-        .expect("template check");
-    assert_eq!(template.1["chat_template_kwargs"], kwargs);
-    let chat = f
-        .bodies
-        .iter()
-        .find(|(p, _)| p == "/v1/chat/completions")
-        .expect("read");
-    assert_eq!(chat.1["chat_template_kwargs"], kwargs);
-    let tokenized: Vec<&Value> = f
-        .bodies
-        .iter()
-        .filter(|(p, _)| p == "/tokenize")
-        .map(|(_, b)| b)
-        .collect();
+    let template = *f.at("/apply-template").first().expect("template check");
+    assert_eq!(template["chat_template_kwargs"], kwargs);
+    let chat = *f.at("/v1/chat/completions").first().expect("read");
+    assert_eq!(chat["chat_template_kwargs"], kwargs);
+    let tokenized = f.at("/tokenize");
     assert_eq!(tokenized.len(), 11, "the prefix and 10 labels");
     assert!(tokenized.iter().all(|b| b["add_special"] == false));
 }

@@ -13,8 +13,7 @@
 
 mod common;
 
-use std::io;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -24,6 +23,7 @@ use serde_json::{json, Map, Value};
 use tower::ServiceExt;
 
 use common::fake_vllm::{FakeVllm, Fault};
+use common::log::Captured;
 
 /// Every status the contract lets `POST /v1/systemone` answer with (no keys configured).
 const CONTRACT_STATUSES: [u16; 9] = [200, 400, 413, 415, 422, 429, 502, 503, 504];
@@ -831,26 +831,6 @@ fn valid_requests_always_get_well_formed_answers() {
 const CANARY: &str = "CANARY-7f3a";
 const API_KEY: &str = "sk-secret-canary";
 
-/// An in-memory log sink shared by every writer the subscriber makes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.lock().expect("lock").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
-    }
-}
-
 fn obj(pairs: Vec<(String, Value)>) -> Value {
     Value::Object(pairs.into_iter().collect())
 }
@@ -935,7 +915,7 @@ fn probes() -> Vec<Probe> {
     );
     let mut big_label = canary_request(&[]);
     big_label["questions"][c("-choice")]["criteria"][c(&"x".repeat(200))] = json!(null);
-    vec![
+    let mut probes = vec![
         probe("answered", ok.clone(), 200),
         probe(
             "answered, cost layout, shared history, permutations, temperature",
@@ -955,6 +935,11 @@ fn probes() -> Vec<Probe> {
         probe(
             "unknown model",
             canary_request(&[("model", json!(c("-model")))]).to_string(),
+            422,
+        ),
+        probe(
+            "unknown calibration profile",
+            canary_request(&[("calibration", json!(c("-profile")))]).to_string(),
             422,
         ),
         probe(
@@ -982,35 +967,23 @@ fn probes() -> Vec<Probe> {
             encoding: Some("br"),
             ..probe("unsupported encoding", ok.clone(), 415)
         },
-        Probe {
-            fault: Fault::ServerError,
-            ..probe("backend 500", ok.clone(), 502)
-        },
-        Probe {
-            fault: Fault::NoLogprobs,
-            ..probe("backend without logprobs", ok.clone(), 502)
-        },
-        Probe {
-            fault: Fault::MissingId,
-            ..probe("backend missing an id", ok.clone(), 502)
-        },
-        Probe {
-            fault: Fault::MalformedJson,
-            ..probe("backend malformed JSON", ok.clone(), 502)
-        },
-        Probe {
-            fault: Fault::NonFiniteLogprob,
-            ..probe("backend -Infinity logprob", ok.clone(), 502)
-        },
-        Probe {
-            fault: Fault::RateLimited(Some("7".into())),
-            ..probe("backend 429", ok.clone(), 429)
-        },
-        Probe {
-            fault: Fault::Unavailable(None),
-            ..probe("backend 503", ok, 503)
-        },
-    ]
+    ];
+    // A valid request the backend fails.
+    for (fault, name, status) in [
+        (Fault::ServerError, "backend 500", 502),
+        (Fault::NoLogprobs, "backend without logprobs", 502),
+        (Fault::MissingId, "backend missing an id", 502),
+        (Fault::MalformedJson, "backend malformed JSON", 502),
+        (Fault::NonFiniteLogprob, "backend -Infinity logprob", 502),
+        (Fault::RateLimited(Some("7".into())), "backend 429", 429),
+        (Fault::Unavailable(None), "backend 503", 503),
+    ] {
+        probes.push(Probe {
+            fault,
+            ..probe(name, ok.clone(), status)
+        });
+    }
+    probes
 }
 
 /// The process-wide TRACE log of this test binary, in memory, text and JSON formats, every
@@ -1021,35 +994,7 @@ fn probes() -> Vec<Probe> {
 /// subscriber miss every event of the service (measured: 0 of 19 "request finished").
 fn global_log() -> &'static Captured {
     static LOG: OnceLock<Captured> = OnceLock::new();
-    LOG.get_or_init(|| {
-        use tracing_subscriber::fmt::format::FmtSpan;
-        use tracing_subscriber::layer::SubscriberExt;
-        use tracing_subscriber::util::SubscriberInitExt;
-        let captured = Captured::default();
-        let writer = {
-            let captured = captured.clone();
-            move || captured.clone()
-        };
-        tracing_subscriber::registry()
-            .with(tracing_subscriber::filter::LevelFilter::TRACE)
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_ansi(false)
-                    .with_span_events(FmtSpan::FULL)
-                    .with_writer(writer.clone()),
-            )
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .json()
-                    .with_current_span(true)
-                    .with_span_list(true)
-                    .with_span_events(FmtSpan::FULL)
-                    .with_writer(writer),
-            )
-            .try_init()
-            .expect("the only global subscriber of this test binary");
-        captured
-    })
+    LOG.get_or_init(common::log::install)
 }
 
 /// Caller content never reaches the logs: with a TRACE subscriber writing every event and
@@ -1068,12 +1013,7 @@ fn caller_content_and_the_api_key_never_reach_the_logs() {
         .expect("runtime");
     let probes = probes();
     let ids: Vec<(String, &'static str)> = runtime.block_on(async {
-        let fake = FakeVllm::start().await;
-        let service = common::start(common::config(
-            &fake.base_url(),
-            &["--backend-api-key", API_KEY],
-        ))
-        .await;
+        let (fake, service) = common::setup(&["--backend-api-key", API_KEY]).await;
         let mut ids = Vec::new();
         for p in &probes {
             fake.set_fault(p.fault.clone());

@@ -22,18 +22,14 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use reqwest::header::HeaderMap;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use clap::Parser;
 use common::fake_vllm::{FakeVllm, Fault};
-use common::Service;
-use systemone::config::{Cli, Command, ServeConfig};
-use systemone::json::to_python;
+use common::real_tokenizers::{one_token_more, state_of_exactly, state_tokens, tokenizer_path};
+use common::{ask, assert_error, criteria, get, setup, Reply, Service};
 use systemone::tokens::build::LoadedTokenizer;
 use systemone::tokens::verify::{Status, Verdict};
 
@@ -54,68 +50,6 @@ const MAX_QUESTION_TOKENS: usize = 16_384;
 // ---------------------------------------------------------------------------------------
 // Helpers.
 // ---------------------------------------------------------------------------------------
-
-/// One response, read whole.
-struct Reply {
-    status: u16,
-    headers: HeaderMap,
-    text: String,
-    body: Value,
-}
-
-impl Reply {
-    async fn read(response: reqwest::Response) -> Self {
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let text = response.text().await.expect("body reads");
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply {
-            status,
-            headers,
-            text,
-            body,
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .get(name)
-            .map(|v| v.to_str().expect("ascii header"))
-    }
-
-    fn message(&self) -> &str {
-        self.body["error"]["message"].as_str().unwrap_or("")
-    }
-}
-
-/// A fake plus a service in front of it, with `extra` flags.
-async fn setup(extra: &[&str]) -> (FakeVllm, Service) {
-    let fake = FakeVllm::start().await;
-    let service = common::start(common::config(&fake.base_url(), extra)).await;
-    (fake, service)
-}
-
-async fn ask(service: &Service, body: &Value) -> Reply {
-    Reply::read(service.ask(body).await).await
-}
-
-async fn get(service: &Service, path: &str) -> Reply {
-    let response = service
-        .client
-        .get(service.url(path))
-        .send()
-        .await
-        .expect("service answers");
-    Reply::read(response).await
-}
-
-/// `criteria` with `n` labels `opt_0` … `opt_{n-1}`.
-fn criteria(n: usize) -> Value {
-    let map: Map<String, Value> = (0..n)
-        .map(|i| (format!("opt_{i}"), json!(format!("option number {i}"))))
-        .collect();
-    Value::Object(map)
-}
 
 /// A request with one choice question of `n` options about `state`.
 fn choice_about(state: Value, n: usize) -> Value {
@@ -139,21 +73,6 @@ fn status(service: &Service) -> Status {
 fn assert_answered(reply: &Reply) {
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert!(reply.body["answers"]["q"].is_object(), "{}", reply.text);
-}
-
-/// Asserts the contract's error shape: status, code in the header and the body, type.
-fn assert_error(reply: &Reply, status: u16, code: &str, kind: &str) {
-    assert_eq!(reply.status, status, "status; body {}", reply.text);
-    assert_eq!(
-        reply.header("x-systemone-error-code"),
-        Some(code),
-        "{}",
-        reply.text
-    );
-    assert_eq!(reply.body["error"]["code"], json!(code), "{}", reply.text);
-    assert_eq!(reply.body["error"]["type"], json!(kind), "{}", reply.text);
-    assert!(!reply.message().is_empty(), "{}", reply.text);
-    assert!(reply.body.get("answers").is_none(), "{}", reply.text);
 }
 
 /// Asserts a 503 `system_one_token_table_mismatch` with a `Retry-After` of 1 to 60 s.
@@ -268,103 +187,12 @@ async fn next_check(fake: &FakeVllm, service: &Service, expect_ok: bool) -> (Sta
     (after, started.elapsed())
 }
 
-/// Where the real tokenizers are (fails, never skips, when they are missing).
-fn tokenizer_path(name: &str) -> PathBuf {
-    let dir = std::env::var("SYSTEMONE_TOKENIZERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/systemone/tokenizers")
-        });
-    let path = dir.join(name).join("tokenizer.json");
-    assert!(
-        path.is_file(),
-        "{} is missing: run scripts/fetch-tokenizers.sh",
-        path.display()
-    );
-    path
-}
-
-/// Tokens of a string state as the prompt renders it (JSON, quotes included).
-fn state_tokens(tk: &LoadedTokenizer, state: &str) -> usize {
-    let rendered = to_python(&Value::String(state.to_string())).expect("a string renders");
-    tk.count(&rendered).expect("counts")
-}
-
-/// Short pieces that usually add one token each.
-const PIECES: [&str; 8] = [" a", ".", " I", " x", "!", ",", " the", "?"];
-
-/// A string state whose JSON rendering is exactly `target` tokens: a sentence repeated
-/// (the most repetitions that stay within `target`), then padded one piece at a time.
-fn state_of_exactly(tk: &LoadedTokenizer, target: usize) -> String {
-    const SENTENCE: &str =
-        "The customer says the invoice for March is wrong and asks for a refund. ";
-    let text = |k: usize| SENTENCE.repeat(k).trim_end().to_string();
-    let (mut lo, mut hi) = (1usize, target);
-    assert!(state_tokens(tk, &text(lo)) <= target);
-    while lo < hi {
-        let mid = (lo + hi).div_ceil(2);
-        if state_tokens(tk, &text(mid)) <= target {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    let mut state = text(lo);
-    for _ in 0..1_000 {
-        let count = state_tokens(tk, &state);
-        if count == target {
-            return state;
-        }
-        let piece = PIECES
-            .iter()
-            .find(|p| {
-                let grown = state_tokens(tk, &format!("{state}{p}"));
-                grown > count && grown <= target
-            })
-            .unwrap_or_else(|| panic!("no piece grows {count} tokens towards {target}"));
-        state.push_str(piece);
-    }
-    panic!("could not reach {target} tokens");
-}
-
-/// `state` plus one piece that adds exactly one token to its rendering.
-fn one_token_more(tk: &LoadedTokenizer, state: &str) -> String {
-    let count = state_tokens(tk, state);
-    PIECES
-        .iter()
-        .map(|p| format!("{state}{p}"))
-        .find(|s| state_tokens(tk, s) == count + 1)
-        .expect("some piece adds exactly one token")
-}
-
-/// Like [`common::config`], but with the token table `table` instead of `golden-fake`.
-fn config_with_table(backend_url: &str, table: &str, extra: &[&str]) -> ServeConfig {
-    let mut args = vec![
-        "systemone",
-        "serve",
-        "--backend",
-        "vllm",
-        "--backend-url",
-        backend_url,
-        "--token-table",
-        table,
-        "--model",
-        MODEL,
-    ];
-    args.extend_from_slice(extra);
-    match Cli::try_parse_from(args).expect("valid flags").command {
-        Command::Serve(config) => *config,
-        other => panic!("not serve: {other:?}"),
-    }
-}
-
 /// A service on the fake with the real Gemma 3 tokenizer and table, checks off.
 async fn gemma_service() -> (FakeVllm, Service) {
     let gemma = tokenizer_path("gemma3");
     let gemma = gemma.to_str().expect("utf-8 path");
     let fake = FakeVllm::start().await;
-    let config = config_with_table(
+    let config = common::config_with_table(
         &fake.base_url(),
         "gemma-3",
         &["--tokenizer", gemma, "--token-check-interval-secs", "0"],
@@ -717,7 +545,8 @@ async fn gemma3_question_and_option_limits() {
 async fn a_tokenizer_that_does_not_match_the_table_refuses_to_start() {
     let qwen = tokenizer_path("qwen3");
     let qwen = qwen.to_str().expect("utf-8 path");
-    let config = config_with_table("http://127.0.0.1:9/v1", "gemma-3", &["--tokenizer", qwen]);
+    let config =
+        common::config_with_table("http://127.0.0.1:9/v1", "gemma-3", &["--tokenizer", qwen]);
     let message = match systemone::build_state(&config) {
         Ok(_) => panic!("a mismatched tokenizer must refuse to start"),
         Err(e) => e.to_string(),

@@ -5,27 +5,13 @@
 //! the repository; the directory is passed in `SYSTEMONE_TOKENIZERS` (default
 //! `~/.cache/systemone/tokenizers`). Without them these tests fail rather than skip.
 
-use std::path::PathBuf;
+mod common;
 
 use serde_json::{json, Map};
 use systemone::tokens::build::{build, check, LoadedTokenizer};
 use systemone::tokens::TokenTable;
 
-fn tokenizer_path(name: &str) -> PathBuf {
-    let dir = std::env::var("SYSTEMONE_TOKENIZERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/systemone/tokenizers")
-        });
-    let path = dir.join(name).join("tokenizer.json");
-    assert!(
-        path.is_file(),
-        "{} is missing: run scripts/fetch-tokenizers.sh",
-        path.display()
-    );
-    path
-}
+use common::real_tokenizers::tokenizer_path;
 
 fn committed(name: &str) -> TokenTable {
     let path = format!("{}/token-tables/{name}.json", env!("CARGO_MANIFEST_DIR"));

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 
 use common::fake_vllm::FakeVllm;
+use common::PNG;
 
 /// A request body: JSON to serialise, or exact bytes.
 #[derive(Debug, Clone)]
@@ -111,6 +112,11 @@ fn fail(name: impl Into<String>, body: impl Into<Body>, status: u16, code: &'sta
         },
         ..pass(name, body)
     }
+}
+
+/// A row whose raw body repeats `key`: refused with 422 `system_one_duplicate_key` naming it.
+fn duplicate(name: &str, body: &str, key: &str) -> Row {
+    fail(name, body, 422, "system_one_duplicate_key").mentions(&[key])
 }
 
 impl Row {
@@ -283,41 +289,31 @@ fn rows() -> Vec<Row> {
         fail("body is null", "null", 422, "system_one_invalid_body").at(&[]),
         fail("body is a number", "42", 422, "system_one_invalid_body").at(&[]),
         // ---- 422: duplicate keys at any level ---------------------------------------------
-        fail(
+        duplicate(
             "duplicate top-level key",
             r#"{"state": "a", "state": "b", "questions": {"q1": {"type": "noul", "instructions": "x"}}}"#,
-            422,
-            "system_one_duplicate_key",
-        )
-        .mentions(&["state"]),
-        fail(
+            "state",
+        ),
+        duplicate(
             "duplicate question id",
             r#"{"state": "a", "questions": {"dupq": {"type": "noul", "instructions": "x"}, "dupq": {"type": "noul", "instructions": "y"}}}"#,
-            422,
-            "system_one_duplicate_key",
-        )
-        .mentions(&["dupq"]),
-        fail(
+            "dupq",
+        ),
+        duplicate(
             "duplicate key inside a question",
             r#"{"state": "a", "questions": {"q1": {"type": "noul", "type": "choice", "instructions": "x"}}}"#,
-            422,
-            "system_one_duplicate_key",
-        )
-        .mentions(&["type"]),
-        fail(
+            "type",
+        ),
+        duplicate(
             "duplicate label inside criteria",
             r#"{"state": "a", "questions": {"q1": {"type": "choice", "criteria": {"dupl": "x", "other": "z", "dupl": "y"}}}}"#,
-            422,
-            "system_one_duplicate_key",
-        )
-        .mentions(&["dupl"]),
-        fail(
+            "dupl",
+        ),
+        duplicate(
             "duplicate key deep inside the state",
             r#"{"state": {"a": [{"deep": 1, "deep": 2}]}, "questions": {"q1": {"type": "noul", "instructions": "x"}}}"#,
-            422,
-            "system_one_duplicate_key",
-        )
-        .mentions(&["deep"]),
+            "deep",
+        ),
         // ---- 422: model ------------------------------------------------------------------
         fail("unknown model", top("model", json!("gpt-4o")), 422, "system_one_unsupported_model")
             .at(&["model"])
@@ -881,6 +877,18 @@ async fn run(rows: &[Row]) -> Vec<String> {
     problems
 }
 
+/// Runs `rows` and asserts that each got exactly its expected outcome.
+async fn assert_rows_hold(rows: &[Row]) {
+    let problems = run(rows).await;
+    assert!(
+        problems.is_empty(),
+        "{} problems in {} rows:\n{}",
+        problems.len(),
+        rows.len(),
+        problems.join("\n")
+    );
+}
+
 /// Every row of the table gets exactly its expected outcome: each schema, media-type and
 /// size rule is refused with its own status, code, header, message and `detail` location,
 /// before any upstream call; everything the contract accepts is answered with 200.
@@ -900,14 +908,7 @@ async fn every_validation_rule_has_its_status_code_and_location() {
         .filter(|r| matches!(r.expect, Expect::Err { .. }))
         .count();
     assert!(refused >= 100, "only {refused} refused rows");
-    let problems = run(&rows).await;
-    assert!(
-        problems.is_empty(),
-        "{} problems in {} rows:\n{}",
-        problems.len(),
-        rows.len(),
-        problems.join("\n")
-    );
+    assert_rows_hold(&rows).await;
 }
 
 // ---- Transport features the official SDK uses (compression, multipart) -------------------
@@ -1050,15 +1051,6 @@ fn multipart(parts: &[(&str, &str, &[u8])]) -> Vec<u8> {
     out
 }
 
-/// The smallest valid PNG (1×1, grey), for asset parts.
-const PNG_1X1: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x00, 0x00, 0x00, 0x3a, 0x7e, 0x9b,
-    0x55, 0x00, 0x00, 0x00, 0x0a, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0x60, 0x00, 0x00, 0x00,
-    0x02, 0x00, 0x01, 0xe2, 0x21, 0xbc, 0x33, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae,
-    0x42, 0x60, 0x82,
-];
-
 fn transport_rows() -> Vec<Row> {
     let body = base().to_string().into_bytes();
     let big = top("state", json!("z".repeat(4_000)))
@@ -1121,7 +1113,7 @@ fn multipart_rows() -> Vec<Row> {
         .content_type(Some(multipart_ct)),
         fail(
             "multipart without a request part",
-            multipart(&[("asset-0", "image/png", PNG_1X1)]),
+            multipart(&[("asset-0", "image/png", PNG)]),
             400,
             "system_one_invalid_multipart",
         )
@@ -1130,7 +1122,7 @@ fn multipart_rows() -> Vec<Row> {
             "multipart image on a text-only model",
             multipart(&[
                 ("request", "application/json", with_assets.as_bytes()),
-                ("asset-0", "image/png", PNG_1X1),
+                ("asset-0", "image/png", PNG),
             ]),
             422,
             "system_one_images_unsupported",
@@ -1141,7 +1133,7 @@ fn multipart_rows() -> Vec<Row> {
             "multipart image on a vision model",
             multipart(&[
                 ("request", "application/json", with_assets.as_bytes()),
-                ("asset-0", "image/png", PNG_1X1),
+                ("asset-0", "image/png", PNG),
             ]),
         )
         .content_type(Some(multipart_ct))
@@ -1179,15 +1171,7 @@ fn multipart_rows() -> Vec<Row> {
 /// decompression bomb is a 413, a broken stream a 400, an unknown encoding a 415.
 #[tokio::test]
 async fn compressed_bodies_are_read() {
-    let rows = transport_rows();
-    let problems = run(&rows).await;
-    assert!(
-        problems.is_empty(),
-        "{} problems in {} rows:\n{}",
-        problems.len(),
-        rows.len(),
-        problems.join("\n")
-    );
+    assert_rows_hold(&transport_rows()).await;
 }
 
 /// A 32 KB zstd frame of RLE blocks that expands to 1 GiB is refused with 413 at the
@@ -1203,8 +1187,7 @@ async fn a_zstd_bomb_is_a_413() {
         frame.push(b' ');
     }
     assert!(frame.len() < 40_000);
-    let fake = FakeVllm::start().await;
-    let service = common::start(common::config(&fake.base_url(), &[])).await;
+    let (fake, service) = common::setup(&[]).await;
     let reply = service
         .client
         .post(service.url("/v1/systemone"))
@@ -1224,15 +1207,7 @@ async fn a_zstd_bomb_is_a_413() {
 /// JSON body (without one it is a 400).
 #[tokio::test]
 async fn multipart_bodies_are_read() {
-    let rows = multipart_rows();
-    let problems = run(&rows).await;
-    assert!(
-        problems.is_empty(),
-        "{} problems in {} rows:\n{}",
-        problems.len(),
-        rows.len(),
-        problems.join("\n")
-    );
+    assert_rows_hold(&multipart_rows()).await;
 }
 
 /// The hand-made gzip, zstd and multipart encoders the transport rows rely on produce what

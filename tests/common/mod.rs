@@ -1,14 +1,24 @@
-//! Shared test support: the fake vLLM server and a service started against it on port 0.
+//! Shared test support: the fake vLLM server, a service started against it on port 0, and
+//! what the HTTP tests share (responses read whole, the contract's error shape, small
+//! requests and files).
 
 #![allow(dead_code)]
 
 pub mod fake_vllm;
+pub mod log;
+pub mod real_tokenizers;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use clap::Parser;
+use reqwest::header::HeaderMap;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
 use systemone::config::{Cli, Command, ServeConfig};
 use systemone::AppState;
+
+use fake_vllm::FakeVllm;
 
 /// A service running on 127.0.0.1:0 in the current runtime.
 pub struct Service {
@@ -35,8 +45,36 @@ impl Service {
     }
 }
 
+/// Parses a whole command line (`systemone serve …`) into its serve configuration.
+pub fn serve_config(args: &[&str]) -> ServeConfig {
+    match Cli::try_parse_from(args).expect("valid flags").command {
+        Command::Serve(config) => *config,
+        other => panic!("not serve: {other:?}"),
+    }
+}
+
+/// The serve configuration for a llama.cpp backend (`llama-server`) at `backend_url`, with
+/// extra flags.
+pub fn llamacpp_config(backend_url: &str, extra: &[&str]) -> ServeConfig {
+    let mut args = vec![
+        "systemone",
+        "serve",
+        "--backend",
+        "llamacpp",
+        "--backend-url",
+        backend_url,
+    ];
+    args.extend_from_slice(extra);
+    serve_config(&args)
+}
+
 /// The serve configuration for a backend at `backend_url`, with extra flags.
 pub fn config(backend_url: &str, extra: &[&str]) -> ServeConfig {
+    config_with_table(backend_url, "golden-fake", extra)
+}
+
+/// Like [`config`], but with the token table `table` instead of `golden-fake`.
+pub fn config_with_table(backend_url: &str, table: &str, extra: &[&str]) -> ServeConfig {
     let mut args = vec![
         "systemone",
         "serve",
@@ -45,31 +83,233 @@ pub fn config(backend_url: &str, extra: &[&str]) -> ServeConfig {
         "--backend-url",
         backend_url,
         "--token-table",
-        "golden-fake",
+        table,
         "--model",
         "glm-5.3-flash",
     ];
     args.extend_from_slice(extra);
-    match Cli::try_parse_from(args).expect("valid flags").command {
-        Command::Serve(config) => *config,
-        other => panic!("not serve: {other:?}"),
-    }
+    serve_config(&args)
+}
+
+/// Serves `app` on 127.0.0.1:0 in the current runtime; returns the bound address.
+pub async fn spawn_app(app: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
 }
 
 /// Starts the service with `config`.
 pub async fn start(config: ServeConfig) -> Service {
     let state = systemone::build_state(&config).expect("state builds");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let app = systemone::app(state.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let addr = spawn_app(systemone::app(state.clone())).await;
     Service {
         addr,
         state,
         client: reqwest::Client::new(),
     }
+}
+
+/// A fake vLLM server plus a service in front of it, with `extra` flags.
+pub async fn setup(extra: &[&str]) -> (FakeVllm, Service) {
+    let fake = FakeVllm::start().await;
+    let service = start(config(&fake.base_url(), extra)).await;
+    (fake, service)
+}
+
+// ---------------------------------------------------------------------------------------
+// Responses.
+// ---------------------------------------------------------------------------------------
+
+/// One response, read whole.
+pub struct Reply {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub text: String,
+    /// The body as JSON (`Null` when it is not JSON).
+    pub body: Value,
+}
+
+impl Reply {
+    pub async fn read(response: reqwest::Response) -> Self {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("body reads");
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            text,
+            body,
+        }
+    }
+
+    /// Like [`Reply::read`], asserting that the body is JSON.
+    pub async fn read_json(response: reqwest::Response) -> Self {
+        let reply = Reply::read(response).await;
+        if let Err(e) = serde_json::from_str::<Value>(&reply.text) {
+            panic!("a JSON body: {e}: {}", reply.text);
+        }
+        reply
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(name)
+            .map(|v| v.to_str().expect("ascii header"))
+    }
+
+    /// `error.message`, or `""`.
+    pub fn message(&self) -> &str {
+        self.body["error"]["message"].as_str().unwrap_or("")
+    }
+
+    /// `Retry-After` in seconds, if present.
+    pub fn retry_after(&self) -> Option<u64> {
+        self.header("retry-after")
+            .map(|v| v.parse().expect("Retry-After is whole seconds"))
+    }
+
+    /// `Retry-After` in seconds, which must be present.
+    pub fn retry_secs(&self) -> u64 {
+        self.retry_after().expect("Retry-After")
+    }
+
+    /// Asserts the status, `error.code` and `error.type`.
+    pub fn assert_code(&self, status: u16, code: &str, kind: &str) {
+        assert_eq!(self.status, status, "status; body {}", self.text);
+        assert_eq!(self.body["error"]["code"], json!(code), "{}", self.text);
+        assert_eq!(self.body["error"]["type"], json!(kind), "{}", self.text);
+    }
+}
+
+/// Asserts the contract's error shape: status, code in the header and the body, type, a
+/// message, and no answers.
+pub fn assert_error(reply: &Reply, status: u16, code: &str, kind: &str) {
+    reply.assert_code(status, code, kind);
+    assert_eq!(
+        reply.header("x-systemone-error-code"),
+        Some(code),
+        "header code; body {}",
+        reply.text
+    );
+    assert!(!reply.message().is_empty(), "{}", reply.text);
+    assert!(
+        reply.body.get("answers").is_none(),
+        "an error carries no answers: {}",
+        reply.text
+    );
+}
+
+/// POSTs `body` as JSON to `url`.
+pub async fn post(client: &reqwest::Client, url: &str, body: &Value) -> Reply {
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("service answers");
+    Reply::read(response).await
+}
+
+/// POSTs `body` to the service's `/v1/systemone`.
+pub async fn ask(service: &Service, body: &Value) -> Reply {
+    post(&service.client, &service.url("/v1/systemone"), body).await
+}
+
+/// GETs `path` from the service.
+pub async fn get(service: &Service, path: &str) -> Reply {
+    get_as(service, path, None).await
+}
+
+/// Like [`ask`], with `Authorization: Bearer <bearer>` when there is one.
+pub async fn ask_as(service: &Service, bearer: Option<&str>, body: &Value) -> Reply {
+    let mut request = service
+        .client
+        .post(service.url("/v1/systemone"))
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if let Some(key) = bearer {
+        request = request.bearer_auth(key);
+    }
+    Reply::read(request.send().await.expect("service answers")).await
+}
+
+/// Like [`get`], with `Authorization: Bearer <bearer>` when there is one.
+pub async fn get_as(service: &Service, path: &str, bearer: Option<&str>) -> Reply {
+    let mut request = service.client.get(service.url(path));
+    if let Some(key) = bearer {
+        request = request.bearer_auth(key);
+    }
+    Reply::read(request.send().await.expect("service answers")).await
+}
+
+/// The service's `/metrics` text.
+pub async fn metrics(service: &Service) -> String {
+    service
+        .client
+        .get(service.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text")
+}
+
+// ---------------------------------------------------------------------------------------
+// Requests and files.
+// ---------------------------------------------------------------------------------------
+
+/// `criteria` with `n` labels `opt_0` … `opt_{n-1}`.
+pub fn criteria(n: usize) -> Value {
+    let map: Map<String, Value> = (0..n)
+        .map(|i| (format!("opt_{i}"), json!(format!("option number {i}"))))
+        .collect();
+    Value::Object(map)
+}
+
+/// A JSON list of token ids (`logprob_token_ids`, `allowed_token_ids`, …).
+pub fn ids_of(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .expect("id array")
+        .iter()
+        .map(|x| x.as_u64().expect("id"))
+        .collect()
+}
+
+/// The smallest valid PNG (1×1, grey).
+pub const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x00, 0x00, 0x00, 0x3a, 0x7e, 0x9b,
+    0x55, 0x00, 0x00, 0x00, 0x0a, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0x60, 0x00, 0x00, 0x00,
+    0x02, 0x00, 0x01, 0xe2, 0x21, 0xbc, 0x33, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae,
+    0x42, 0x60, 0x82,
+];
+
+/// The lower-case hex sha256 of `text`.
+pub fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Writes `text` to a file `name` in a fresh directory under the system temp dir; returns
+/// the file's path.
+pub fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "systemone-test-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path
 }

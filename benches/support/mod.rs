@@ -1,0 +1,410 @@
+//! What the benches share: the `systemone` binary Cargo built, started as a child process on
+//! 127.0.0.1:0 (its address read from its `listening` log line); the load driver and what
+//! it measures; the ~1,000-character ticket state; environment knobs and table helpers.
+//!
+//! Each bench includes it with `#[path = "support/mod.rs"] mod support;`.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use systemone::config::Layout;
+use systemone::lower::{lower_choice, LoweredQuestion};
+use systemone::models::Model;
+use systemone::validate::{History, ValidRequest};
+
+/// The child's `RUST_LOG`: `listening` is an info line of the binary (target `systemone`);
+/// the per-request info lines live in `systemone::api` and stay off.
+pub const SERVICE_RUST_LOG: &str =
+    "warn,systemone=info,systemone::api=warn,systemone::pipeline=warn";
+
+/// A duration in seconds from the environment variable `name` (finite, ≥ 0), else `default`.
+pub fn env_secs(name: &str, default: f64) -> Duration {
+    let secs = std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(default);
+    Duration::from_secs_f64(secs)
+}
+
+// ---------------------------------------------------------------------------------------
+// The service child
+// ---------------------------------------------------------------------------------------
+
+/// The child service; killed and reaped when dropped (also while unwinding a panic).
+pub struct ServiceGuard {
+    pub child: Child,
+}
+
+impl ServiceGuard {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ServiceGuard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Removes ANSI escape sequences (in case the child logs in colour).
+pub fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The bound address in a `listening` line (`… listening address=127.0.0.1:PORT`, or JSON).
+pub fn parse_listening(line: &str) -> Option<SocketAddr> {
+    let line = strip_ansi(line);
+    if !line.contains("listening") {
+        return None;
+    }
+    line.split(|c: char| c.is_whitespace() || c == '"' || c == ',' || c == '=' || c == '}')
+        .find_map(|word| word.parse::<SocketAddr>().ok())
+}
+
+/// `systemone serve --listen 127.0.0.1:0` plus `args`, logging with [`SERVICE_RUST_LOG`],
+/// without colour.
+pub fn serve_command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_systemone"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("RUST_LOG", SERVICE_RUST_LOG)
+        .env("NO_COLOR", "1");
+    command
+}
+
+/// The `serve` flags for the fake vLLM server at `backend_url`: the vLLM dialect, the golden
+/// toy token table and the test model `glm-5.3-flash`.
+pub fn fake_backend_flags(backend_url: &str) -> [&str; 8] {
+    [
+        "--backend",
+        "vllm",
+        "--backend-url",
+        backend_url,
+        "--token-table",
+        "golden-fake",
+        "--model",
+        "glm-5.3-flash",
+    ]
+}
+
+/// Spawns `command` (stdin and stdout closed, stderr piped) and waits up to 30 s for its
+/// `listening` line; returns the guard and the address. A thread keeps draining stderr so
+/// the child never blocks on a full pipe, and hands every line (ANSI escapes removed) to
+/// `each_line` with whether the `listening` line came before it.
+pub fn start_service(
+    mut command: Command,
+    mut each_line: impl FnMut(&str, bool) + Send + 'static,
+) -> (ServiceGuard, SocketAddr) {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the systemone binary starts");
+    let mut guard = ServiceGuard { child };
+    let stderr = guard.child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        let mut early = Vec::new();
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let line = strip_ansi(&line);
+            each_line(&line, tx.is_none());
+            if let Some(sender) = &tx {
+                if let Some(addr) = parse_listening(&line) {
+                    let _ = sender.send(Ok(addr));
+                    tx = None;
+                } else {
+                    early.push(line);
+                }
+            }
+        }
+        if let Some(sender) = tx {
+            let _ = sender.send(Err(early.join("\n")));
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(addr)) => (guard, addr),
+        Ok(Err(log)) => panic!("the service exited before listening; its stderr:\n{log}"),
+        Err(_) => panic!("the service did not log `listening` within 30 s"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Load
+// ---------------------------------------------------------------------------------------
+
+/// Hard cap on measured requests per phase (a phase normally stops on time first).
+pub const MAX_REQUESTS_PER_PHASE: usize = 2_000_000;
+
+/// A multi-thread runtime of 2 workers named `name`.
+pub fn runtime(name: &str) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A keep-alive client for load: `max_idle` pooled connections, no Nagle, `timeout` on
+/// every request.
+pub fn load_client(max_idle: usize, timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(max_idle)
+        .tcp_nodelay(true)
+        .timeout(timeout)
+        .build()
+        .expect("client")
+}
+
+/// What one phase (or several merged rounds of one path) measured.
+#[derive(Default)]
+pub struct Phase {
+    /// Every request sent, warm-up included (for CPU per request).
+    pub all_requests: usize,
+    pub errors: usize,
+    pub elapsed: Duration,
+    /// Sorted latencies of the successful requests.
+    pub latencies: Vec<Duration>,
+    pub first_error: Option<String>,
+}
+
+impl Phase {
+    /// Successful requests.
+    pub fn requests(&self) -> usize {
+        self.latencies.len()
+    }
+
+    /// Adds another round of the same path.
+    pub fn merge(&mut self, other: Phase) {
+        self.all_requests += other.all_requests;
+        self.errors += other.errors;
+        self.elapsed += other.elapsed;
+        self.latencies.extend(other.latencies);
+        self.latencies.sort_unstable();
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
+
+    /// Successful requests per second.
+    pub fn rate(&self) -> f64 {
+        self.requests() as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Nearest-rank percentile of the latencies (`None` when there are none).
+    pub fn percentile(&self, p: f64) -> Option<Duration> {
+        nearest_rank(&self.latencies, p)
+    }
+
+    /// Prints how many requests failed and the first failure, if any failed.
+    pub fn report_errors(&self, what: &str) {
+        if let Some(e) = &self.first_error {
+            eprintln!("{what}: {} errors; first: {e}", self.errors);
+        }
+    }
+}
+
+/// Sends `request` (cloned for each send) from `concurrency` loops for `warmup`, then for
+/// `duration` measured, or until [`MAX_REQUESTS_PER_PHASE`] measured requests have started.
+pub async fn drive(
+    request: reqwest::RequestBuilder,
+    concurrency: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Phase {
+    let measure_from = Instant::now() + warmup;
+    let stop_at = measure_from + duration;
+    let budget = Arc::new(AtomicUsize::new(MAX_REQUESTS_PER_PHASE));
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let request = request.try_clone().expect("a request with a plain body");
+            let budget = budget.clone();
+            tokio::spawn(async move {
+                let mut phase = Phase::default();
+                loop {
+                    let now = Instant::now();
+                    if now >= stop_at {
+                        break;
+                    }
+                    if now >= measure_from && budget.fetch_sub(1, Ordering::Relaxed) == 0 {
+                        break;
+                    }
+                    let sent = Instant::now();
+                    let result = async {
+                        let response = request
+                            .try_clone()
+                            .expect("a request with a plain body")
+                            .send()
+                            .await?;
+                        let status = response.status();
+                        let text = response.bytes().await?;
+                        Ok::<_, reqwest::Error>((status, text))
+                    }
+                    .await;
+                    let took = sent.elapsed();
+                    phase.all_requests += 1;
+                    if sent < measure_from {
+                        continue;
+                    }
+                    match result {
+                        Ok((status, _)) if status.is_success() => phase.latencies.push(took),
+                        Ok((status, text)) => {
+                            phase.errors += 1;
+                            phase.first_error.get_or_insert_with(|| {
+                                format!("{status}: {}", String::from_utf8_lossy(&text))
+                            });
+                        }
+                        Err(e) => {
+                            phase.errors += 1;
+                            phase.first_error.get_or_insert_with(|| e.to_string());
+                        }
+                    }
+                }
+                phase
+            })
+        })
+        .collect();
+    let mut phase = Phase::default();
+    for task in tasks {
+        phase.merge(task.await.expect("load task"));
+    }
+    // Requests still in flight at the stop time finish late; count the real span.
+    phase.elapsed = measure_from.elapsed();
+    phase
+}
+
+/// A state of about 1,000 characters: a support ticket with some structure.
+pub fn ticket_state() -> Value {
+    json!({
+        "ticket": {
+            "id": "T-2024-118734",
+            "channel": "email",
+            "customer": {"name": "Dana Whitfield", "plan": "business", "tenure_months": 27},
+            "subject": "Invoice charged twice after upgrading our workspace",
+            "body": "Hello, last Tuesday we upgraded our workspace from the team plan to the \
+                     business plan. Since then our card was charged twice for the same month: \
+                     once for the old plan and once for the new one, and the invoice page shows \
+                     both as paid. Our finance team needs a corrected invoice before the end of \
+                     the quarter, and we would like the duplicate charge refunded to the original \
+                     card. We also noticed that two of our guests lost access to shared folders \
+                     right after the upgrade, which may or may not be related. Could you look \
+                     into both? Thanks, Dana.",
+        },
+        "history": [
+            {"at": "2024-05-02T09:14:00Z", "event": "plan_upgraded", "from": "team", "to": "business"},
+            {"at": "2024-05-02T09:15:12Z", "event": "payment_captured", "amount": "480.00"},
+            {"at": "2024-05-02T09:15:40Z", "event": "payment_captured", "amount": "720.00"}
+        ],
+        "locale": "en-GB"
+    })
+}
+
+/// The question asked about [`ticket_state`].
+pub const ROUTE_INSTRUCTIONS: &str = "Which queue should this ticket go to?";
+
+/// The four options of the routing question: (label, description).
+pub fn route_criteria() -> Vec<(String, Value)> {
+    vec![
+        (
+            "billing".into(),
+            json!("Charges, invoices, refunds, payment methods"),
+        ),
+        (
+            "access".into(),
+            json!("Logins, permissions, shared folders, guests"),
+        ),
+        (
+            "bug".into(),
+            json!("Something in the product does not work as documented"),
+        ),
+        ("other".into(), Value::Null),
+    ]
+}
+
+/// The routing question about [`ticket_state`], with these options.
+pub fn route_question(criteria: Vec<(String, Value)>) -> LoweredQuestion {
+    lower_choice("route".into(), json!(ROUTE_INSTRUCTIONS), criteria)
+}
+
+/// A validated request of the one `question` about `state`, with the defaults (no
+/// temperature, the accuracy layout, one order, no images, no history).
+pub fn one_question(model: &Arc<Model>, state: &Value, question: LoweredQuestion) -> ValidRequest {
+    ValidRequest::reference(
+        model.clone(),
+        state,
+        vec![question],
+        None,
+        Layout::Accuracy,
+        1,
+        vec![],
+        History::None,
+    )
+    .expect("a valid reference request")
+}
+
+/// The token ids of the model's first `n` labels.
+pub fn label_ids(model: &Model, n: usize) -> Vec<u32> {
+    model.table.labels[..n].iter().map(|l| l.id).collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Numbers and tables
+// ---------------------------------------------------------------------------------------
+
+/// Nearest-rank percentile of sorted `values` (`None` when empty).
+pub fn nearest_rank<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// Milliseconds.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A target's verdict in a table.
+pub fn mark(ok: bool) -> &'static str {
+    if ok {
+        "ok"
+    } else {
+        "MISS"
+    }
+}
+
+/// The CPUs this machine offers (0 when unknown).
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(0, |n| n.get())
+}
