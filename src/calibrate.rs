@@ -49,6 +49,27 @@ impl Calibration {
         Ok(c)
     }
 
+    /// The formula for a model configured without a calibration file: the file
+    /// `calibration/<model>.json` under the working directory when there is one (what
+    /// `systemone calibrate --model <model>` writes), else the shipped file of that name,
+    /// else [`DEFAULT_FORMULA`]. Returns where it came from, for the startup log.
+    pub fn for_model(model: &str) -> Result<(Self, String), String> {
+        Self::for_model_in(std::path::Path::new("calibration"), model)
+    }
+
+    /// [`Calibration::for_model`] with the local files in `dir`.
+    pub fn for_model_in(dir: &std::path::Path, model: &str) -> Result<(Self, String), String> {
+        let local = dir.join(format!("{model}.json"));
+        if local.is_file() {
+            let local = local.display().to_string();
+            return Ok((Self::load(&local)?, local));
+        }
+        if BUILTIN.iter().any(|(name, _)| *name == model) {
+            return Ok((Self::load(model)?, format!("shipped {model}")));
+        }
+        Ok((DEFAULT_FORMULA, "default (glm-5.3-flash)".to_string()))
+    }
+
     /// The default temperature for a question with `n` options (n < 2 counts as 2).
     pub fn temperature(&self, n: usize) -> f64 {
         let n = n.max(2) as f64;
@@ -80,6 +101,26 @@ pub fn confidence(p: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_without_a_file_finds_its_own() {
+        let dir = std::env::temp_dir().join(format!("systemone-cal-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (glm, from) = Calibration::for_model_in(&dir, "glm-5.3").expect("shipped");
+        assert_eq!(glm, Calibration::load("glm-5.3").expect("loads"));
+        assert_eq!(from, "shipped glm-5.3");
+        let (other, from) = Calibration::for_model_in(&dir, "toy").expect("default");
+        assert_eq!(
+            (other, from.as_str()),
+            (DEFAULT_FORMULA, "default (glm-5.3-flash)")
+        );
+        // What `systemone calibrate --model toy` writes is picked up by name.
+        std::fs::write(dir.join("toy.json"), r#"{"a": 0.5, "b": 0.1}"#).expect("write");
+        let (toy, from) = Calibration::for_model_in(&dir, "toy").expect("local");
+        assert_eq!((toy.a, toy.b), (0.5, 0.1));
+        assert!(from.ends_with("toy.json"), "{from}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn default_formula_matches_the_reference_values() {

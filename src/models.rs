@@ -151,7 +151,11 @@ impl Models {
         };
         let calibration = match &c.calibration {
             Some(path) => Calibration::load(path).map_err(invalid)?,
-            None => DEFAULT_FORMULA,
+            None => {
+                let (formula, from) = Calibration::for_model(&c.name).map_err(invalid)?;
+                tracing::info!(model = %c.name, from = %from, "calibration formula");
+                formula
+            }
         };
         let upstream_model = c.upstream_model.clone().unwrap_or_else(|| c.name.clone());
         let thinking_off = c

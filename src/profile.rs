@@ -27,8 +27,9 @@ use crate::decode::{argmax, Decoded};
 use crate::fit;
 use crate::lower::{LoweredQuestion, QuestionKind};
 
-/// Profiles shipped in the binary; a model not configured here simply has none in use.
-const SHIPPED: &[(&str, &str)] = &[];
+/// Profiles shipped in the binary (`calibration/profiles/`); one whose model is not served
+/// is left out.
+const SHIPPED: &[(&str, &str)] = &[("spam", include_str!("../calibration/profiles/spam.json"))];
 
 /// The question shape a profile covers.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -347,6 +348,17 @@ mod tests {
         assert!(Profile::parse(&v.to_string())
             .expect_err("cutoffs")
             .contains("cutoffs"));
+    }
+
+    #[test]
+    fn the_shipped_profile_loads_for_its_model_only() {
+        let served = Profiles::load(None, &["gemma-3-270m"]).expect("loads");
+        let spam = served.get("spam").expect("shipped spam profile");
+        assert_eq!(spam.question.labels, ["no", "yes"]);
+        assert!(Profiles::load(None, &["glm-5.3-flash"])
+            .expect("loads")
+            .names()
+            .is_empty());
     }
 
     #[test]
