@@ -3,28 +3,9 @@
 
 mod common;
 
-use clap::Parser;
 use common::fake_vllm::FakeVllm;
+use common::{calibrate_args, eval_args};
 use serde_json::{json, Value};
-use systemone::config::{CalibrateArgs, Cli, Command, EvalArgs};
-
-fn eval_args(extra: &[&str]) -> EvalArgs {
-    let mut args = vec!["systemone", "eval"];
-    args.extend_from_slice(extra);
-    match Cli::try_parse_from(args).expect("valid flags").command {
-        Command::Eval(a) => *a,
-        other => panic!("not eval: {other:?}"),
-    }
-}
-
-fn calibrate_args(extra: &[&str]) -> CalibrateArgs {
-    let mut args = vec!["systemone", "calibrate"];
-    args.extend_from_slice(extra);
-    match Cli::try_parse_from(args).expect("valid flags").command {
-        Command::Calibrate(a) => a,
-        other => panic!("not calibrate: {other:?}"),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eval_scores_a_labelled_file_and_feeds_calibrate() {
@@ -84,23 +65,7 @@ async fn eval_scores_a_labelled_file_and_feeds_calibrate() {
         ("kind", "choice"),
         ("urgency", "score"),
     ] {
-        let f = &r["families"][family];
-        assert_eq!(f["type"], kind);
-        assert_eq!(f["n"], 24);
-        for key in [
-            "accuracy",
-            "macro_f1",
-            "brier",
-            "ece_equal_size_15",
-            "ece_equal_width_10",
-            "excess_ece",
-        ] {
-            assert!(
-                f[key].as_f64().is_some_and(f64::is_finite),
-                "{family} {key}: {f}"
-            );
-        }
-        assert!(f["mean_option_mass"].as_f64().is_some(), "{f}");
+        common::assert_family(r, family, kind, 24);
     }
     // The line's temperature 2.5 was replaced by 1: `join` refuses tempered answers, and
     // none failed.

@@ -6,9 +6,8 @@
 
 mod common;
 
-use clap::Parser;
+use common::{calibrate_args, eval_args};
 use serde_json::{json, Value};
-use systemone::config::{CalibrateArgs, Cli, Command, EvalArgs};
 
 const MODEL: &str = "gemma-3-270m";
 
@@ -20,10 +19,6 @@ fn llama_url() -> String {
              Gemma 3 270M, ending in /v1. Run the tests with scripts/test.sh, which starts one"
         ),
     }
-}
-
-fn parse(args: &[&str]) -> Command {
-    Cli::try_parse_from(args).expect("valid flags").command
 }
 
 /// Eight short emails, half spam, each asked a noul and a three-way choice.
@@ -124,8 +119,6 @@ async fn eval_and_a_profile_against_the_real_backend() {
 
     // 1. Raw probabilities, in-process.
     let mut flags = vec![
-        "systemone",
-        "eval",
         "--data",
         &data_s,
         "--raw-out",
@@ -140,35 +133,14 @@ async fn eval_and_a_profile_against_the_real_backend() {
         "false",
     ];
     flags.extend_from_slice(&serve_flags);
-    let Command::Eval(args) = parse(&flags) else {
-        panic!("not eval")
-    };
-    let outcome = systemone::eval::run(&args).await.expect("eval runs");
+    let outcome = systemone::eval::run(&eval_args(&flags))
+        .await
+        .expect("eval runs");
     let r = &outcome.report;
     assert_eq!(r["failures"], json!([]), "{r}");
     assert_eq!(r["scored_answers"], 16, "{r}");
     for (family, kind) in [("is_spam", "noul"), ("kind", "choice")] {
-        let f = &r["families"][family];
-        assert_eq!(
-            (f["type"].as_str(), f["n"].as_u64()),
-            (Some(kind), Some(8)),
-            "{f}"
-        );
-        for key in [
-            "accuracy",
-            "macro_f1",
-            "brier",
-            "ece_equal_size_15",
-            "ece_equal_width_10",
-            "excess_ece",
-        ] {
-            assert!(
-                f[key].as_f64().is_some_and(f64::is_finite),
-                "{family} {key}: {f}"
-            );
-        }
-        let mass = f["mean_option_mass"].as_f64().expect("option mass");
-        assert!(mass > 0.0 && mass <= 1.0, "{family}: {mass}");
+        common::assert_family(r, family, kind, 8);
     }
     let written: Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
@@ -183,9 +155,7 @@ async fn eval_and_a_profile_against_the_real_backend() {
     // 2. A profile for the noul, fitted on the raw rows (tiny data: the shrinkage keeps it
     //    near T = 1; what matters here is that the file is produced and served).
     let profile_path = profiles.join("spam.json");
-    let Command::Calibrate(cal) = parse(&[
-        "systemone",
-        "calibrate",
+    let cal = calibrate_args(&[
         "--data",
         &raw,
         "--model",
@@ -198,25 +168,17 @@ async fn eval_and_a_profile_against_the_real_backend() {
         "4",
         "--out",
         profile_path.to_str().expect("utf-8"),
-    ]) else {
-        panic!("not calibrate")
-    };
-    let cal: CalibrateArgs = cal;
+    ]);
     systemone::calibrate_cmd::run(&cal).expect("profile fits");
 
     // 3. The same file over HTTP through a service that serves the profile.
     let mut flags = vec!["systemone", "serve"];
     flags.extend_from_slice(&serve_flags);
     flags.extend(["--profiles-dir", profiles.to_str().expect("utf-8")]);
-    let Command::Serve(config) = parse(&flags) else {
-        panic!("not serve")
-    };
-    let service = common::start(*config).await;
+    let service = common::start(common::serve_config(&flags)).await;
     let url = service.url("");
     let report2 = path("report-profile.json");
-    let Command::Eval(args) = parse(&[
-        "systemone",
-        "eval",
+    let args = eval_args(&[
         "--data",
         &data_s,
         "--url",
@@ -231,10 +193,7 @@ async fn eval_and_a_profile_against_the_real_backend() {
         "2",
         "--progress",
         "false",
-    ]) else {
-        panic!("not eval")
-    };
-    let args: EvalArgs = *args;
+    ]);
     let outcome = systemone::eval::run(&args)
         .await
         .expect("profile eval runs");

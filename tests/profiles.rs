@@ -30,16 +30,20 @@ fn spam_profile(cutoffs: Value, threshold: Value) -> Value {
     })
 }
 
-async fn post(service: &common::Service, body: &Value) -> (u16, Option<String>, Value) {
-    let resp = service.ask(body).await;
-    let status = resp.status().as_u16();
-    let code = resp
-        .headers()
-        .get("x-systemone-error-code")
-        .and_then(|v| v.to_str().ok())
-        .map(String::from);
-    let json = resp.json::<Value>().await.expect("JSON body");
-    (status, code, json)
+/// A service against `fake` that loads the profiles in `dir`.
+async fn service_with(fake: &FakeVllm, dir: &std::path::Path) -> common::Service {
+    common::start(common::config(
+        &fake.base_url(),
+        &["--profiles-dir", dir.to_str().expect("utf-8")],
+    ))
+    .await
+}
+
+/// The 200 body of a request.
+async fn answered(service: &common::Service, body: &Value) -> Value {
+    let reply = common::ask(service, body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    reply.body
 }
 
 fn request(extra: Value) -> Value {
@@ -61,18 +65,11 @@ fn request(extra: Value) -> Value {
 async fn a_profile_recalibrates_the_questions_it_covers_and_nothing_else() {
     let fake = FakeVllm::start().await;
     let dir = profiles_dir("cover", &spam_profile(json!([0.5]), json!(0.6)));
-    let service = common::start(common::config(
-        &fake.base_url(),
-        &["--profiles-dir", dir.to_str().expect("utf-8")],
-    ))
-    .await;
+    let service = service_with(&fake, &dir).await;
 
-    let (status, _, raw) = post(&service, &request(json!({"temperature": 1}))).await;
-    assert_eq!(status, 200, "{raw}");
-    let (status, _, plain) = post(&service, &request(json!({}))).await;
-    assert_eq!(status, 200, "{plain}");
-    let (status, _, cal) = post(&service, &request(json!({"calibration": "spam"}))).await;
-    assert_eq!(status, 200, "{cal}");
+    let raw = answered(&service, &request(json!({"temperature": 1}))).await;
+    let plain = answered(&service, &request(json!({}))).await;
+    let cal = answered(&service, &request(json!({"calibration": "spam"}))).await;
 
     // Both nouls are covered (same type, same options): softmax(ln p / T + b).
     for id in ["spam", "other_noul"] {
@@ -128,12 +125,8 @@ async fn cutoffs_and_threshold_at_their_extremes() {
     let fake = FakeVllm::start().await;
     // Cutoff 1: every option is in the set; threshold 0: every answer is automated.
     let dir = profiles_dir("wide", &spam_profile(json!([1.0]), json!(0.0)));
-    let service = common::start(common::config(
-        &fake.base_url(),
-        &["--profiles-dir", dir.to_str().expect("utf-8")],
-    ))
-    .await;
-    let (_, _, cal) = post(&service, &request(json!({"calibration": "spam"}))).await;
+    let service = service_with(&fake, &dir).await;
+    let cal = answered(&service, &request(json!({"calibration": "spam"}))).await;
     assert_eq!(
         cal["answers"]["spam"]["prediction_set"],
         json!([false, true])
@@ -142,12 +135,8 @@ async fn cutoffs_and_threshold_at_their_extremes() {
     std::fs::remove_dir_all(&dir).ok();
     // Cutoff 0 and no threshold: empty sets (no option is that certain), never automated.
     let dir = profiles_dir("narrow", &spam_profile(json!([0.0]), Value::Null));
-    let service = common::start(common::config(
-        &fake.base_url(),
-        &["--profiles-dir", dir.to_str().expect("utf-8")],
-    ))
-    .await;
-    let (_, _, cal) = post(&service, &request(json!({"calibration": "spam"}))).await;
+    let service = service_with(&fake, &dir).await;
+    let cal = answered(&service, &request(json!({"calibration": "spam"}))).await;
     assert_eq!(cal["answers"]["spam"]["prediction_set"], json!([]));
     assert_eq!(cal["answers"]["spam"]["automate"], false);
     std::fs::remove_dir_all(&dir).ok();
@@ -157,11 +146,7 @@ async fn cutoffs_and_threshold_at_their_extremes() {
 async fn bad_calibration_fields_are_422_and_send_nothing() {
     let fake = FakeVllm::start().await;
     let dir = profiles_dir("bad", &spam_profile(json!([0.5]), json!(0.6)));
-    let service = common::start(common::config(
-        &fake.base_url(),
-        &["--profiles-dir", dir.to_str().expect("utf-8")],
-    ))
-    .await;
+    let service = service_with(&fake, &dir).await;
     let cases = [
         (
             json!({"calibration": "nope"}),
@@ -183,20 +168,18 @@ async fn bad_calibration_fields_are_422_and_send_nothing() {
         ),
     ];
     for (extra, code, kind, words) in cases {
-        let (status, header, body) = post(&service, &request(extra.clone())).await;
-        assert_eq!(status, 422, "{extra}: {body}");
-        assert_eq!(header.as_deref(), Some(code), "{extra}");
-        assert_eq!(body["error"]["code"], code);
-        assert_eq!(body["error"]["type"], kind);
-        assert_eq!(body["detail"][0]["loc"], json!(["body", "calibration"]));
-        let message = body["error"]["message"].as_str().expect("message");
+        let reply = common::ask(&service, &request(extra)).await;
+        common::assert_error(&reply, 422, code, kind);
+        assert_eq!(
+            reply.body["detail"][0]["loc"],
+            json!(["body", "calibration"])
+        );
         for w in words {
-            assert!(message.contains(w), "{message} lacks {w}");
+            assert!(reply.message().contains(w), "{} lacks {w}", reply.message());
         }
     }
     // null is absent: answered as without a profile.
-    let (status, _, body) = post(&service, &request(json!({"calibration": null}))).await;
-    assert_eq!(status, 200, "{body}");
+    let body = answered(&service, &request(json!({"calibration": null}))).await;
     assert!(body["answers"]["spam"].get("calibration").is_none());
     // Only that request reached the backend (3 questions, one read each).
     assert_eq!(fake.chat_requests(), 3);

@@ -45,6 +45,52 @@ impl Service {
     }
 }
 
+/// `systemone eval` with these flags, parsed.
+pub fn eval_args(flags: &[&str]) -> systemone::config::EvalArgs {
+    let mut args = vec!["systemone", "eval"];
+    args.extend_from_slice(flags);
+    match Cli::try_parse_from(args).expect("valid flags").command {
+        Command::Eval(a) => *a,
+        other => panic!("not eval: {other:?}"),
+    }
+}
+
+/// Asserts one family of an `eval` report: its type, row count, finite metrics and a mean
+/// option mass in (0, 1].
+pub fn assert_family(report: &Value, family: &str, kind: &str, n: u64) {
+    let f = &report["families"][family];
+    assert_eq!(
+        (f["type"].as_str(), f["n"].as_u64()),
+        (Some(kind), Some(n)),
+        "{f}"
+    );
+    for key in [
+        "accuracy",
+        "macro_f1",
+        "brier",
+        "ece_equal_size_15",
+        "ece_equal_width_10",
+        "excess_ece",
+    ] {
+        assert!(
+            f[key].as_f64().is_some_and(f64::is_finite),
+            "{family} {key}: {f}"
+        );
+    }
+    let mass = f["mean_option_mass"].as_f64().expect("option mass");
+    assert!(mass > 0.0 && mass <= 1.0, "{family}: {mass}");
+}
+
+/// `systemone calibrate` with these flags, parsed.
+pub fn calibrate_args(flags: &[&str]) -> systemone::config::CalibrateArgs {
+    let mut args = vec!["systemone", "calibrate"];
+    args.extend_from_slice(flags);
+    match Cli::try_parse_from(args).expect("valid flags").command {
+        Command::Calibrate(a) => a,
+        other => panic!("not calibrate: {other:?}"),
+    }
+}
+
 /// Parses a whole command line (`systemone serve …`) into its serve configuration.
 pub fn serve_config(args: &[&str]) -> ServeConfig {
     match Cli::try_parse_from(args).expect("valid flags").command {
