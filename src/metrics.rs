@@ -49,6 +49,9 @@ pub struct Metrics {
     key_requests: IntCounterVec,
     /// Circuit state per model: 0 closed, 1 open, 2 half-open.
     circuit_state: IntGaugeVec,
+    /// Answers a calibration profile covered, by profile name (operator-configured) and
+    /// whether they were flagged for automation.
+    profile_answers: IntCounterVec,
 }
 
 /// The status class label of one upstream read.
@@ -161,6 +164,14 @@ impl Metrics {
             &["model"],
         )
         .expect("valid metric");
+        let profile_answers = IntCounterVec::new(
+            Opts::new(
+                "profile_answers_total",
+                "Answers a calibration profile covered, by profile and automate flag",
+            ),
+            &["profile", "automate"],
+        )
+        .expect("valid metric");
         for m in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(token_table_verdict.clone()),
@@ -174,6 +185,7 @@ impl Metrics {
             Box::new(key_rejections.clone()),
             Box::new(key_requests.clone()),
             Box::new(circuit_state.clone()),
+            Box::new(profile_answers.clone()),
         ] {
             registry.register(m).expect("metric names are unique");
         }
@@ -191,6 +203,7 @@ impl Metrics {
             key_rejections,
             key_requests,
             circuit_state,
+            profile_answers,
         }
     }
 
@@ -215,11 +228,18 @@ impl Metrics {
         }
     }
 
-    /// Records the option mass of each answer the model was asked for.
+    /// Records the option mass of each answer the model was asked for, and counts the
+    /// answers a calibration profile covered.
     pub fn observe_answers(&self, model: &str, answers: &[Decoded]) {
         let histogram = self.option_mass.with_label_values(&[model]);
         for mass in answers.iter().filter_map(|a| a.option_mass) {
             histogram.observe(mass);
+        }
+        for p in answers.iter().filter_map(|a| a.profile.as_ref()) {
+            let automate = if p.automate { "true" } else { "false" };
+            self.profile_answers
+                .with_label_values(&[&p.name, automate])
+                .inc();
         }
     }
 

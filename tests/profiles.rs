@@ -94,6 +94,24 @@ async fn a_profile_recalibrates_the_questions_it_covers_and_nothing_else() {
         assert_eq!(a["automate"], want[0].max(want[1]) >= 0.6, "{a}");
         assert_eq!(a["option_mass"], raw["answers"][id]["option_mass"]);
     }
+    // Counted per profile and automate flag (the profile name is the operator's).
+    let automated = ["spam", "other_noul"]
+        .iter()
+        .filter(|id| cal["answers"][**id]["automate"] == true)
+        .count();
+    let metrics = common::metrics(&service).await;
+    for (flag, count) in [("true", automated), ("false", 2 - automated)] {
+        let series =
+            format!("systemone_profile_answers_total{{automate=\"{flag}\",profile=\"spam\"}}");
+        if count == 0 {
+            assert!(!metrics.contains(&series), "{series} in {metrics}");
+        } else {
+            assert!(
+                metrics.contains(&format!("{series} {count}\n")),
+                "{series} {count} not in {metrics}"
+            );
+        }
+    }
     // The choice is not covered: byte for byte the default answer, without profile keys.
     assert_eq!(cal["answers"]["kind"], plain["answers"]["kind"]);
     assert!(cal["answers"]["kind"].get("prediction_set").is_none());
