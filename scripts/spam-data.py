@@ -15,7 +15,8 @@ Each message becomes one request: the state is `{"subject": ..., "body": ...}` w
 subject is the `Subject:` header (the only header kept), the body is everything after the
 first blank line with runs of whitespace collapsed, cut to `--chars` characters (800 by
 default). One `noul` question, "spam", asks whether the email is spam; the gold answer is
-true for the spam groups. `--per-group` messages are drawn from each group with a seeded
+true for the spam groups; `source` (group/id, ignored by the service) says where the line
+came from. `--per-group` messages are drawn from each group with a seeded
 shuffle (all of a group when it has fewer).
 """
 
@@ -86,6 +87,7 @@ def main() -> int:
                 "state": to_state(message["text"], args.chars),
                 "questions": {"spam": QUESTION},
                 "gold": {"spam": group.startswith("spam")},
+                "source": f"{group}/{message['id']}",
             })
     random.Random(args.seed).shuffle(rows)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
