@@ -5,7 +5,6 @@
 //! Token limits are counted with [`crate::tokens::estimate_tokens`] (see its doc for how
 //! it errs) until a model's real tokenizer is configured.
 
-use crate::profile::Profile;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -16,6 +15,7 @@ use crate::images::{data_url, decode_image_string, part_label, sniff, ImageError
 use crate::json::{to_python, NonFiniteNumber};
 use crate::lower::{lower_choice, lower_noul, lower_score, LoweredQuestion};
 use crate::models::{Model, Models};
+use crate::profile::Profile;
 use crate::prompt;
 
 /// Most characters in a choice label.
