@@ -226,7 +226,22 @@ pub fn reliability_svg(families: &BTreeMap<String, Vec<Row>>, bins: usize) -> St
             b.confidence,
             b.accuracy
         ));
+        // The bin's answer count above the axis, so a bar of one answer is not read as a
+        // trend.
+        svg.push_str(&format!(
+            "<text x=\"{:.2}\" y=\"{:.2}\" text-anchor=\"middle\" font-size=\"10\" fill=\"#08519c\">{}</text>\n",
+            x(b.lo) + SIZE / bins as f64 / 2.0,
+            y(0.0) - 4.0,
+            b.count
+        ));
     }
+    svg.push_str(&format!(
+        "<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#08519c\">bars: all answers</text>\n<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#08519c\">(number: answers in the bin)</text>\n",
+        x(1.0) + 10.0,
+        y(0.0) - 16.0,
+        x(1.0) + 10.0,
+        y(0.0) - 4.0
+    ));
     for (i, (name, rows)) in families.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         let (c, k) = conf_correct(rows);
@@ -649,5 +664,11 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("<polyline") && svg.contains("a&lt;b (n=2)"));
         assert_eq!(svg.matches("fill=\"#c6dbef\"").count(), 2);
+        // Each bar carries its answer count.
+        assert_eq!(
+            svg.matches("font-size=\"10\" fill=\"#08519c\">1</text>")
+                .count(),
+            2
+        );
     }
 }
