@@ -653,43 +653,6 @@ async fn a_request_with_images_is_staged() {
 
 // ---- The official SDKs -------------------------------------------------------------------
 
-/// Runs `program args` with `env`, returning stdout; panics with stderr on failure.
-async fn run(program: PathBuf, args: Vec<String>, env: Vec<(&'static str, String)>) -> String {
-    tokio::task::spawn_blocking(move || {
-        let output = std::process::Command::new(&program)
-            .args(&args)
-            .envs(env)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "{} {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
-            program.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
-    })
-    .await
-    .expect("runner")
-}
-
-/// The Python that has `typesafe-sdk` 0.7.5: `$SYSTEMONE_PYTHON`, else the project's `.venv`.
-fn python() -> PathBuf {
-    let path = std::env::var_os("SYSTEMONE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python")));
-    assert!(
-        path.exists(),
-        "no Python with the TypeSafe SDK at {}: set SYSTEMONE_PYTHON, or run scripts/test.sh \
-         (it installs typesafe-sdk[zstd]==0.7.5 into .venv)",
-        path.display()
-    );
-    path
-}
-
 /// The official Python SDK puts an `Image` in the state; it goes out as the SDK's multipart
 /// body (zstd-compressed: it is over 1 KiB) and reaches the backend as the first content part,
 /// the text (with the image's reference where the SDK put it) after it.
@@ -698,8 +661,8 @@ async fn the_python_sdk_sends_an_image_through_multipart() {
     let fake = FakeVllm::start().await;
     fake.set_delay(Duration::from_millis(20));
     let service = vision_service(&fake, &[]).await;
-    let stdout = run(
-        python(),
+    let stdout = common::run_program(
+        common::sdk_python(),
         vec!["tests/sdk/image_multipart.py".into()],
         vec![
             ("TYPESAFE_BASE_URL", service.url("")),
@@ -780,7 +743,7 @@ async fn the_npm_sdk_does_a_noul_choice_score_round_trip() {
     let node = std::env::var_os("SYSTEMONE_NODE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("node"));
-    let stdout = run(
+    let stdout = common::run_program(
         node,
         vec!["tests/sdk/npm_roundtrip.cjs".into()],
         vec![

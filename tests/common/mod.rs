@@ -359,3 +359,48 @@ pub fn temp_file(name: &str, text: &str) -> PathBuf {
     std::fs::write(&path, text).expect("write");
     path
 }
+
+// ---------------------------------------------------------------------------------------
+// The official SDKs
+// ---------------------------------------------------------------------------------------
+
+/// Runs `program args` with `env`, returning stdout; panics with stderr on failure.
+pub async fn run_program(
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(&'static str, String)>,
+) -> String {
+    tokio::task::spawn_blocking(move || {
+        let output = std::process::Command::new(&program)
+            .args(&args)
+            .envs(env)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{} {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+            program.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    })
+    .await
+    .expect("runner")
+}
+
+/// The Python that has `typesafe-sdk` 0.7.5: `$SYSTEMONE_PYTHON`, else the project's `.venv`.
+pub fn sdk_python() -> PathBuf {
+    let path = std::env::var_os("SYSTEMONE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python")));
+    assert!(
+        path.exists(),
+        "no Python with the TypeSafe SDK at {}: set SYSTEMONE_PYTHON, or run scripts/test.sh \
+         (it installs typesafe-sdk[zstd]==0.7.5 into .venv)",
+        path.display()
+    );
+    path
+}
