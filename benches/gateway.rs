@@ -15,9 +15,9 @@ use std::time::Duration;
 use axum::http::HeaderValue;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
-use systemone::auth::Keys;
-use systemone::config::Secret;
+use systemone::http::auth::Keys;
 use systemone::metrics::Metrics;
+use systemone::secret::Secret;
 
 fn keys(n: usize) -> Keys {
     if n == 0 {
@@ -31,7 +31,7 @@ fn limited_key() -> Keys {
     let dir = std::env::temp_dir().join(format!("systemone-bench-keys-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp");
     let path = dir.join("keys.toml");
-    let hex: String = systemone::auth::digest("sk-limited")
+    let hex: String = systemone::http::auth::digest("sk-limited")
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();

@@ -67,7 +67,7 @@ fn keys_file(dir: &Path, n: usize) -> PathBuf {
     let mut text = String::with_capacity(n * 200);
     for i in 1..=n {
         let key = format!("sk-gateway-bench-{i:04}");
-        let hex: String = systemone::auth::digest(&key)
+        let hex: String = systemone::http::auth::digest(&key)
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();

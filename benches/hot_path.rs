@@ -23,11 +23,11 @@ use serde_json::json;
 
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::{Backend, ReadRequest};
-use systemone::decode::{decode, OrderRead};
+use systemone::engine::decode::{decode, OrderRead};
+use systemone::models::tokens::TokenTable;
 use systemone::models::Model;
-use systemone::prompt::plan;
-use systemone::tokens::TokenTable;
-use systemone::validate::ValidRequest;
+use systemone::request::prompt::plan;
+use systemone::request::ValidRequest;
 
 use support::{label_ids, one_question, route_criteria, route_question, ticket_state};
 
@@ -74,7 +74,7 @@ fn request(model: &Arc<Model>, n: usize) -> ValidRequest {
 /// Everything the pipeline renders for one request: the plan and every upstream body.
 /// Returns the serialised bytes so nothing is optimised away.
 fn render(req: &ValidRequest, backend: &VllmBackend, ids: &[u32], prefix: &str) -> usize {
-    let asks = plan(req).expect("renders");
+    let asks = plan(req);
     let per_read = backend.max_ids_per_read();
     let mut bytes = 0;
     for question in &asks {

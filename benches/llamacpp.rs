@@ -63,10 +63,10 @@ use support::{label_ids, mark, nearest_rank, one_question, serve_command, Servic
 
 use systemone::backend::llamacpp::LlamaCppBackend;
 use systemone::backend::ReadRequest;
-use systemone::lower::lower_choice;
+use systemone::models::tokens::TokenTable;
 use systemone::models::Model;
-use systemone::prompt::plan;
-use systemone::tokens::TokenTable;
+use systemone::question::lower_choice;
+use systemone::request::prompt::plan;
 
 const MODEL: &str = "gemma-3-270m";
 const TOKEN_TABLE: &str = "gemma-3";
@@ -296,7 +296,7 @@ impl DirectBodies {
     fn body(&self, state: &str) -> Vec<u8> {
         let question = lower_choice(QUESTIONS[0].0.into(), json!(QUESTIONS[0].1), criteria(0));
         let req = one_question(&self.model, &Value::String(state.to_string()), question);
-        let asks = plan(&req).expect("renders");
+        let asks = plan(&req);
         let ids = label_ids(&self.model, 4);
         let read = ReadRequest {
             content: &asks[0][0].content,

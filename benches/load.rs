@@ -39,9 +39,9 @@ use support::{
 };
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::ReadRequest;
+use systemone::models::tokens::TokenTable;
 use systemone::models::Model;
-use systemone::prompt::plan;
-use systemone::tokens::TokenTable;
+use systemone::request::prompt::plan;
 
 const MODEL: &str = "glm-5.3-flash";
 const LEVELS: [usize; 2] = [1, 64];
@@ -127,7 +127,7 @@ fn direct_body(base_url: &str) -> Vec<u8> {
         TokenTable::load("golden-fake").expect("golden-fake table"),
     ));
     let req = one_question(&model, &ticket_state(), route_question(route_criteria()));
-    let asks = plan(&req).expect("renders");
+    let asks = plan(&req);
     let ids = label_ids(&model, 4);
     let read = ReadRequest {
         content: &asks[0][0].content,

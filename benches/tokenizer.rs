@@ -21,7 +21,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 use real_tokenizers::{render_state, state_of_exactly, tokenizer_path};
-use systemone::tokens::build::LoadedTokenizer;
+use systemone::models::tokens::build::LoadedTokenizer;
 
 /// The contract's default state limit.
 const STATE_TOKENS: usize = 32_768;

@@ -6,222 +6,14 @@
 //! cap, timeouts) always come from flags or env. Secrets are held in [`Secret`], whose
 //! `Debug` and `Display` print `[redacted]`.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use serde::Deserialize;
 
-/// Reads a data file (token table, calibration) from a path, or, when no such file exists,
-/// the copy shipped in the binary under that name (`gemma-3` or `token-tables/gemma-3.json`).
-pub fn read_path_or_shipped(
-    path_or_name: &str,
-    shipped: &[(&str, &str)],
-) -> Result<String, String> {
-    let path = std::path::Path::new(path_or_name);
-    if path.is_file() {
-        return std::fs::read_to_string(path).map_err(|e| format!("{path_or_name}: {e}"));
-    }
-    let name = path_or_name
-        .rsplit('/')
-        .next()
-        .unwrap_or(path_or_name)
-        .trim_end_matches(".json");
-    shipped
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, text)| (*text).to_string())
-        .ok_or_else(|| format!("{path_or_name}: not a file and not the name of a shipped one"))
-}
-
-/// A value that must never be printed (API keys).
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-    /// The secret itself, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl std::str::FromStr for Secret {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Secret(s.to_string()))
-    }
-}
-
-/// The `systemone` command line.
-#[derive(Debug, Parser)]
-#[command(
-    name = "systemone",
-    version,
-    about = "System One semantics over any chat LLM"
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// What to do.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Serve `POST /v1/systemone` in front of a chat-completion backend.
-    Serve(Box<ServeConfig>),
-    /// Build or check token tables from a HuggingFace `tokenizer.json`.
-    #[command(subcommand)]
-    Tokens(TokensCommand),
-    /// Fit a model's temperature formula from labelled raw probabilities (JSON lines) and
-    /// write its calibration file.
-    Calibrate(CalibrateArgs),
-    /// Score labelled System One requests against a service (running, or in-process), with
-    /// raw probabilities or a named calibration profile.
-    Eval(Box<EvalArgs>),
-}
-
-/// `systemone eval …`
-#[derive(Debug, Clone, Args)]
-pub struct EvalArgs {
-    /// JSON lines: a System One request body plus `"gold": {question id: label | bool | level}`.
-    #[arg(long)]
-    pub data: PathBuf,
-    /// The service's base URL (or its full `/v1/systemone` URL). Without it the service runs
-    /// in-process, configured by the `serve` flags below (its backend is still called over
-    /// HTTP).
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Ask for this server-side calibration profile (the request's `"calibration"`) instead
-    /// of raw probabilities; the report then also measures its prediction sets and
-    /// automation.
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// Bearer key for a service with API keys.
-    #[arg(long, env = "SYSTEMONE_EVAL_API_KEY")]
-    pub api_key: Option<Secret>,
-    /// Also write the raw rows here (the input of `systemone calibrate`).
-    #[arg(long)]
-    pub raw_out: Option<PathBuf>,
-    /// The machine-readable report.
-    #[arg(long, default_value = "eval-report.json")]
-    pub report: PathBuf,
-    /// The reliability diagram (SVG).
-    #[arg(long, default_value = "eval-reliability.svg")]
-    pub diagram: PathBuf,
-    /// Requests in flight at once.
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
-    /// Seed of the excess-ECE draws.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Show a progress bar on stderr (drawn only when stderr is a terminal).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub progress: bool,
-    /// The in-process service's configuration (used without `--url`).
-    #[command(flatten)]
-    pub service: ServeConfig,
-}
-
-/// `systemone calibrate …`
-#[derive(Debug, Args)]
-pub struct CalibrateArgs {
-    /// JSON lines: `{"question_group": "...", "probabilities": [...], "label": INDEX}`.
-    #[arg(long)]
-    pub data: PathBuf,
-    /// The model the file is for (also the default output name).
-    #[arg(long)]
-    pub model: String,
-    /// Output file (default `calibration/<model>.json`, or
-    /// `calibration/profiles/<profile>.json` with `--profile`).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Write a server-side profile of this name for one question group (temperature, bias,
-    /// conformal cutoffs, automation threshold) instead of the model's formula.
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// With `--profile`: the question group to fit (default: the only one in the data).
-    #[arg(long)]
-    pub group: Option<String>,
-    /// With `--profile`: fit a centred bias per option beside the temperature (cutoffs and
-    /// the threshold are then set on out-of-fold probabilities).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub bias: bool,
-    /// With `--profile`: the prediction sets' target coverage.
-    #[arg(long, default_value_t = 0.9)]
-    pub coverage: f64,
-    /// With `--profile`: one conformal cutoff per gold label instead of one for all.
-    #[arg(long)]
-    pub per_label: bool,
-    /// With `--profile`: the error rate ε the automated answers must stay under.
-    #[arg(long, default_value_t = 0.1)]
-    pub epsilon: f64,
-    /// With `--profile`: the chance δ that the bound is wrong.
-    #[arg(long, default_value_t = 0.05)]
-    pub delta: f64,
-    /// With `--profile` and `--bias`: folds of the out-of-fold probabilities.
-    #[arg(long, default_value_t = 5)]
-    pub folds: usize,
-    /// With `--profile`: seed of the fold assignment.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-}
-
-/// `systemone tokens …`
-#[derive(Debug, Subcommand)]
-pub enum TokensCommand {
-    /// Write `token-tables/<name>.json`: the integers that are single tokens after the prefix.
-    Build {
-        /// The model's `tokenizer.json`.
-        #[arg(long)]
-        tokenizer: PathBuf,
-        /// The table's name (also the default output file name).
-        #[arg(long)]
-        name: String,
-        /// Human-readable tokenizer name recorded in the table (defaults to `--name`).
-        #[arg(long)]
-        tokenizer_name: Option<String>,
-        /// The assistant prefill the labels follow.
-        #[arg(long, default_value = "answer=")]
-        prefix: String,
-        /// Most labels to collect.
-        #[arg(long, default_value_t = 255)]
-        max: usize,
-        /// Integers below this are tried.
-        #[arg(long, default_value_t = crate::tokens::build::DEFAULT_SEARCH_LIMIT)]
-        search_limit: u32,
-        /// Output file (default `token-tables/<name>.json`).
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
-    /// Verify a table against a tokenizer; exits non-zero on any mismatch.
-    Check {
-        /// The model's `tokenizer.json`.
-        #[arg(long)]
-        tokenizer: PathBuf,
-        /// The table file.
-        #[arg(long)]
-        table: PathBuf,
-    },
-}
+use crate::secret::Secret;
 
 /// Which wire dialect a backend speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -229,7 +21,7 @@ pub enum TokensCommand {
 pub enum BackendKind {
     /// vLLM's OpenAI-compatible server with `allowed_token_ids` and `logprob_token_ids`.
     Vllm,
-    /// llama.cpp's `llama-server` (not available yet: refused at startup).
+    /// llama.cpp's `llama-server` (the default: the local backend).
     Llamacpp,
 }
 
@@ -485,12 +277,12 @@ pub struct GatewaySettings {
 
     /// Consecutive failed requests to a backend (429, 5xx, timeouts, unreachable) that open
     /// its circuit breaker; 0 turns the breaker off.
-    #[arg(long, env = "SYSTEMONE_CIRCUIT_FAILURES", default_value_t = 5)]
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_FAILURES", default_value_t = DEFAULT_CIRCUIT_FAILURES)]
     pub circuit_failures: u32,
 
     /// Seconds an open circuit refuses requests (503 `system_one_circuit_open`) before one
     /// probe request is let through.
-    #[arg(long, env = "SYSTEMONE_CIRCUIT_COOLDOWN_SECS", default_value_t = 10.0)]
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_COOLDOWN_SECS", default_value_t = DEFAULT_CIRCUIT_COOLDOWN_SECS)]
     pub circuit_cooldown_secs: f64,
 
     /// Seconds in-flight requests may take to finish after SIGTERM or ctrl-c (new
@@ -501,8 +293,8 @@ pub struct GatewaySettings {
 
 impl GatewaySettings {
     /// The circuit breaker's thresholds.
-    pub fn circuit(&self) -> crate::circuit::CircuitSettings {
-        crate::circuit::CircuitSettings {
+    pub fn circuit(&self) -> CircuitSettings {
+        CircuitSettings {
             failures: self.circuit_failures,
             cooldown: Duration::from_secs_f64(self.circuit_cooldown_secs.max(0.0)),
         }
@@ -511,6 +303,29 @@ impl GatewaySettings {
     /// The bound on finishing in-flight requests at shutdown.
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs_f64(self.shutdown_grace_secs.max(0.0))
+    }
+}
+
+/// Consecutive failures that open a circuit, unless configured.
+pub const DEFAULT_CIRCUIT_FAILURES: u32 = 5;
+/// Seconds an open circuit refuses requests, unless configured.
+pub const DEFAULT_CIRCUIT_COOLDOWN_SECS: f64 = 10.0;
+
+/// When a circuit opens and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitSettings {
+    /// Consecutive failed requests that open the circuit; 0 turns the breaker off.
+    pub failures: u32,
+    /// How long an open circuit refuses requests before letting a probe through.
+    pub cooldown: Duration,
+}
+
+impl Default for CircuitSettings {
+    fn default() -> Self {
+        CircuitSettings {
+            failures: DEFAULT_CIRCUIT_FAILURES,
+            cooldown: Duration::from_secs_f64(DEFAULT_CIRCUIT_COOLDOWN_SECS),
+        }
     }
 }
 
@@ -656,27 +471,27 @@ pub fn load_registry(path: &std::path::Path) -> Result<Vec<ModelConfig>, ConfigE
 mod tests {
     use super::*;
 
-    #[test]
-    fn command_line_is_well_formed() {
-        // clap checks flag names, env twins and defaults across every subcommand.
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
+    /// `systemone serve` as the binary parses it (the serve flags are flattened there).
+    #[derive(Debug, clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        config: ServeConfig,
+    }
+
+    fn serve_flags(flags: &[&str]) -> ServeConfig {
+        use clap::Parser;
+        let args = ["systemone"].iter().chain(flags);
+        Serve::try_parse_from(args).expect("parses").config
     }
 
     #[test]
     fn secrets_are_redacted_in_debug_output() {
-        let cli = Cli::try_parse_from([
-            "systemone",
-            "serve",
+        let cfg = serve_flags(&[
             "--backend-api-key",
             "sk-canary-123",
             "--token-table",
             "golden-fake",
-        ])
-        .expect("parses");
-        let Command::Serve(cfg) = cli.command else {
-            panic!("serve")
-        };
+        ]);
         let debug = format!("{cfg:?}");
         assert!(!debug.contains("sk-canary-123"), "{debug}");
         assert!(debug.contains("[redacted]"));
@@ -690,10 +505,7 @@ mod tests {
 
     #[test]
     fn defaults_match_the_contract() {
-        let cli = Cli::try_parse_from(["systemone", "serve"]).expect("parses");
-        let Command::Serve(cfg) = cli.command else {
-            panic!("serve")
-        };
+        let cfg = serve_flags(&[]);
         assert_eq!(cfg.upstream.max_in_flight, 16);
         assert_eq!(cfg.upstream.read_timeout(), Duration::from_secs(30));
         assert_eq!(cfg.upstream.request_timeout(), Duration::from_secs(120));
@@ -703,18 +515,12 @@ mod tests {
 
     #[test]
     fn gateway_defaults_and_api_keys_are_redacted() {
-        let cli = Cli::try_parse_from([
-            "systemone",
-            "serve",
+        let cfg = serve_flags(&[
             "--api-keys",
             "sk-gateway-canary-1,sk-gateway-canary-2",
             "--keys-file",
             "/etc/systemone/keys.toml",
-        ])
-        .expect("parses");
-        let Command::Serve(cfg) = cli.command else {
-            panic!("serve")
-        };
+        ]);
         let debug = format!("{cfg:?}");
         assert!(!debug.contains("sk-gateway-canary"), "{debug}");
         assert!(debug.contains("keys.toml"));

@@ -10,6 +10,9 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+/// Longest `Retry-After` (seconds) any answer carries.
+pub const MAX_RETRY_AFTER_SECS: u64 = 60;
+
 /// The error `type` values: a small fixed set a client can branch on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -131,63 +134,65 @@ pub struct Detail {
     pub kind: String,
 }
 
-/// An error on its way to the caller.
+/// One failure as the caller sees it: its code (which alone decides the status), what
+/// went wrong and, for a schema rule, where in the body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
-    /// Decides status, code string and type.
+    /// The row of the table this failure is.
     pub code: Code,
-    /// The caller-facing message.
-    pub message: String,
-    /// Where in the body the problem is (for 422 `detail`); empty when not about a field.
+    /// Where in the body (`["questions", "q", "criteria"]`); empty when not about a field.
     pub loc: Vec<String>,
-    /// Seconds for `Retry-After`, for 429 and 503.
+    /// What is wrong, without the location.
+    pub msg: String,
+    /// Seconds for `Retry-After`, when retrying later can succeed.
     pub retry_after: Option<u64>,
-    /// Overrides the status for an upstream 4xx that keeps its own status class.
-    pub status_override: Option<StatusCode>,
 }
 
 impl ApiError {
-    /// An error with a message and no field location.
+    /// A failure not tied to a field.
     pub fn new(code: Code, message: impl Into<String>) -> Self {
         ApiError {
             code,
-            message: message.into(),
             loc: Vec::new(),
+            msg: message.into(),
             retry_after: None,
-            status_override: None,
         }
     }
 
-    /// An error about one field; `loc` is the path below `body`.
+    /// A failure at `loc` in the body; the message is prefixed with the dotted location.
     pub fn at(code: Code, loc: Vec<String>, msg: impl Into<String>) -> Self {
-        let msg = msg.into();
-        let message = if loc.is_empty() {
-            msg
-        } else {
-            format!("{}: {}", loc.join("."), msg)
-        };
         ApiError {
             loc,
-            ..ApiError::new(code, message)
+            ..ApiError::new(code, msg)
         }
     }
 
-    /// Adds a `Retry-After` in seconds.
+    /// Adds a `Retry-After` of `seconds`.
     pub fn retry_after(mut self, seconds: u64) -> Self {
         self.retry_after = Some(seconds);
         self
     }
 
-    /// The status this error is answered with.
+    /// The HTTP status: the code's.
     pub fn status(&self) -> StatusCode {
-        self.status_override.unwrap_or_else(|| self.code.status())
+        self.code.status()
     }
 
-    /// The JSON body of the error.
+    /// `error.message`: `loc.joined: msg`, or `msg` alone.
+    pub fn message(&self) -> String {
+        if self.loc.is_empty() {
+            self.msg.clone()
+        } else {
+            format!("{}: {}", self.loc.join("."), self.msg)
+        }
+    }
+
+    /// The JSON body: `{"error": {message, code, type}}`, plus FastAPI's `detail` list
+    /// (location under `body`, the bare message, the code without its prefix) for a 422.
     pub fn body(&self) -> serde_json::Value {
         let mut body = serde_json::json!({
             "error": {
-                "message": self.message,
+                "message": self.message(),
                 "code": self.code.as_str(),
                 "type": self.code.error_type(),
             }
@@ -195,14 +200,9 @@ impl ApiError {
         if self.status() == StatusCode::UNPROCESSABLE_ENTITY {
             let mut loc = vec!["body".to_string()];
             loc.extend(self.loc.iter().cloned());
-            let msg = self
-                .message
-                .split_once(": ")
-                .filter(|_| !self.loc.is_empty())
-                .map_or(self.message.as_str(), |(_, m)| m);
             let detail = Detail {
                 loc,
-                msg: msg.to_string(),
+                msg: self.msg.clone(),
                 kind: self
                     .code
                     .as_str()

@@ -11,13 +11,6 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::auth::LimitKind;
-use crate::backend::{BackendError, ReadReply};
-use crate::decode::Decoded;
-use crate::limits::InFlight;
-use crate::models::Models;
-use crate::validate::ValidRequest;
-
 /// Every metric the service exports.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -52,18 +45,6 @@ pub struct Metrics {
     /// Answers a calibration profile covered, by profile name (operator-configured) and
     /// whether they were flagged for automation.
     profile_answers: IntCounterVec,
-}
-
-/// The status class label of one upstream read.
-pub fn status_class(result: &Result<ReadReply, BackendError>) -> &'static str {
-    match result {
-        Ok(_) => "2xx",
-        Err(BackendError::RateLimited { .. } | BackendError::Rejected { .. }) => "4xx",
-        Err(BackendError::Overloaded { .. } | BackendError::ServerError { .. }) => "5xx",
-        Err(BackendError::Timeout) => "timeout",
-        Err(BackendError::Unreachable) => "unreachable",
-        Err(BackendError::Protocol(_)) => "protocol",
-    }
 }
 
 impl Default for Metrics {
@@ -212,33 +193,35 @@ impl Metrics {
         self.key_requests.with_label_values(&[key]).inc();
     }
 
-    /// Counts one request a key's limit refused.
-    pub fn count_rejection(&self, key: &str, kind: LimitKind) {
-        self.key_rejections
-            .with_label_values(&[key, kind.as_str()])
-            .inc();
+    /// Counts one request a key's limit refused (`kind`: which limit).
+    pub fn count_rejection(&self, key: &str, kind: &str) {
+        self.key_rejections.with_label_values(&[key, kind]).inc();
     }
 
-    /// Records the shape of a validated request.
-    pub fn observe_request(&self, request: &ValidRequest) {
+    /// Records the shape of a validated request: its option count per question.
+    pub fn observe_request(&self, options_per_question: impl ExactSizeIterator<Item = usize>) {
         self.questions_per_request
-            .observe(request.questions().len() as f64);
-        for q in request.questions() {
-            self.options_per_question.observe(q.options.len() as f64);
+            .observe(options_per_question.len() as f64);
+        for n in options_per_question {
+            self.options_per_question.observe(n as f64);
         }
     }
 
-    /// Records the option mass of each answer the model was asked for, and counts the
-    /// answers a calibration profile covered.
-    pub fn observe_answers(&self, model: &str, answers: &[Decoded]) {
-        let histogram = self.option_mass.with_label_values(&[model]);
-        for mass in answers.iter().filter_map(|a| a.option_mass) {
-            histogram.observe(mass);
+    /// Records one answer: its option mass, when the model was asked and could report it,
+    /// and the profile (name, automate flag) that covered it, if any.
+    pub fn observe_answer(
+        &self,
+        model: &str,
+        option_mass: Option<f64>,
+        profile: Option<(&str, bool)>,
+    ) {
+        if let Some(mass) = option_mass {
+            self.option_mass.with_label_values(&[model]).observe(mass);
         }
-        for p in answers.iter().filter_map(|a| a.profile.as_ref()) {
-            let automate = if p.automate { "true" } else { "false" };
+        if let Some((name, automate)) = profile {
+            let automate = if automate { "true" } else { "false" };
             self.profile_answers
-                .with_label_values(&[&p.name, automate])
+                .with_label_values(&[name, automate])
                 .inc();
         }
     }
@@ -260,28 +243,45 @@ impl Metrics {
             .inc();
     }
 
-    /// The text exposition, with state-mirroring gauges refreshed first.
-    pub fn render(&self, models: &Models, in_flight: &InFlight) -> String {
-        for model in models.iter() {
-            let status = model.verifier.status();
+    /// The text exposition, with the state-mirroring gauges set first from `models` and
+    /// the slots in use.
+    pub fn render<'a>(
+        &self,
+        models: impl Iterator<Item = ModelGauges<'a>>,
+        in_flight: usize,
+    ) -> String {
+        for model in models {
             self.token_table_verdict
-                .with_label_values(&[&model.name])
-                .set(status.verdict.as_metric());
-            if let Some(t) = status.last_check {
+                .with_label_values(&[model.name])
+                .set(model.verdict);
+            if let Some(t) = model.last_check {
                 let secs = t
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64());
                 self.token_table_last_check
-                    .with_label_values(&[&model.name])
+                    .with_label_values(&[model.name])
                     .set(secs);
             }
             self.circuit_state
-                .with_label_values(&[&model.name])
-                .set(model.circuit.state().as_metric());
+                .with_label_values(&[model.name])
+                .set(model.circuit);
         }
-        self.upstream_in_flight.set(in_flight.in_use() as i64);
+        self.upstream_in_flight.set(in_flight as i64);
         let mut out = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8(out).unwrap_or_default()
     }
+}
+
+/// What `/metrics` mirrors of one model's state when scraped.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelGauges<'a> {
+    /// The model's public name (from the configuration).
+    pub name: &'a str,
+    /// Token-table verdict: 1 verified, 0 unchecked, -1 mismatch, 2 checks off.
+    pub verdict: i64,
+    /// When the last token-table check finished.
+    pub last_check: Option<std::time::SystemTime>,
+    /// Circuit breaker: 0 closed, 1 open, 2 half-open.
+    pub circuit: i64,
 }

@@ -54,7 +54,7 @@ async fn eval_scores_a_labelled_file_and_feeds_calibrate() {
         "--progress",
         "false",
     ]);
-    let outcome = systemone::eval::run(&args).await.expect("eval runs");
+    let outcome = systemone::cli::eval::run(&args).await.expect("eval runs");
     assert!(outcome.table.contains("is_spam"), "{}", outcome.table);
     let r = &outcome.report;
     assert_eq!(r["lines"], 24);
@@ -78,7 +78,7 @@ async fn eval_scores_a_labelled_file_and_feeds_calibrate() {
     // Raw rows: input order, one per scored answer, readable by calibrate.
     let raw_text = std::fs::read_to_string(&raw).expect("raw");
     assert_eq!(raw_text.lines().count(), 72);
-    let groups = systemone::calibrate_cmd::parse_groups(&raw_text).expect("parses");
+    let groups = systemone::cli::calibrate::parse_groups(&raw_text).expect("parses");
     assert_eq!(groups["kind"].rows[0].probs.len(), 3);
     assert_eq!(groups["is_spam"].rows[0].label, 0);
     let shape = groups["kind"]
@@ -93,7 +93,7 @@ async fn eval_scores_a_labelled_file_and_feeds_calibrate() {
         )
     );
     let cal_out = dir.join("toy.json");
-    let summary = systemone::calibrate_cmd::run(&calibrate_args(&[
+    let summary = systemone::cli::calibrate::run(&calibrate_args(&[
         "--data",
         raw.to_str().expect("utf-8"),
         "--model",
@@ -103,7 +103,7 @@ async fn eval_scores_a_labelled_file_and_feeds_calibrate() {
     ]))
     .expect("calibrates");
     assert!(summary.contains("urgency"), "{summary}");
-    systemone::calibrate::Calibration::load(cal_out.to_str().expect("utf-8")).expect("loads");
+    systemone::calibration::Calibration::load(cal_out.to_str().expect("utf-8")).expect("loads");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -143,11 +143,11 @@ async fn a_fitted_profile_is_served_and_evaluated_in_process() {
     let (url, backend) = (service.url(""), fake.base_url());
     let mut flags = base.to_vec();
     flags.extend(["--url", &url, "--raw-out", &raw]);
-    systemone::eval::run(&eval_args(&flags))
+    systemone::cli::eval::run(&eval_args(&flags))
         .await
         .expect("raw eval runs");
     let profile_path = profiles.join("spam.json");
-    let summary = systemone::calibrate_cmd::run(&calibrate_args(&[
+    let summary = systemone::cli::calibrate::run(&calibrate_args(&[
         "--data",
         &raw,
         "--model",
@@ -159,7 +159,7 @@ async fn a_fitted_profile_is_served_and_evaluated_in_process() {
     ]))
     .expect("profile fits");
     assert!(summary.contains("T = "), "{summary}");
-    let profile = systemone::profile::Profile::parse(
+    let profile = systemone::calibration::profile::Profile::parse(
         &std::fs::read_to_string(&profile_path).expect("profile written"),
     )
     .expect("profile parses");
@@ -181,7 +181,7 @@ async fn a_fitted_profile_is_served_and_evaluated_in_process() {
         profiles.to_str().expect("utf-8"),
     ]);
     let before = fake.chat_requests();
-    let outcome = systemone::eval::run(&eval_args(&flags))
+    let outcome = systemone::cli::eval::run(&eval_args(&flags))
         .await
         .expect("profile eval runs");
     assert_eq!(
@@ -207,21 +207,23 @@ async fn a_fitted_profile_is_served_and_evaluated_in_process() {
     // The service's sets and automation agree with the profile applied to the raw rows
     // (the fake answers the same prompt the same way).
     let groups =
-        systemone::calibrate_cmd::parse_groups(&std::fs::read_to_string(&raw).expect("raw"))
+        systemone::cli::calibrate::parse_groups(&std::fs::read_to_string(&raw).expect("raw"))
             .expect("raw rows");
     let recalibrated: Vec<(Vec<f64>, usize)> = groups["is_spam"]
         .rows
         .iter()
         .map(|r| {
             (
-                systemone::fit::apply(&r.probs, profile.temperature, &profile.bias),
+                systemone::cli::fit::apply(&r.probs, profile.temperature, &profile.bias),
                 r.label,
             )
         })
         .collect();
     let covered = recalibrated
         .iter()
-        .filter(|(p, label)| systemone::fit::prediction_set(p, &profile.cutoffs).contains(label))
+        .filter(|(p, label)| {
+            systemone::cli::fit::prediction_set(p, &profile.cutoffs).contains(label)
+        })
         .count();
     assert!((coverage - covered as f64 / 60.0).abs() < 1e-12, "{stats}");
     let automated = recalibrated

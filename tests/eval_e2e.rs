@@ -133,7 +133,7 @@ async fn eval_and_a_profile_against_the_real_backend() {
         "false",
     ];
     flags.extend_from_slice(&serve_flags);
-    let outcome = systemone::eval::run(&eval_args(&flags))
+    let outcome = systemone::cli::eval::run(&eval_args(&flags))
         .await
         .expect("eval runs");
     let r = &outcome.report;
@@ -169,7 +169,7 @@ async fn eval_and_a_profile_against_the_real_backend() {
         "--out",
         profile_path.to_str().expect("utf-8"),
     ]);
-    systemone::calibrate_cmd::run(&cal).expect("profile fits");
+    systemone::cli::calibrate::run(&cal).expect("profile fits");
 
     // 3. The same file over HTTP through a service that serves the profile.
     let mut flags = vec!["systemone", "serve"];
@@ -194,7 +194,7 @@ async fn eval_and_a_profile_against_the_real_backend() {
         "--progress",
         "false",
     ]);
-    let outcome = systemone::eval::run(&args)
+    let outcome = systemone::cli::eval::run(&args)
         .await
         .expect("profile eval runs");
     let r = &outcome.report;

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use common::fake_vllm::{render_toy_prompt, toy_logprobs, FakeVllm, Fault};
 use common::{ask, assert_error, criteria, get, ids_of, Reply, Service};
-use systemone::calibrate::DEFAULT_FORMULA;
+use systemone::calibration::DEFAULT_FORMULA;
 
 /// The key this service sends to its backend; it must never reach a caller.
 const CANARY_KEY: &str = "sk-canary-key";

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 use common::fake_vllm::FakeVllm;
 use common::{Reply, Service, PNG};
-use systemone::prompt::PREAMBLE;
+use systemone::question::PREAMBLE;
 
 /// The head of a JFIF JPEG (start of image, APP0) and its end marker.
 const JPEG: &[u8] = &[
@@ -615,8 +615,8 @@ async fn multipart_framing_and_asset_parts_are_checked() {
 /// Library level: a request with images is staged, whichever way the images came.
 #[tokio::test]
 async fn a_request_with_images_is_staged() {
-    use systemone::images::Parts;
-    use systemone::validate::validate_with_parts;
+    use systemone::request::images::Parts;
+    use systemone::request::validate_with_parts;
     let fake = FakeVllm::start().await;
     let service = vision_service(&fake, &[]).await;
     let (models, limits) = (&service.state.models, &service.state.limits);

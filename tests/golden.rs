@@ -23,16 +23,17 @@ use common::fake_vllm::{render_toy_prompt, toy_logprobs, FakeVllm};
 use common::{ids_of, sha256_hex};
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::ReadRequest;
-use systemone::calibrate::DEFAULT_FORMULA;
+use systemone::backend::UserContent;
+use systemone::calibration::DEFAULT_FORMULA;
 use systemone::config::{Layout, UpstreamSettings};
-use systemone::decode::{decode, OrderRead};
+use systemone::engine::decode::{decode, OrderRead};
+use systemone::engine::{Outcome, Pipeline};
 use systemone::json::to_python;
-use systemone::lower::lower_choice;
+use systemone::models::tokens::TokenTable;
 use systemone::models::Model;
-use systemone::pipeline::{Outcome, Pipeline};
-use systemone::prompt::{plan, UserContent};
-use systemone::tokens::TokenTable;
-use systemone::validate::{History, ReferenceError, ValidRequest};
+use systemone::question::lower_choice;
+use systemone::request::prompt::plan;
+use systemone::request::{History, ReferenceError, ValidRequest};
 
 const CASES: &str = include_str!("golden/reference-cases.jsonl");
 const MODEL: &str = "glm-5.3-flash";
@@ -151,8 +152,8 @@ fn text_parts(content: &UserContent) -> Vec<(Option<usize>, &str)> {
             .iter()
             .enumerate()
             .filter_map(|(i, p)| match p {
-                systemone::prompt::Part::Text(t) => Some((Some(i), t.as_str())),
-                systemone::prompt::Part::ImageUrl(_) => None,
+                systemone::backend::Part::Text(t) => Some((Some(i), t.as_str())),
+                systemone::backend::Part::ImageUrl(_) => None,
             })
             .collect(),
     }
@@ -190,7 +191,7 @@ fn assert_outcome(name: &str, outcome: &Outcome, req: &ValidRequest, want: &Valu
                 option.label
             );
         }
-        let best = systemone::decode::argmax(&got.probabilities);
+        let best = systemone::engine::decode::argmax(&got.probabilities);
         assert_eq!(json!(q.options[best].label), w["choice"], "{name}: choice");
         let wc = w["confidence"].as_f64().expect("f64");
         assert!(
@@ -239,7 +240,7 @@ fn every_upstream_body_matches_the_reference() {
             }
         };
         let mut bodies = Vec::new();
-        for (qi, asks) in plan(&req).expect("renders").iter().enumerate() {
+        for (qi, asks) in plan(&req).iter().enumerate() {
             let n = req.questions()[qi].options.len();
             let ids: Vec<u32> = m.table.labels[..n].iter().map(|l| l.id).collect();
             for ask in asks {
@@ -354,8 +355,9 @@ async fn the_pipeline_replays_every_case_exactly() {
                 continue;
             }
             let before = fake.chat_bodies().len();
+            let ticket = req.model().circuit.admit().expect("a closed circuit");
             let outcome = pipeline
-                .run(&req)
+                .run(&req, ticket)
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_outcome(name, &outcome, &req, &case[key]);

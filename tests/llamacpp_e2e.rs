@@ -33,10 +33,10 @@ use serde_json::{json, Map, Value};
 
 use systemone::backend::llamacpp::LlamaCppBackend;
 use systemone::backend::ReadRequest;
-use systemone::calibrate::DEFAULT_FORMULA;
+use systemone::calibration::DEFAULT_FORMULA;
 use systemone::config::ServeConfig;
-use systemone::prompt::plan;
-use systemone::validate::validate;
+use systemone::request::prompt::plan;
+use systemone::request::validate;
 
 /// The public (and llama-server `--alias`) name of the model.
 const MODEL: &str = "gemma-3-270m";
@@ -750,7 +750,7 @@ async fn probabilities_are_the_renormalised_raw_logprobs_tempered_by_the_default
         &service.state.limits,
     )
     .expect("the body is valid");
-    let asks = plan(&request).expect("the prompts render");
+    let asks = plan(&request);
     let model = request.model();
     let direct = LlamaCppBackend::new(
         reqwest::Client::new(),

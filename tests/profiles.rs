@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use common::fake_vllm::FakeVllm;
 use serde_json::{json, Value};
-use systemone::fit;
+use systemone::cli::fit;
 
 /// A profiles directory holding one profile for the test model's noul questions.
 fn profiles_dir(tag: &str, profile: &Value) -> PathBuf {
@@ -80,7 +80,7 @@ async fn a_profile_recalibrates_the_questions_it_covers_and_nothing_else() {
         assert!((got - want[1]).abs() < 1e-12, "{id}: {got} vs {want:?}");
         assert_eq!(a["temperature"], 1.7);
         assert_eq!(a["calibration"], "spam");
-        let confidence = systemone::calibrate::confidence(&want);
+        let confidence = systemone::calibration::confidence(&want);
         assert!((a["confidence"].as_f64().expect("confidence") - confidence).abs() < 1e-12);
         // The set holds each option whose 1 − p is within 0.5, as booleans.
         let mut set = Vec::new();

@@ -30,8 +30,8 @@ use tokio::time::Instant;
 use common::fake_vllm::{FakeVllm, Fault};
 use common::real_tokenizers::{one_token_more, state_of_exactly, state_tokens, tokenizer_path};
 use common::{ask, assert_error, criteria, get, setup, Reply, Service};
-use systemone::tokens::build::LoadedTokenizer;
-use systemone::tokens::verify::{Status, Verdict};
+use systemone::models::tokens::build::LoadedTokenizer;
+use systemone::models::tokens::verify::{Status, Verdict};
 
 /// The public model name the test configuration serves.
 const MODEL: &str = "glm-5.3-flash";

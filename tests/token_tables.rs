@@ -8,8 +8,8 @@
 mod common;
 
 use serde_json::{json, Map};
-use systemone::tokens::build::{build, check, LoadedTokenizer};
-use systemone::tokens::TokenTable;
+use systemone::models::tokens::build::{build, check, LoadedTokenizer};
+use systemone::models::tokens::TokenTable;
 
 use common::real_tokenizers::tokenizer_path;
 

@@ -15,14 +15,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use systemone::config::Layout;
-use systemone::lower::{lower_choice, LoweredQuestion};
 use systemone::models::Model;
-use systemone::validate::{History, ValidRequest};
+use systemone::question::{lower_choice, LoweredQuestion};
+use systemone::request::{History, ValidRequest};
 
 /// The child's `RUST_LOG`: `listening` is an info line of the binary (target `systemone`);
-/// the per-request info lines live in `systemone::api` and stay off.
+/// the per-request info lines live in `systemone::http` and stay off.
 pub const SERVICE_RUST_LOG: &str =
-    "warn,systemone=info,systemone::api=warn,systemone::pipeline=warn";
+    "warn,systemone=info,systemone::http=warn,systemone::engine=warn";
 
 /// A duration in seconds from the environment variable `name` (finite, ≥ 0), else `default`.
 pub fn env_secs(name: &str, default: f64) -> Duration {

@@ -28,14 +28,14 @@
 //! from the cache. So the second read is only the fallback.
 
 use futures::future::BoxFuture;
-use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::http::{read_success, transport_error};
+use super::openai::{ChatResponse, TokenLogprobs};
 use super::{holding, Backend, BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
-use crate::config::Secret;
 use crate::limits::InFlightPermit;
+use crate::secret::Secret;
 
 /// How many raw top log-probabilities one read asks for.
 pub const RAW_TOP_K: usize = 1000;
@@ -300,8 +300,9 @@ impl Backend for LlamaCppBackend {
     fn refuses_template<'a>(
         &'a self,
         prefix: &'a str,
+        permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<Option<String>, BackendError>> {
-        self.opens_reasoning(prefix).boxed()
+        holding(permit, self.opens_reasoning(prefix))
     }
 }
 
@@ -315,90 +316,23 @@ struct ApplyTemplateResponse {
     prompt: String,
 }
 
-#[derive(Deserialize)]
-struct ChatResponse {
-    model: Option<String>,
-    #[serde(default)]
-    choices: Vec<Choice>,
-    usage: Option<UsageWire>,
-    timings: Option<Timings>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    logprobs: Option<ChoiceLogprobs>,
-}
-
-#[derive(Deserialize)]
-struct ChoiceLogprobs {
-    content: Option<Vec<TokenLogprobs>>,
-}
-
-#[derive(Deserialize)]
-struct TokenLogprobs {
-    top_logprobs: Option<Vec<Entry>>,
-    top_probs: Option<Vec<Entry>>,
-}
-
-#[derive(Deserialize)]
-struct Entry {
-    id: Option<u32>,
-    logprob: Option<f64>,
-    prob: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct UsageWire {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
-    prompt_tokens_details: Option<PromptDetails>,
-}
-
-#[derive(Deserialize)]
-struct PromptDetails {
-    cached_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct Timings {
-    cache_n: Option<u64>,
-}
-
 /// A parsed answer: the first position's entries, usage and model.
-struct Parsed {
+struct Parsed<'a> {
     model: Option<String>,
     usage: Option<ReadUsage>,
-    position: Option<TokenLogprobs>,
+    position: Option<TokenLogprobs<'a>>,
 }
 
-fn parse(bytes: &[u8]) -> Result<Parsed, BackendError> {
-    let response: ChatResponse = serde_json::from_slice(bytes)
-        .map_err(|e| BackendError::Protocol(format!("malformed JSON: {e}")))?;
-    let cache_n = response.timings.and_then(|t| t.cache_n);
-    let usage = response.usage.map(|u| ReadUsage {
-        prompt_tokens: u.prompt_tokens.unwrap_or(0),
-        completion_tokens: u.completion_tokens.unwrap_or(1),
-        cached_tokens: u
-            .prompt_tokens_details
-            .and_then(|d| d.cached_tokens)
-            .or(cache_n)
-            .unwrap_or(0),
-    });
-    let position = response
-        .choices
-        .into_iter()
-        .next()
-        .and_then(|c| c.logprobs)
-        .and_then(|l| l.content)
-        .and_then(|c| c.into_iter().next());
+fn parse(bytes: &[u8]) -> Result<Parsed<'_>, BackendError> {
+    let mut response = ChatResponse::parse(bytes)?;
     Ok(Parsed {
-        model: response.model,
-        usage,
-        position,
+        model: response.model.take(),
+        usage: response.read_usage(),
+        position: response.into_first_position(),
     })
 }
 
-impl Parsed {
+impl Parsed<'_> {
     /// `(id, log-probability)` of each entry; from `top_probs` when `post_sampling`.
     fn entries(&self, post_sampling: bool) -> Result<Vec<(u32, f64)>, BackendError> {
         let position = self
@@ -414,7 +348,8 @@ impl Parsed {
         list.iter()
             .map(|e| {
                 let id =
-                    e.id.ok_or_else(|| BackendError::Protocol("an entry without an id".into()))?;
+                    e.id.and_then(|id| u32::try_from(id).ok())
+                        .ok_or_else(|| BackendError::Protocol("an entry without an id".into()))?;
                 let lp = if post_sampling {
                     e.prob.map(f64::ln)
                 } else {

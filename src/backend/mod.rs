@@ -7,13 +7,16 @@
 
 mod http;
 pub mod llamacpp;
+pub mod openai;
 pub mod vllm;
+
+pub use openai::{Messages, Part, UserContent};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
+use crate::error::{ApiError, Code, MAX_RETRY_AFTER_SECS};
 use crate::limits::InFlightPermit;
-use crate::prompt::UserContent;
 
 /// One upstream request: a masked single-token completion.
 #[derive(Debug, Clone, Copy)]
@@ -101,12 +104,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>>;
     /// Whether the chat template must be refused (it opens a reasoning block before the
-    /// answer position): the tag it opens, checked with the live token-table check.
+    /// answer position): the tag it opens, checked with the live token-table check. A
+    /// dialect that asks its backend holds the permit until the answer is in; one that
+    /// cannot ask releases it at once.
     fn refuses_template<'a>(
         &'a self,
         prefix: &'a str,
+        permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<Option<String>, BackendError>> {
-        let _ = prefix;
+        let _ = (prefix, permit);
         futures::future::ready(Ok(None)).boxed()
     }
 }
@@ -125,35 +131,48 @@ pub(crate) fn holding<'a, T: Send + 'a>(
     .boxed()
 }
 
-/// The two messages every dialect sends: the user message and the assistant prefill
-/// (`answer=`) that the model continues. Serialises as a JSON array.
-#[derive(Debug, serde::Serialize)]
-pub struct Messages<'a>(UserMessage<'a>, AssistantMessage<'a>);
-
-impl<'a> Messages<'a> {
-    /// The messages of one read.
-    pub fn new(request: &ReadRequest<'a>) -> Self {
-        Messages(
-            UserMessage {
-                role: "user",
-                content: request.content,
-            },
-            AssistantMessage {
-                role: "assistant",
-                content: request.prefix,
-            },
-        )
+impl From<BackendError> for ApiError {
+    fn from(e: BackendError) -> Self {
+        let retry = |s: Option<u64>| s.unwrap_or(1).clamp(1, MAX_RETRY_AFTER_SECS);
+        match e {
+            BackendError::RateLimited { retry_after } => ApiError::new(
+                Code::UpstreamRateLimited,
+                "the backend is rate limiting; retry later",
+            )
+            .retry_after(retry(retry_after)),
+            BackendError::Overloaded { retry_after } => ApiError::new(
+                Code::UpstreamOverloaded,
+                "the backend is overloaded; retry later",
+            )
+            .retry_after(retry(retry_after)),
+            BackendError::Rejected { status } if status == 401 || status == 403 => ApiError::new(
+                Code::UpstreamError,
+                "the backend refused this service's credentials",
+            ),
+            BackendError::Rejected { status } => ApiError::new(
+                Code::UpstreamRejected,
+                format!("the backend rejected the request with status {status}"),
+            ),
+            BackendError::ServerError { status } => ApiError::new(
+                Code::UpstreamError,
+                format!("the backend failed with status {status}"),
+            ),
+            BackendError::Unreachable => ApiError::new(
+                Code::UpstreamUnavailable,
+                "the backend is unreachable; retry later",
+            )
+            .retry_after(5),
+            BackendError::Timeout => ApiError::new(
+                Code::UpstreamTimeout,
+                "a backend read did not finish within the read timeout",
+            ),
+            BackendError::Protocol(detail) => {
+                tracing::warn!(reason = %detail, "backend answer breaks the protocol");
+                ApiError::new(
+                    Code::UpstreamProtocol,
+                    "the backend's answer broke the protocol (see the service log for this request id)",
+                )
+            }
+        }
     }
-}
-
-#[derive(Debug, serde::Serialize)]
-struct UserMessage<'a> {
-    role: &'static str,
-    content: &'a UserContent,
-}
-
-#[derive(Debug, serde::Serialize)]
-struct AssistantMessage<'a> {
-    role: &'static str,
-    content: &'a str,
 }

@@ -18,9 +18,10 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::http::{read_success, transport_error};
-use super::{holding, Backend, BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
-use crate::config::Secret;
+use super::openai::ChatResponse;
+use super::{holding, Backend, BackendError, Messages, ReadReply, ReadRequest};
 use crate::limits::InFlightPermit;
+use crate::secret::Secret;
 
 /// The most `top_logprobs` vLLM accepts.
 const MAX_TOP_LOGPROBS: usize = 20;
@@ -221,60 +222,14 @@ struct CompletionLogprobs {
     tokens: Option<Vec<String>>,
 }
 
-#[derive(Deserialize)]
-struct ChatResponse {
-    model: Option<String>,
-    #[serde(default)]
-    choices: Vec<Choice>,
-    usage: Option<UsageWire>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    logprobs: Option<ChoiceLogprobs>,
-}
-
-#[derive(Deserialize)]
-struct ChoiceLogprobs {
-    content: Option<Vec<TokenLogprobs>>,
-}
-
-#[derive(Deserialize)]
-struct TokenLogprobs {
-    #[serde(default)]
-    top_logprobs: Vec<TopLogprob>,
-}
-
-#[derive(Deserialize)]
-struct TopLogprob {
-    token: Option<String>,
-    id: Option<u64>,
-    logprob: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct UsageWire {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
-    prompt_tokens_details: Option<PromptDetails>,
-}
-
-#[derive(Deserialize)]
-struct PromptDetails {
-    cached_tokens: Option<u64>,
-}
-
 /// Reads the log-probabilities of `read_ids` out of a vLLM answer.
 fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError> {
-    let response: ChatResponse = serde_json::from_slice(bytes)
-        .map_err(|e| BackendError::Protocol(format!("malformed JSON: {e}")))?;
+    let mut response = ChatResponse::parse(bytes)?;
+    let usage = response.read_usage();
+    let model = response.model.take();
     let top = response
-        .choices
-        .first()
-        .and_then(|c| c.logprobs.as_ref())
-        .and_then(|l| l.content.as_ref())
-        .and_then(|c| c.first())
-        .map(|t| &t.top_logprobs)
+        .into_first_position()
+        .map(|t| t.top_logprobs.unwrap_or_default())
         .ok_or_else(|| BackendError::Protocol("no logprobs in the answer".into()))?;
     let mut logprobs = vec![f64::NAN; read_ids.len()];
     for entry in top {
@@ -302,18 +257,10 @@ fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError
             read_ids[missing]
         )));
     }
-    let usage = response.usage.map(|u| ReadUsage {
-        prompt_tokens: u.prompt_tokens.unwrap_or(0),
-        completion_tokens: u.completion_tokens.unwrap_or(1),
-        cached_tokens: u
-            .prompt_tokens_details
-            .and_then(|d| d.cached_tokens)
-            .unwrap_or(0),
-    });
     Ok(ReadReply {
         logprobs,
         usage,
-        model: response.model,
+        model,
         pre_mask: true,
         http_requests: 1,
     })

@@ -15,7 +15,8 @@ use clap::Parser;
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
-use systemone::config::{Cli, Command, ServeConfig};
+use systemone::cli::{Cli, Command};
+use systemone::config::ServeConfig;
 use systemone::AppState;
 
 use fake_vllm::FakeVllm;
@@ -46,7 +47,7 @@ impl Service {
 }
 
 /// `systemone eval` with these flags, parsed.
-pub fn eval_args(flags: &[&str]) -> systemone::config::EvalArgs {
+pub fn eval_args(flags: &[&str]) -> systemone::cli::eval::EvalArgs {
     let mut args = vec!["systemone", "eval"];
     args.extend_from_slice(flags);
     match Cli::try_parse_from(args).expect("valid flags").command {
@@ -82,7 +83,7 @@ pub fn assert_family(report: &Value, family: &str, kind: &str, n: u64) {
 }
 
 /// `systemone calibrate` with these flags, parsed.
-pub fn calibrate_args(flags: &[&str]) -> systemone::config::CalibrateArgs {
+pub fn calibrate_args(flags: &[&str]) -> systemone::cli::calibrate::CalibrateArgs {
     let mut args = vec!["systemone", "calibrate"];
     args.extend_from_slice(flags);
     match Cli::try_parse_from(args).expect("valid flags").command {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use systemone::json::to_python;
-use systemone::tokens::build::LoadedTokenizer;
+use systemone::models::tokens::build::LoadedTokenizer;
 
 /// Where the real tokenizer `name` is (fails, never skips, when it is missing).
 pub fn tokenizer_path(name: &str) -> PathBuf {

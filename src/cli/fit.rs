@@ -5,7 +5,7 @@
 //!   `softmax(ln p / T)` plus the shrinkage `(5/n)·(ln T)²` by golden-section search on
 //!   `ln T ∈ [ln 0.05, ln 50]`, 60 iterations.
 //! * [`fit_formula`]: `ln T = a + b·ln max(n, 2)` by least squares over groups, weighted by
-//!   group size (the file [`crate::calibrate::Calibration`] reads).
+//!   group size (the file [`crate::calibration::Calibration`] reads).
 //! * [`fit_temperature_bias`]: a temperature plus a centred bias per option, minimising the
 //!   mean NLL of `softmax(ln p / T + b)` + `(5/n)·(ln T)²` + `(2/n)·Σb²` with `Σb = 0`, by a
 //!   small hand-written L-BFGS ([`lbfgs`]) on analytic gradients.
@@ -19,8 +19,10 @@
 
 use statrs::distribution::{Binomial, DiscreteCDF};
 
-/// Probabilities are floored here before `ln` so a zero never becomes `-inf`.
-pub const PROB_FLOOR: f64 = 1e-12;
+use crate::calibration::argmax;
+pub use crate::calibration::profile::prediction_set;
+pub use crate::calibration::temperature::{apply, log_sum_exp, softmax, PROB_FLOOR};
+
 /// Lowest temperature searched.
 pub const T_MIN: f64 = 0.05;
 /// Highest temperature searched.
@@ -75,37 +77,6 @@ impl Row {
     fn logs(&self) -> Vec<f64> {
         self.probs.iter().map(|p| p.max(PROB_FLOOR).ln()).collect()
     }
-}
-
-fn argmax(p: &[f64]) -> usize {
-    let mut best = 0;
-    for (i, x) in p.iter().enumerate() {
-        if *x > p[best] {
-            best = i;
-        }
-    }
-    best
-}
-
-fn log_sum_exp(z: &[f64]) -> f64 {
-    let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    max + z.iter().map(|v| (v - max).exp()).sum::<f64>().ln()
-}
-
-/// `softmax(z)`.
-pub fn softmax(z: &[f64]) -> Vec<f64> {
-    let lse = log_sum_exp(z);
-    z.iter().map(|v| (v - lse).exp()).collect()
-}
-
-/// `softmax(ln p / T + bias)` for one row (no bias when `bias` is empty).
-pub fn apply(probs: &[f64], t: f64, bias: &[f64]) -> Vec<f64> {
-    let z: Vec<f64> = probs
-        .iter()
-        .enumerate()
-        .map(|(j, p)| p.max(PROB_FLOOR).ln() / t + bias.get(j).copied().unwrap_or(0.0))
-        .collect();
-    softmax(&z)
 }
 
 /// Minimises `f` on `[lo, hi]` by golden-section search; returns the final midpoint.
@@ -440,25 +411,6 @@ pub fn conformal_cutoffs_per_label(rows: &[Row], options: usize, coverage: f64) 
                 .collect();
             conformal_cutoff(&scores, coverage)
         })
-        .collect()
-}
-
-/// The prediction set: options whose score `1 − p_j` is at most the cutoff for `j`
-/// (`cutoffs` of length 1 applies to every option).
-pub fn prediction_set(probs: &[f64], cutoffs: &[f64]) -> Vec<usize> {
-    let sum: f64 = probs.iter().sum();
-    probs
-        .iter()
-        .enumerate()
-        .filter(|(j, p)| {
-            let cut = if cutoffs.len() == 1 {
-                cutoffs[0]
-            } else {
-                cutoffs.get(*j).copied().unwrap_or(1.0)
-            };
-            1.0 - *p / sum <= cut
-        })
-        .map(|(j, _)| j)
         .collect()
 }
 
@@ -831,7 +783,7 @@ mod tests {
         assert_eq!(b2, 0.0);
         assert_eq!(fit_formula(&[]), (0.0, 0.0));
         // The written formula is read back by the service's own code.
-        let c = crate::calibrate::Calibration { a: fa, b: fb };
+        let c = crate::calibration::Calibration { a: fa, b: fb };
         assert!((c.temperature(10) - groups[2].temperature).abs() < 1e-12);
     }
 

@@ -1,5 +1,10 @@
 //! The model registry at run time: each public name (and alias) resolves to one model with
 //! its backend, token table, calibration and default layout. Built once at startup.
+//! Also what keeps a model servable while it runs: the [`circuit`] breaker in front of its
+//! backend, failover to a configured fallback, and the [`tokens`] table with its live check.
+
+pub mod circuit;
+pub mod tokens;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -8,14 +13,15 @@ use std::time::{Duration, Instant};
 use crate::backend::llamacpp::LlamaCppBackend;
 use crate::backend::vllm::VllmBackend;
 use crate::backend::Backend;
-use crate::calibrate::{Calibration, DEFAULT_FORMULA};
-use crate::circuit::{Circuit, CircuitSettings};
+use crate::calibration::profile::Profiles;
+use crate::calibration::{Calibration, DEFAULT_FORMULA};
+use crate::config::CircuitSettings;
 use crate::config::{BackendKind, ConfigError, Layout, ModelConfig};
-use crate::profile::Profiles;
-use crate::prompt::PREAMBLE;
-use crate::tokens::build::{check, LoadedTokenizer};
-use crate::tokens::verify::Verifier;
-use crate::tokens::{TokenCounter, TokenTable};
+use crate::question::PREAMBLE;
+use circuit::Circuit;
+use tokens::build::{check, LoadedTokenizer};
+use tokens::verify::Verifier;
+use tokens::{TokenCounter, TokenTable};
 
 /// How often a model's token table is checked against the serving tokenizer by default.
 pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(600);
@@ -273,5 +279,22 @@ impl Models {
     /// Public names, for error messages and `/v1/models`.
     pub fn public_names(&self) -> Vec<String> {
         self.list.iter().map(|m| m.name.clone()).collect()
+    }
+}
+
+impl Models {
+    /// The model that serves a request for `requested`: its fallback while `requested`'s
+    /// circuit refuses requests and the fallback's does not, else `requested` itself.
+    /// Resolved before the request is validated, so it is validated (option counts, token
+    /// limits, images) against the model that will answer it.
+    pub fn serving<'m>(&'m self, requested: &'m Arc<Model>) -> &'m Arc<Model> {
+        let Some(fallback) = self.fallback_of(requested) else {
+            return requested;
+        };
+        if requested.circuit.check().is_ok() || fallback.circuit.check().is_err() {
+            return requested;
+        }
+        tracing::info!(fallback = %fallback.name, "the requested model's circuit is open: its fallback serves");
+        fallback
     }
 }

@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 
-use crate::config::read_path_or_shipped;
+use crate::shipped::{self, read_path_or_shipped};
 
 /// GLM-5.3-Flash's measured formula, the default for a model without a file.
 pub const DEFAULT_FORMULA: Calibration = Calibration {
@@ -24,21 +24,11 @@ pub struct Calibration {
     pub b: f64,
 }
 
-/// Files shipped in `calibration/`, compiled in.
-const BUILTIN: &[(&str, &str)] = &[
-    (
-        "glm-5.3-flash",
-        include_str!("../calibration/glm-5.3-flash.json"),
-    ),
-    ("glm-5.3", include_str!("../calibration/glm-5.3.json")),
-    ("kimi-k2.6", include_str!("../calibration/kimi-k2.6.json")),
-];
-
 impl Calibration {
     /// Loads a calibration file, or a shipped one by name.
     pub fn load(path_or_name: &str) -> Result<Self, String> {
-        let text =
-            read_path_or_shipped(path_or_name, BUILTIN).map_err(|e| format!("calibration {e}"))?;
+        let text = read_path_or_shipped(path_or_name, shipped::CALIBRATIONS)
+            .map_err(|e| format!("calibration {e}"))?;
         let c: Calibration =
             serde_json::from_str(&text).map_err(|e| format!("calibration {path_or_name}: {e}"))?;
         if !(c.a.is_finite() && c.b.is_finite()) {
@@ -64,7 +54,7 @@ impl Calibration {
             let local = local.display().to_string();
             return Ok((Self::load(&local)?, local));
         }
-        if BUILTIN.iter().any(|(name, _)| *name == model) {
+        if shipped::CALIBRATIONS.iter().any(|(name, _)| *name == model) {
             return Ok((Self::load(model)?, format!("shipped {model}")));
         }
         Ok((DEFAULT_FORMULA, "default (glm-5.3-flash)".to_string()))
@@ -96,6 +86,30 @@ pub fn confidence(p: &[f64]) -> f64 {
     }
     let h: f64 = p.iter().filter(|x| **x > 0.0).map(|x| -x * x.ln()).sum();
     (1.0 - h / (p.len() as f64).ln()).clamp(0.0, 1.0)
+}
+
+/// Probabilities are floored here before `ln` so a zero never becomes `-inf`.
+pub const PROB_FLOOR: f64 = 1e-12;
+
+pub fn log_sum_exp(z: &[f64]) -> f64 {
+    let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    max + z.iter().map(|v| (v - max).exp()).sum::<f64>().ln()
+}
+
+/// `softmax(z)`.
+pub fn softmax(z: &[f64]) -> Vec<f64> {
+    let lse = log_sum_exp(z);
+    z.iter().map(|v| (v - lse).exp()).collect()
+}
+
+/// `softmax(ln p / T + bias)` for one row (no bias when `bias` is empty).
+pub fn apply(probs: &[f64], t: f64, bias: &[f64]) -> Vec<f64> {
+    let z: Vec<f64> = probs
+        .iter()
+        .enumerate()
+        .map(|(j, p)| p.max(PROB_FLOOR).ln() / t + bias.get(j).copied().unwrap_or(0.0))
+        .collect();
+    softmax(&z)
 }
 
 #[cfg(test)]

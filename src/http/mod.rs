@@ -1,47 +1,33 @@
 //! The HTTP surface: routes, the request-id middleware, body extraction and handlers.
-//! Handlers stay thin: extract → [`crate::validate::validate`] → [`crate::pipeline::Pipeline`]
+//! Handlers stay thin: extract → [`crate::request::validate`] → [`crate::engine::Pipeline`]
 //! → [`wire`]; every error goes out through [`crate::error::ApiError`].
 
+pub mod auth;
+mod blocking;
 pub mod body;
+pub mod serve;
+pub mod state;
+mod systemone;
 pub mod wire;
 
-use std::sync::Arc;
+pub use state::AppState;
+
 use std::time::Instant;
 
-use axum::body::Body;
 use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tracing::Instrument;
 
-use crate::auth::{Caller, Keys};
-use crate::circuit::{failover, CircuitState};
-use crate::config::Limits;
 use crate::error::{ApiError, Code};
-use crate::metrics::Metrics;
-use crate::models::Models;
-use crate::pipeline::{Pipeline, PipelineError};
-use crate::tokens::verify::Verdict;
-use crate::validate::validate_with_parts;
-
-/// Everything handlers share, built once at startup.
-#[derive(Debug, Clone)]
-pub struct AppState {
-    /// The models served, by name and alias.
-    pub models: Arc<Models>,
-    /// Runs validated requests under the process-wide cap.
-    pub pipeline: Arc<Pipeline>,
-    /// The contract's limits.
-    pub limits: Arc<Limits>,
-    /// Counters and gauges for `/metrics`.
-    pub metrics: Arc<Metrics>,
-    /// The API keys and their limits (empty: open).
-    pub keys: Arc<Keys>,
-}
+use crate::metrics::ModelGauges;
+use crate::models::circuit::CircuitState;
+use crate::models::tokens::verify::Verdict;
+use auth::{AuthError, Caller};
 
 /// The request id every response carries (`req_<32 hex>`).
 #[derive(Debug, Clone)]
@@ -55,7 +41,7 @@ pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// The service's router.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/v1/systemone", post(systemone))
+        .route("/v1/systemone", post(systemone::handle))
         .route("/v1/models", get(list_models))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -134,68 +120,10 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-fn count_rejection(state: &AppState, caller: &Caller, e: &crate::auth::AuthError) {
+fn count_rejection(state: &AppState, caller: &Caller, e: &AuthError) {
     if let Some(kind) = e.limit_kind() {
-        state.metrics.count_rejection(caller.name(), kind);
+        state.metrics.count_rejection(caller.name(), kind.as_str());
     }
-}
-
-async fn systemone(
-    State(state): State<AppState>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    match answer(&state, &caller, &headers, body).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    }
-}
-
-/// Body → (fallback while the requested model's circuit is open) → validation → the
-/// circuit's up-front refusal → the key's question limits → pipeline → wire.
-async fn answer(
-    state: &AppState,
-    caller: &Caller,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let mut body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
-    if let Some(fallback) = failover(&state.models, &mut body.json) {
-        tracing::info!(fallback = %fallback.name, "the requested model's circuit is open: its fallback serves");
-    }
-    let request = validate_with_parts(body.json, &body.parts, &state.models, &state.limits)?;
-    // The image parts now live, re-encoded, in the request: free the raw bytes before the run.
-    drop(body.parts);
-    let span = tracing::Span::current();
-    span.record("model", request.model().name.as_str());
-    span.record("questions", request.questions().len());
-    state.metrics.observe_request(&request);
-    // Refused up front, before the key's questions are counted.
-    request
-        .model()
-        .circuit
-        .check()
-        .map_err(|open| PipelineError::CircuitOpen(open.retry_after))?;
-    caller
-        .admit_questions(request.questions().len())
-        .inspect_err(|e| count_rejection(state, caller, e))?;
-    let outcome = state.pipeline.run(&request).await?;
-    span.record("upstream_requests", outcome.usage.upstream_requests);
-    state
-        .metrics
-        .observe_answers(&request.model().name, &outcome.answers);
-    let body = serde_json::to_vec(&wire::SystemOneResponse::new(request.questions(), &outcome))
-        .map_err(|e| {
-            tracing::error!(error = %e, "cannot encode the answer");
-            ApiError::new(Code::Internal, "internal error")
-        })?;
-    Ok((
-        StatusCode::OK,
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response())
 }
 
 async fn list_models(State(state): State<AppState>, _caller: Caller) -> Json<serde_json::Value> {
@@ -256,9 +184,18 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
+    let gauges = state.models.iter().map(|model| {
+        let status = model.verifier.status();
+        ModelGauges {
+            name: &model.name,
+            verdict: status.verdict.as_metric(),
+            last_check: status.last_check,
+            circuit: model.circuit.state().as_metric(),
+        }
+    });
     let body = state
         .metrics
-        .render(&state.models, state.pipeline.in_flight());
+        .render(gauges, state.pipeline.in_flight().in_use());
     (
         [(
             axum::http::header::CONTENT_TYPE,

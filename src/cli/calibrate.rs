@@ -10,8 +10,8 @@
 //! only. Every line of a group must have the same option count.
 //!
 //! Output: `{"model", "formula", "a", "b", "groups": [...], "provenance": {...}}`, with `a`
-//! and `b` top-level so [`crate::calibrate::Calibration::load`] reads it unchanged; or the
-//! profile file [`crate::profile::Profile::parse`] reads, with its fit report.
+//! and `b` top-level so [`crate::calibration::Calibration::load`] reads it unchanged; or the
+//! profile file [`crate::calibration::profile::Profile::parse`] reads, with its fit report.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,9 +20,54 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::config::CalibrateArgs;
-use crate::fit::{self, GroupFit, Row};
-use crate::profile::QuestionShape;
+use clap::Args;
+
+use crate::calibration::profile::QuestionShape;
+use crate::cli::fit::{self, GroupFit, Row};
+
+/// `systemone calibrate …`
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// JSON lines: `{"question_group": "...", "probabilities": [...], "label": INDEX}`.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// The model the file is for (also the default output name).
+    #[arg(long)]
+    pub model: String,
+    /// Output file (default `calibration/<model>.json`, or
+    /// `calibration/profiles/<profile>.json` with `--profile`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write a server-side profile of this name for one question group (temperature, bias,
+    /// conformal cutoffs, automation threshold) instead of the model's formula.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// With `--profile`: the question group to fit (default: the only one in the data).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// With `--profile`: fit a centred bias per option beside the temperature (cutoffs and
+    /// the threshold are then set on out-of-fold probabilities).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub bias: bool,
+    /// With `--profile`: the prediction sets' target coverage.
+    #[arg(long, default_value_t = 0.9)]
+    pub coverage: f64,
+    /// With `--profile`: one conformal cutoff per gold label instead of one for all.
+    #[arg(long)]
+    pub per_label: bool,
+    /// With `--profile`: the error rate ε the automated answers must stay under.
+    #[arg(long, default_value_t = 0.1)]
+    pub epsilon: f64,
+    /// With `--profile`: the chance δ that the bound is wrong.
+    #[arg(long, default_value_t = 0.05)]
+    pub delta: f64,
+    /// With `--profile` and `--bias`: folds of the out-of-fold probabilities.
+    #[arg(long, default_value_t = 5)]
+    pub folds: usize,
+    /// With `--profile`: seed of the fold assignment.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
 
 /// One input line.
 #[derive(Debug, Deserialize)]
@@ -127,7 +172,7 @@ pub fn calibrate(
         group_json.push((name, rows, options, t));
     }
     let (a, b) = fit::fit_formula(&fits);
-    let formula = crate::calibrate::Calibration { a, b };
+    let formula = crate::calibration::Calibration { a, b };
     let groups_out: Vec<Value> = group_json
         .into_iter()
         .map(|(name, rows, options, t)| {
@@ -314,6 +359,13 @@ pub fn fit_profile(
     }))
 }
 
+/// `systemone calibrate`: fits, writes the file and prints the summary.
+pub fn run_command(args: &CalibrateArgs) -> Result<(), String> {
+    let summary = run(args).map_err(|e| format!("calibrate: {e}"))?;
+    print!("{summary}");
+    Ok(())
+}
+
 /// `systemone calibrate`: reads the rows, fits the model's formula (default
 /// `calibration/<model>.json`) or, with `--profile`, one group's profile (default
 /// `calibration/profiles/<profile>.json`), writes it and returns a one-screen summary.
@@ -415,7 +467,7 @@ fn summary(out: &Path, file: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fit::SplitMix64;
+    use crate::cli::fit::SplitMix64;
 
     fn args(data: &Path, model: &str, out: &Path) -> CalibrateArgs {
         CalibrateArgs {
@@ -484,7 +536,7 @@ mod tests {
         let out = dir.join("toy.json");
         let summary = run(&args(&data, "toy", &out)).expect("calibrates");
         assert!(summary.contains("choice: n=5"), "{summary}");
-        let cal = crate::calibrate::Calibration::load(&out.display().to_string()).expect("loads");
+        let cal = crate::calibration::Calibration::load(&out.display().to_string()).expect("loads");
         assert!((cal.temperature(2) / 2.0 - 1.0).abs() < 0.1, "{cal:?}");
         assert!((cal.temperature(5) / 1.6 - 1.0).abs() < 0.1, "{cal:?}");
         let file: Value =
@@ -530,7 +582,7 @@ mod tests {
         let summary = run(&a).expect("fits");
         assert!(summary.contains("out-of-fold"), "{summary}");
         let body = std::fs::read_to_string(&out).expect("read");
-        let p = crate::profile::Profile::parse(&body).expect("the service reads it");
+        let p = crate::calibration::profile::Profile::parse(&body).expect("the service reads it");
         assert_eq!(&*p.name, "kind");
         assert_eq!(p.question.labels, ["spam", "ham", "news"]);
         assert!((p.temperature / 2.0 - 1.0).abs() < 0.1, "{p:?}");

@@ -5,8 +5,8 @@
 //! are mapped back to the caller's option order, averaged as probabilities and normalised
 //! again; then the temperature is applied and the confidence measured.
 
-use crate::calibrate::{confidence, temper};
-use crate::profile::ProfileAnswer;
+pub use crate::calibration::{argmax, certain, Decoded};
+use crate::calibration::{confidence, temper};
 
 /// The reads of one question in one option order, merged over slices.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,40 +20,10 @@ pub struct OrderRead {
     pub pre_mask: bool,
 }
 
-/// One question's answer, in the caller's option order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decoded {
-    /// Calibrated probabilities, caller's option order.
-    pub probabilities: Vec<f64>,
-    /// Mean pre-mask mass on the options; `None` when the model was not asked or when the
-    /// backend could not report it (then `option_mass_unknown`).
-    pub option_mass: Option<f64>,
-    /// The model was asked but some read could not report the pre-mask mass.
-    pub option_mass_unknown: bool,
-    /// The temperature applied.
-    pub temperature: f64,
-    /// `1 − H(p)/ln n`.
-    pub confidence: f64,
-    /// What a calibration profile added, when one covered the question.
-    pub profile: Option<ProfileAnswer>,
-}
-
 /// Why reads cannot be decoded (a protocol break: the caller gets a 502).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct DecodeError(pub String);
-
-/// The answer to a question with a single option: certain, without asking.
-pub fn certain() -> Decoded {
-    Decoded {
-        probabilities: vec![1.0],
-        option_mass: None,
-        option_mass_unknown: false,
-        temperature: 1.0,
-        confidence: 1.0,
-        profile: None,
-    }
-}
 
 /// Decodes the reads of one question (one per order) with temperature `t`.
 pub fn decode(orders: &[OrderRead], t: f64) -> Result<Decoded, DecodeError> {
@@ -102,17 +72,6 @@ pub fn decode(orders: &[OrderRead], t: f64) -> Result<Decoded, DecodeError> {
         temperature: t,
         profile: None,
     })
-}
-
-/// Index of the most probable option; ties go to the first in option order.
-pub fn argmax(p: &[f64]) -> usize {
-    let mut best = 0;
-    for (i, x) in p.iter().enumerate() {
-        if *x > p[best] {
-            best = i;
-        }
-    }
-    best
 }
 
 #[cfg(test)]

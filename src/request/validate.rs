@@ -1,148 +1,29 @@
-//! Validation: a caller's JSON body becomes a [`ValidRequest`], the only thing the pipeline
+//! Validation: a caller's JSON body becomes a [`ValidRequest`], the only thing the engine
 //! runs. Every schema and size rule of the contract is checked here, before any upstream
 //! call, and each failure names the field, the limit and the value received.
 //!
-//! Token limits are counted with [`crate::tokens::estimate_tokens`] (see its doc for how
+//! Token limits are counted with [`crate::models::tokens::estimate_tokens`] (see its doc for how
 //! it errs) until a model's real tokenizer is configured.
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::{History, ValidRequest};
+
+use super::prompt;
+use crate::calibration::profile::Profile;
 use crate::config::{Layout, Limits};
 use crate::error::{ApiError, Code};
-use crate::images::{data_url, decode_image_string, part_label, sniff, ImageError, Parts};
-use crate::json::{to_python, NonFiniteNumber};
-use crate::lower::{lower_choice, lower_noul, lower_score, LoweredQuestion};
+use crate::json::to_python;
 use crate::models::{Model, Models};
-use crate::profile::Profile;
-use crate::prompt;
+use crate::question::{lower_choice, lower_noul, lower_score, LoweredQuestion};
+use crate::request::images::{data_url, decode_image_string, part_label, sniff, ImageError, Parts};
 
 /// Most characters in a choice label.
 pub const MAX_LABEL_CHARS: usize = 128;
 /// Most rotated option orders a request may ask for.
 pub const MAX_PERMUTATIONS: usize = 8;
-
-/// A record that grows across calls, placed where the prefix cache keeps it (technique §2).
-#[derive(Debug, Clone, PartialEq)]
-pub enum History {
-    /// No history: the plain layout.
-    None,
-    /// One history for every question; the lead is then the whole question block.
-    Shared(String),
-    /// A history per question (aligned with the questions); `None` keeps the plain layout.
-    PerQuestion(Vec<Option<String>>),
-}
-
-/// A request that passed every rule. Fields are private: [`validate`] (and, for
-/// reproducing the reference library, [`ValidRequest::reference`]) are the only ways in.
-#[derive(Debug, Clone)]
-pub struct ValidRequest {
-    model: Arc<Model>,
-    state_json: String,
-    questions: Vec<LoweredQuestion>,
-    temperature: Option<f64>,
-    calibration: Option<Arc<Profile>>,
-    layout: Layout,
-    permutations: usize,
-    history: History,
-    images: Vec<Arc<str>>,
-}
-
-impl ValidRequest {
-    /// The model that answers.
-    pub fn model(&self) -> &Arc<Model> {
-        &self.model
-    }
-    /// The state as the prompt embeds it (Python-compatible JSON).
-    pub fn state_json(&self) -> &str {
-        &self.state_json
-    }
-    /// The lowered questions, in request order.
-    pub fn questions(&self) -> &[LoweredQuestion] {
-        &self.questions
-    }
-    /// The caller's temperature override.
-    pub fn temperature(&self) -> Option<f64> {
-        self.temperature
-    }
-    /// The calibration profile the caller named, if any.
-    pub fn calibration(&self) -> Option<&Arc<Profile>> {
-        self.calibration.as_ref()
-    }
-    /// The prompt layout.
-    pub fn layout(&self) -> Layout {
-        self.layout
-    }
-    /// How many rotated orders each question is asked in (before capping at its option count).
-    pub fn permutations(&self) -> usize {
-        self.permutations
-    }
-    /// The history, if any.
-    pub fn history(&self) -> &History {
-        &self.history
-    }
-    /// Image URLs (data URLs), sent once per upstream request ahead of the text. Shared, so
-    /// every planned request holds the same allocation.
-    pub fn images(&self) -> &[Arc<str>] {
-        &self.images
-    }
-    /// Whether the first question goes alone to seat the shared prefix (technique §6).
-    pub fn staged(&self) -> bool {
-        !self.images.is_empty()
-            || self.layout == Layout::Cost
-            || matches!(self.history, History::Shared(_))
-    }
-
-    /// Builds a request the way the reference library accepts it, without the HTTP
-    /// contract's extra rules (any JSON state, image URLs passed through as given). Used to
-    /// reproduce the reference's golden vectors at the library level; the HTTP path always
-    /// goes through [`validate`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn reference(
-        model: Arc<Model>,
-        state: &Value,
-        questions: Vec<LoweredQuestion>,
-        temperature: Option<f64>,
-        layout: Layout,
-        permutations: usize,
-        images: Vec<String>,
-        history: History,
-    ) -> Result<Self, ReferenceError> {
-        let capacity = model.table.capacity();
-        if let Some(q) = questions.iter().find(|q| q.options.len() > capacity) {
-            return Err(ReferenceError::TooManyOptions {
-                model: model.name.clone(),
-                capacity,
-                options: q.options.len(),
-            });
-        }
-        Ok(ValidRequest {
-            model,
-            state_json: to_python(state)?,
-            questions,
-            temperature,
-            calibration: None,
-            layout,
-            permutations: permutations.max(1),
-            history,
-            images: images.into_iter().map(Arc::from).collect(),
-        })
-    }
-}
-
-/// Why [`ValidRequest::reference`] refuses its input (the reference raises `ValueError`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReferenceError {
-    #[error("{model} has {capacity} single-token choice indexes, but a question has {options} options -- use labels instead")]
-    TooManyOptions {
-        model: String,
-        capacity: usize,
-        options: usize,
-    },
-    #[error(transparent)]
-    NonFinite(#[from] NonFiniteNumber),
-}
 
 fn loc(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
@@ -180,9 +61,9 @@ pub fn validate_with_parts(
         ));
     };
 
-    let model = match body.get("model") {
-        None | Some(Value::Null) => models.default_model().clone(),
-        Some(Value::String(name)) => models.resolve(name).cloned().ok_or_else(|| {
+    let requested = match body.get("model") {
+        None | Some(Value::Null) => models.default_model(),
+        Some(Value::String(name)) => models.resolve(name).ok_or_else(|| {
             ApiError::at(
                 Code::UnsupportedModel,
                 loc(&["model"]),
@@ -200,6 +81,7 @@ pub fn validate_with_parts(
             ))
         }
     };
+    let model = models.serving(requested).clone();
 
     let state = body
         .remove("state")
@@ -227,10 +109,14 @@ pub fn validate_with_parts(
     let state_json = to_python(&state)
         .map_err(|e| ApiError::at(Code::InvalidNumber, loc(&["state"]), e.to_string()))?;
 
-    let (questions, question_tokens): (Vec<_>, Vec<_>) =
-        validate_questions(body.remove("questions"), &model, limits)?
-            .into_iter()
-            .unzip();
+    let mut questions = Vec::new();
+    let mut question_tokens = Vec::new();
+    let mut first_orders = Vec::new();
+    for (q, tokens, json) in validate_questions(body.remove("questions"), &model, limits)? {
+        questions.push(q);
+        question_tokens.push(tokens);
+        first_orders.push(json);
+    }
 
     let temperature = match body.get("temperature") {
         None | Some(Value::Null) => None,
@@ -302,10 +188,17 @@ pub fn validate_with_parts(
     let history = validate_history(body.get("history"), &questions)?;
     let images = validate_images(&body, parts, &model, limits)?;
 
+    let rendered = questions
+        .iter()
+        .zip(first_orders)
+        .map(|(q, first)| prompt::render_orders(q, first, permutations, &model.table))
+        .collect::<Result<_, _>>()
+        .map_err(|e| ApiError::at(Code::InvalidNumber, loc(&["questions"]), e.to_string()))?;
     let request = ValidRequest {
         model,
         state_json,
         questions,
+        rendered,
         temperature,
         calibration,
         layout,
@@ -370,7 +263,7 @@ fn validate_questions(
     questions: Option<Value>,
     model: &Model,
     limits: &Limits,
-) -> Result<Vec<(LoweredQuestion, usize)>, ApiError> {
+) -> Result<Vec<(LoweredQuestion, usize, String)>, ApiError> {
     let questions = match questions {
         Some(Value::Object(map)) => map,
         None => {
@@ -420,7 +313,7 @@ fn validate_question(
     question: Value,
     model: &Model,
     limits: &Limits,
-) -> Result<(LoweredQuestion, usize), ApiError> {
+) -> Result<(LoweredQuestion, usize, String), ApiError> {
     if id.is_empty() {
         return Err(ApiError::at(
             Code::InvalidQuestionId,
@@ -613,7 +506,7 @@ fn validate_question(
             ),
         ));
     }
-    Ok((lowered, tokens))
+    Ok((lowered, tokens, rendered))
 }
 
 /// Null, or a blank string: says nothing.
@@ -1052,7 +945,7 @@ fn check_token_limits(
         } else {
             question_tokens[qi]
         };
-        let reads = prompt::shifts(n, req.permutations).len() * n.div_ceil(per_read_ids);
+        let reads = req.rendered[qi].shifts.len() * n.div_ceil(per_read_ids);
         let one = base + lead + question_tokens[qi] + history;
         total = total.saturating_add(reads.saturating_mul(one));
     }

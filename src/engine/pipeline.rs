@@ -14,17 +14,17 @@ use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
-use crate::circuit::Health;
 use crate::config::UpstreamSettings;
-use crate::decode::{certain, decode, DecodeError, Decoded, OrderRead};
+use crate::engine::decode::{certain, decode, DecodeError, Decoded, OrderRead};
+use crate::error::MAX_RETRY_AFTER_SECS;
 use crate::error::{ApiError, Code};
-use crate::json::NonFiniteNumber;
 use crate::limits::InFlight;
-use crate::metrics::{status_class, Metrics};
-use crate::prompt::{plan, Ask};
-use crate::tokens::estimate_tokens_for_bytes;
-use crate::tokens::verify::Verdict;
-use crate::validate::ValidRequest;
+use crate::metrics::Metrics;
+use crate::models::circuit::{Health, Ticket};
+use crate::models::tokens::estimate_tokens_for_bytes;
+use crate::models::tokens::verify::Verdict;
+use crate::request::prompt::{plan, Ask};
+use crate::request::ValidRequest;
 
 /// Token accounting of one request.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -64,11 +64,6 @@ pub enum PipelineError {
     /// The model's token table failed its live check; retry after this many seconds.
     #[error("the model's token table does not match the serving tokenizer")]
     TableMismatch(u64),
-    #[error(transparent)]
-    Render(#[from] NonFiniteNumber),
-    /// The model's circuit breaker is open; retry after this many seconds.
-    #[error("the model's circuit breaker is open")]
-    CircuitOpen(u64),
 }
 
 impl PipelineError {
@@ -130,15 +125,14 @@ impl Pipeline {
         &self.in_flight
     }
 
-    /// Answers every question of `req`, or fails as a whole. The model's circuit breaker
-    /// admits the request first (an open circuit refuses it without contacting the backend)
-    /// and learns from its outcome.
-    pub async fn run(&self, req: &ValidRequest) -> Result<Outcome, PipelineError> {
-        let ticket = req
-            .model()
-            .circuit
-            .admit()
-            .map_err(|open| PipelineError::CircuitOpen(open.retry_after))?;
+    /// Answers every question of `req`, or fails as a whole. `ticket` is the model's
+    /// circuit breaker's admission (taken by the caller, so an open circuit refuses the
+    /// request before anything else is counted); it learns the outcome.
+    pub async fn run(
+        &self,
+        req: &ValidRequest,
+        ticket: Ticket<'_>,
+    ) -> Result<Outcome, PipelineError> {
         let result = timeout(self.request_timeout, self.run_unbounded(req))
             .await
             .unwrap_or(Err(PipelineError::Deadline));
@@ -164,7 +158,7 @@ impl Pipeline {
                     .min(MAX_RETRY_AFTER_SECS),
             ));
         }
-        let asks = plan(req)?;
+        let asks = plan(req);
         let asked: Vec<usize> = (0..asks.len())
             .filter(|q| req.questions()[*q].options.len() >= 2)
             .collect();
@@ -319,12 +313,6 @@ impl From<PipelineError> for ApiError {
                 Code::DeadlineExceeded,
                 "the request did not finish within its deadline",
             ),
-            PipelineError::Render(n) => ApiError::new(Code::InvalidNumber, n.to_string()),
-            PipelineError::CircuitOpen(retry) => ApiError::new(
-                Code::CircuitOpen,
-                "the model's backend is failing and its circuit breaker is open; retry later",
-            )
-            .retry_after(retry),
             PipelineError::TableMismatch(retry) => ApiError::new(
                 Code::TokenTableMismatch,
                 "the model is disabled: its token table does not match the tokenizer the backend serves; retry later",
@@ -334,55 +322,14 @@ impl From<PipelineError> for ApiError {
     }
 }
 
-/// Longest `Retry-After` passed on to a caller.
-pub const MAX_RETRY_AFTER_SECS: u64 = 60;
-
-impl From<BackendError> for ApiError {
-    fn from(e: BackendError) -> Self {
-        let retry = |s: Option<u64>| s.unwrap_or(1).clamp(1, MAX_RETRY_AFTER_SECS);
-        match e {
-            BackendError::RateLimited { retry_after } => ApiError::new(
-                Code::UpstreamRateLimited,
-                "the backend is rate limiting; retry later",
-            )
-            .retry_after(retry(retry_after)),
-            BackendError::Overloaded { retry_after } => ApiError::new(
-                Code::UpstreamOverloaded,
-                "the backend is overloaded; retry later",
-            )
-            .retry_after(retry(retry_after)),
-            BackendError::Rejected { status } if status == 401 || status == 403 => ApiError::new(
-                Code::UpstreamError,
-                "the backend refused this service's credentials",
-            ),
-            BackendError::Rejected { status } => {
-                let mut e = ApiError::new(
-                    Code::UpstreamRejected,
-                    format!("the backend rejected the request with status {status}"),
-                );
-                e.status_override = axum::http::StatusCode::from_u16(status).ok();
-                e
-            }
-            BackendError::ServerError { status } => ApiError::new(
-                Code::UpstreamError,
-                format!("the backend failed with status {status}"),
-            ),
-            BackendError::Unreachable => ApiError::new(
-                Code::UpstreamUnavailable,
-                "the backend is unreachable; retry later",
-            )
-            .retry_after(5),
-            BackendError::Timeout => ApiError::new(
-                Code::UpstreamTimeout,
-                "a backend read did not finish within the read timeout",
-            ),
-            BackendError::Protocol(detail) => {
-                tracing::warn!(reason = %detail, "backend answer breaks the protocol");
-                ApiError::new(
-                    Code::UpstreamProtocol,
-                    "the backend's answer broke the protocol (see the service log for this request id)",
-                )
-            }
-        }
+/// The status class label of one upstream read.
+fn status_class(result: &Result<ReadReply, BackendError>) -> &'static str {
+    match result {
+        Ok(_) => "2xx",
+        Err(BackendError::RateLimited { .. } | BackendError::Rejected { .. }) => "4xx",
+        Err(BackendError::Overloaded { .. } | BackendError::ServerError { .. }) => "5xx",
+        Err(BackendError::Timeout) => "timeout",
+        Err(BackendError::Unreachable) => "unreachable",
+        Err(BackendError::Protocol(_)) => "protocol",
     }
 }

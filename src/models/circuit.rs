@@ -17,34 +17,12 @@
 //! succeed or fail together (the first failure cancels the rest). Time is tokio's, so
 //! paused-time tests cross the cool-down with `tokio::time::advance`.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
 
-use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::models::{Model, Models};
-
-/// Longest `Retry-After` passed to a caller.
-const MAX_RETRY_AFTER_SECS: u64 = 60;
-
-/// When a circuit opens and for how long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CircuitSettings {
-    /// Consecutive failed requests that open the circuit; 0 turns the breaker off.
-    pub failures: u32,
-    /// How long an open circuit refuses requests before letting a probe through.
-    pub cooldown: Duration,
-}
-
-impl Default for CircuitSettings {
-    fn default() -> Self {
-        CircuitSettings {
-            failures: 5,
-            cooldown: Duration::from_secs(10),
-        }
-    }
-}
+use crate::config::CircuitSettings;
+use crate::error::{ApiError, Code, MAX_RETRY_AFTER_SECS};
 
 /// The state as `/metrics` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,29 +206,6 @@ impl Circuit {
     }
 }
 
-/// Points a request body at the requested model's fallback while the requested model's
-/// circuit refuses requests and the fallback's does not; returns the fallback when it did.
-///
-/// This runs before validation, so the request is validated (option counts, token limits,
-/// images) against the model that will serve it. A body whose `model` is not a string or
-/// names no model is left alone for validation to refuse.
-pub fn failover<'m>(models: &'m Models, body: &mut Value) -> Option<&'m Arc<Model>> {
-    let Value::Object(fields) = body else {
-        return None;
-    };
-    let requested = match fields.get("model") {
-        None | Some(Value::Null) => models.default_model(),
-        Some(Value::String(name)) => models.resolve(name)?,
-        Some(_) => return None,
-    };
-    let fallback = models.fallback_of(requested)?;
-    if requested.circuit.check().is_ok() || fallback.circuit.check().is_err() {
-        return None;
-    }
-    fields.insert("model".into(), Value::String(fallback.name.clone()));
-    Some(fallback)
-}
-
 impl Ticket<'_> {
     /// Records how the request went.
     pub fn record(mut self, health: Health) {
@@ -267,9 +222,20 @@ impl Drop for Ticket<'_> {
     }
 }
 
+impl From<CircuitOpen> for ApiError {
+    fn from(open: CircuitOpen) -> Self {
+        ApiError::new(
+            Code::CircuitOpen,
+            "the model's backend is failing and its circuit breaker is open; retry later",
+        )
+        .retry_after(open.retry_after)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn circuit() -> Circuit {
         Circuit::new(

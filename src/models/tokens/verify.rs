@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::backend::Backend;
 use crate::limits::InFlight;
-use crate::tokens::TokenTable;
+use crate::models::tokens::TokenTable;
 
 /// How soon a check is retried while no check has concluded yet.
 pub const UNCHECKED_RETRY: Duration = Duration::from_secs(30);
@@ -244,7 +244,8 @@ pub async fn check_once(
     table: &TokenTable,
     in_flight: &InFlight,
 ) -> CheckOutcome {
-    match backend.refuses_template(&table.prefix).await {
+    let permit = in_flight.acquire().await;
+    match backend.refuses_template(&table.prefix, permit).await {
         Ok(Some(tag)) => {
             return CheckOutcome::Mismatch(format!(
                 "the chat template opens a reasoning block ({tag}) before the answer position"

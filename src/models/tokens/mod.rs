@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::read_path_or_shipped;
+use crate::shipped::{self, read_path_or_shipped};
 
 pub mod build;
 pub mod verify;
@@ -98,16 +98,6 @@ pub struct TokenTable {
     pub labels: Vec<Label>,
 }
 
-/// Tables shipped in `token-tables/`, compiled in.
-const BUILTIN: &[(&str, &str)] = &[
-    (
-        "golden-fake",
-        include_str!("../../token-tables/golden-fake.json"),
-    ),
-    ("gemma-3", include_str!("../../token-tables/gemma-3.json")),
-    ("qwen-3", include_str!("../../token-tables/qwen-3.json")),
-];
-
 /// Why a table could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
@@ -120,7 +110,8 @@ pub enum TableError {
 impl TokenTable {
     /// Loads a table from a file path, or by the name of a built-in table.
     pub fn load(path_or_name: &str) -> Result<Self, TableError> {
-        let text = read_path_or_shipped(path_or_name, BUILTIN).map_err(TableError::NotFound)?;
+        let text = read_path_or_shipped(path_or_name, shipped::TOKEN_TABLES)
+            .map_err(TableError::NotFound)?;
         Self::parse(&text).map_err(|reason| TableError::Invalid {
             path: path_or_name.to_string(),
             reason,

@@ -1,7 +1,7 @@
 //! `systemone eval`: send labelled System One requests to a service with raw
 //! probabilities (`"temperature": 1`), or with a named server-side calibration profile
 //! (`--profile`), join the answers with the gold labels, and report
-//! [`crate::fit::Metrics`] per question family (the question id).
+//! [`crate::cli::fit::Metrics`] per question family (the question id).
 //!
 //! Input: JSON lines, each a System One request body plus `"gold"`, an object from question
 //! id to the gold answer: the option label (choice), `true`/`false` (noul), or the level
@@ -15,7 +15,7 @@
 //! line per scored answer: the input of `systemone calibrate`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use axum::body::Body;
@@ -25,8 +25,53 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Map, Value};
 use tower::ServiceExt;
 
-use crate::config::EvalArgs;
-use crate::fit::{self, Row};
+use clap::Args;
+
+use crate::cli::fit::{self, Row};
+use crate::config::ServeConfig;
+use crate::secret::Secret;
+
+/// `systemone eval …`
+#[derive(Debug, Clone, Args)]
+pub struct EvalArgs {
+    /// JSON lines: a System One request body plus `"gold": {question id: label | bool | level}`.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// The service's base URL (or its full `/v1/systemone` URL). Without it the service runs
+    /// in-process, configured by the `serve` flags below (its backend is still called over
+    /// HTTP).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Ask for this server-side calibration profile (the request's `"calibration"`) instead
+    /// of raw probabilities; the report then also measures its prediction sets and
+    /// automation.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Bearer key for a service with API keys.
+    #[arg(long, env = "SYSTEMONE_EVAL_API_KEY")]
+    pub api_key: Option<Secret>,
+    /// Also write the raw rows here (the input of `systemone calibrate`).
+    #[arg(long)]
+    pub raw_out: Option<PathBuf>,
+    /// The machine-readable report.
+    #[arg(long, default_value = "eval-report.json")]
+    pub report: PathBuf,
+    /// The reliability diagram (SVG).
+    #[arg(long, default_value = "eval-reliability.svg")]
+    pub diagram: PathBuf,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Seed of the excess-ECE draws.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Show a progress bar on stderr (drawn only when stderr is a terminal).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub progress: bool,
+    /// The in-process service's configuration (used without `--url`).
+    #[command(flatten)]
+    pub service: ServeConfig,
+}
 
 /// One scored answer.
 #[derive(Debug, Clone)]
@@ -294,7 +339,7 @@ enum Target {
     Http {
         client: reqwest::Client,
         endpoint: String,
-        key: Option<crate::config::Secret>,
+        key: Option<crate::secret::Secret>,
     },
     /// The service's router, called in this process.
     InProcess(axum::Router),
@@ -390,6 +435,20 @@ fn progress_bar(total: usize, show: bool) -> ProgressBar {
         bar.set_style(style);
     }
     bar
+}
+
+/// `systemone eval`: runs, prints the table and where the report and diagram went.
+pub fn run_command(args: &EvalArgs) -> Result<(), String> {
+    let outcome = super::runtime()?
+        .block_on(run(args))
+        .map_err(|e| format!("eval: {e}"))?;
+    print!("{}", outcome.table);
+    println!(
+        "report: {}, diagram: {}",
+        args.report.display(),
+        args.diagram.display()
+    );
+    Ok(())
 }
 
 /// Runs `systemone eval`: sends every line, scores, writes the report, the diagram and

@@ -43,8 +43,9 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
-use crate::config::{ConfigError, Secret};
+use crate::config::ConfigError;
 use crate::error::{ApiError, Code};
+use crate::secret::Secret;
 
 /// The name logs and metrics use for callers of an open service (no keys configured).
 pub const ANONYMOUS: &str = "anonymous";

@@ -4,10 +4,10 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::decode::{argmax, Decoded};
-use crate::lower::{LoweredQuestion, QuestionKind};
-use crate::pipeline::{Outcome, Usage};
-use crate::profile::set_member;
+use crate::calibration::profile::set_member;
+use crate::engine::decode::{argmax, Decoded};
+use crate::engine::{Outcome, Usage};
+use crate::question::{LoweredQuestion, QuestionKind};
 
 /// The whole 200 body.
 pub struct SystemOneResponse<'a> {

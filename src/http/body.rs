@@ -9,15 +9,14 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use serde_json::Value;
 
+use super::blocking;
 use crate::error::{ApiError, Code};
-use crate::images::{part_label, Parts};
 use crate::json::{parse_strict, JsonError};
+use crate::request::images::{part_label, Parts};
 
 /// Largest zstd window a body may use (32 MiB): a frame cannot make the decoder allocate
 /// more than this, whatever it declares.
 const ZSTD_WINDOW_LOG_MAX: u32 = 25;
-/// Compressed bodies above this size are decompressed off the async workers.
-const INLINE_DECOMPRESS_BYTES: usize = 64 * 1024;
 /// The multipart part that holds the JSON body.
 pub const REQUEST_PART: &str = "request";
 
@@ -45,6 +44,8 @@ pub struct RequestBody {
     pub json: Value,
     /// Every part but `request`, by name, in arrival order; empty for a JSON body.
     pub parts: Parts,
+    /// Bytes of the body as read (decompressed): how much work its validation may be.
+    pub len: usize,
 }
 
 /// Reads a request body of at most `max_bytes` (after decompression).
@@ -80,19 +81,16 @@ pub async fn read_request(
         .to_bytes();
     let bytes = match encoding {
         Encoding::Identity => bytes,
-        _ if bytes.len() <= INLINE_DECOMPRESS_BYTES => {
-            Bytes::from(decompress(encoding, &bytes, max_bytes)?)
-        }
         _ => Bytes::from(
-            tokio::task::spawn_blocking(move || decompress(encoding, &bytes, max_bytes))
-                .await
-                .map_err(|_| ApiError::new(Code::Internal, "internal error"))??,
+            blocking::run(bytes.len(), move || decompress(encoding, &bytes, max_bytes)).await??,
         ),
     };
+    let len = bytes.len();
     match kind {
         Kind::Json => Ok(RequestBody {
-            json: parse_json(&bytes, "the body")?,
+            json: blocking::run(len, move || parse_json(&bytes, "the body")).await??,
             parts: Parts::new(),
+            len,
         }),
         Kind::Multipart(boundary) => read_multipart(bytes, boundary).await,
     }
@@ -165,6 +163,7 @@ fn parse_json(bytes: &[u8], what: &str) -> Result<Value, ApiError> {
 /// image parts. Part names are echoed in messages only when they have the SDK's shape.
 async fn read_multipart(bytes: Bytes, boundary: String) -> Result<RequestBody, ApiError> {
     let invalid = |msg: String| ApiError::new(Code::InvalidMultipart, msg);
+    let bytes_len = bytes.len();
     let stream = futures::stream::once(async move { Ok::<Bytes, std::convert::Infallible>(bytes) });
     let mut multipart = multer::Multipart::new(stream, boundary);
     let mut request: Option<Bytes> = None;
@@ -199,16 +198,18 @@ async fn read_multipart(bytes: Bytes, boundary: String) -> Result<RequestBody, A
         }
         index += 1;
     }
+    let len = bytes_len;
     let request = request.ok_or_else(|| {
         invalid(format!(
             "the multipart body has no part named {REQUEST_PART:?} (it holds the JSON request); got {} other part(s)",
             parts.len()
         ))
     })?;
-    Ok(RequestBody {
-        json: parse_json(&request, "the multipart part \"request\"")?,
-        parts,
+    let json = blocking::run(request.len(), move || {
+        parse_json(&request, "the multipart part \"request\"")
     })
+    .await??;
+    Ok(RequestBody { json, parts, len })
 }
 
 /// What is wrong with a multipart stream, in fixed words (multer's own messages may quote

@@ -22,14 +22,11 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::calibrate::confidence;
-use crate::decode::{argmax, Decoded};
-use crate::fit;
-use crate::lower::{LoweredQuestion, QuestionKind};
+use crate::shipped;
 
-/// Profiles shipped in the binary (`calibration/profiles/`); one whose model is not served
-/// is left out.
-const SHIPPED: &[(&str, &str)] = &[("spam", include_str!("../calibration/profiles/spam.json"))];
+use super::temperature::apply;
+use super::{argmax, confidence, Decoded};
+use crate::question::{LoweredQuestion, QuestionKind};
 
 /// The question shape a profile covers.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -173,14 +170,14 @@ impl Profile {
     /// Recalibrates an answer decoded at T = 1: temperature and bias, then the prediction
     /// set and the automation flag.
     pub fn apply(&self, raw: Decoded) -> Decoded {
-        let probabilities = fit::apply(&raw.probabilities, self.temperature, &self.bias);
+        let probabilities = apply(&raw.probabilities, self.temperature, &self.bias);
         let top = probabilities[argmax(&probabilities)];
         Decoded {
             confidence: confidence(&probabilities),
             temperature: self.temperature,
             profile: Some(ProfileAnswer {
                 name: self.name.clone(),
-                prediction_set: fit::prediction_set(&probabilities, &self.cutoffs),
+                prediction_set: prediction_set(&probabilities, &self.cutoffs),
                 automate: self.threshold.is_some_and(|t| top >= t),
             }),
             probabilities,
@@ -199,7 +196,7 @@ impl Profiles {
     /// served is an error: it could never cover anything.
     pub fn load(dir: Option<&Path>, served: &[&str]) -> Result<Self, String> {
         let mut profiles = Profiles::default();
-        for (name, text) in SHIPPED {
+        for (name, text) in shipped::PROFILES {
             let p = Profile::parse(text).map_err(|e| format!("shipped profile {name}: {e}"))?;
             if served.contains(&p.model.as_str()) {
                 profiles.insert(p);
@@ -263,10 +260,29 @@ pub fn set_member(question: &LoweredQuestion, index: usize) -> serde_json::Value
     }
 }
 
+/// The prediction set: options whose score `1 − p_j` is at most the cutoff for `j`
+/// (`cutoffs` of length 1 applies to every option).
+pub fn prediction_set(probs: &[f64], cutoffs: &[f64]) -> Vec<usize> {
+    let sum: f64 = probs.iter().sum();
+    probs
+        .iter()
+        .enumerate()
+        .filter(|(j, p)| {
+            let cut = if cutoffs.len() == 1 {
+                cutoffs[0]
+            } else {
+                cutoffs.get(*j).copied().unwrap_or(1.0)
+            };
+            1.0 - *p / sum <= cut
+        })
+        .map(|(j, _)| j)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lower::{lower_choice, lower_noul};
+    use crate::question::{lower_choice, lower_noul};
     use serde_json::{json, Value};
 
     fn spam_profile(threshold: Option<f64>) -> String {
@@ -301,15 +317,15 @@ mod tests {
     #[test]
     fn apply_tempers_biases_and_flags() {
         let p = Profile::parse(&spam_profile(Some(0.8))).expect("parses");
-        let raw = crate::decode::decode(
-            &[crate::decode::OrderRead {
-                shift: 0,
-                logprobs: vec![0.1f64.ln(), 0.9f64.ln()],
-                pre_mask: true,
-            }],
-            1.0,
-        )
-        .expect("decodes");
+        // What decoding one pre-mask read of [ln 0.1, ln 0.9] at T = 1 gives.
+        let raw = Decoded {
+            probabilities: vec![0.1, 0.9],
+            option_mass: Some(1.0),
+            option_mass_unknown: false,
+            temperature: 1.0,
+            confidence: confidence(&[0.1, 0.9]),
+            profile: None,
+        };
         let d_clone = raw.clone();
         let d = p.apply(raw);
         // softmax(ln p / 2 + b): exp(ln 0.1/2 + 0.5) vs exp(ln 0.9/2 − 0.5).

@@ -1,0 +1,212 @@
+//! The OpenAI chat-completion wire types every dialect shares: the user message content
+//! (a string, or text and image parts), the two messages of a read (the user message and
+//! the `answer=` prefill), and the response's choices, log-probabilities and usage.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::{BackendError, ReadRequest, ReadUsage};
+
+/// One part of a list-valued user message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    /// `{"type":"text","text":…}`
+    Text(String),
+    /// `{"type":"image_url","image_url":{"url":…}}`; shared, as every request of a call
+    /// carries the same images.
+    ImageUrl(Arc<str>),
+}
+
+/// The user message content: a plain string, or parts (history, images).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserContent {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+impl UserContent {
+    /// Total bytes of text, for token estimates.
+    pub fn text_len(&self) -> usize {
+        match self {
+            UserContent::Text(t) => t.len(),
+            UserContent::Parts(parts) => parts
+                .iter()
+                .map(|p| match p {
+                    Part::Text(t) => t.len(),
+                    Part::ImageUrl(_) => 0,
+                })
+                .sum(),
+        }
+    }
+}
+
+impl Serialize for Part {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(2))?;
+        match self {
+            Part::Text(text) => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+            }
+            Part::ImageUrl(url) => {
+                map.serialize_entry("type", "image_url")?;
+                map.serialize_entry("image_url", &ImageUrl { url })?;
+            }
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct ImageUrl<'a> {
+    url: &'a str,
+}
+
+impl Serialize for UserContent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            UserContent::Text(t) => s.serialize_str(t),
+            UserContent::Parts(parts) => {
+                let mut seq = s.serialize_seq(Some(parts.len()))?;
+                for p in parts {
+                    seq.serialize_element(p)?;
+                }
+                seq.end()
+            }
+        }
+    }
+}
+
+/// The two messages every dialect sends: the user message and the assistant prefill
+/// (`answer=`) that the model continues. Serialises as a JSON array.
+#[derive(Debug, serde::Serialize)]
+pub struct Messages<'a>(UserMessage<'a>, AssistantMessage<'a>);
+
+impl<'a> Messages<'a> {
+    /// The messages of one read.
+    pub fn new(request: &ReadRequest<'a>) -> Self {
+        Messages(
+            UserMessage {
+                role: "user",
+                content: request.content,
+            },
+            AssistantMessage {
+                role: "assistant",
+                content: request.prefix,
+            },
+        )
+    }
+}
+
+#[derive(Debug, serde::Serialize)]
+struct UserMessage<'a> {
+    role: &'static str,
+    content: &'a UserContent,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct AssistantMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+/// A chat-completion answer: the parts every dialect reads. Token strings are borrowed
+/// from the body (a read returns up to 128 top entries; none is copied).
+#[derive(Debug, Deserialize)]
+pub struct ChatResponse<'a> {
+    /// The model as the backend names it.
+    pub model: Option<String>,
+    #[serde(default, borrow)]
+    pub choices: Vec<Choice<'a>>,
+    pub usage: Option<Usage>,
+    /// llama.cpp's extension: `cache_n` is its prefix-cache hit when `usage` has none.
+    pub timings: Option<Timings>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Choice<'a> {
+    #[serde(borrow)]
+    pub logprobs: Option<ChoiceLogprobs<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChoiceLogprobs<'a> {
+    #[serde(borrow)]
+    pub content: Option<Vec<TokenLogprobs<'a>>>,
+}
+
+/// One generated position's alternatives.
+#[derive(Debug, Deserialize)]
+pub struct TokenLogprobs<'a> {
+    /// The pre-sampling top-K (log-probabilities).
+    #[serde(borrow)]
+    pub top_logprobs: Option<Vec<TopLogprob<'a>>>,
+    /// llama.cpp's post-sampling distribution (`post_sampling_probs`: probabilities).
+    #[serde(borrow)]
+    pub top_probs: Option<Vec<TopLogprob<'a>>>,
+}
+
+/// One alternative: its id (or, in vLLM's `return_tokens_as_token_ids` form, a token
+/// `token_id:N`), and its log-probability or probability.
+#[derive(Debug, Deserialize)]
+pub struct TopLogprob<'a> {
+    pub id: Option<u64>,
+    #[serde(borrow)]
+    pub token: Option<Cow<'a, str>>,
+    pub logprob: Option<f64>,
+    pub prob: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PromptDetails {
+    pub cached_tokens: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Timings {
+    pub cache_n: Option<u64>,
+}
+
+impl<'a> ChatResponse<'a> {
+    /// Parses an answer body; malformed JSON breaks the protocol.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, BackendError> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| BackendError::Protocol(format!("malformed JSON: {e}")))
+    }
+
+    /// The token counts, when the backend reported usage (cached tokens from
+    /// `prompt_tokens_details`, else llama.cpp's `timings.cache_n`).
+    pub fn read_usage(&self) -> Option<ReadUsage> {
+        let cache_n = self.timings.as_ref().and_then(|t| t.cache_n);
+        self.usage.as_ref().map(|u| ReadUsage {
+            prompt_tokens: u.prompt_tokens.unwrap_or(0),
+            completion_tokens: u.completion_tokens.unwrap_or(1),
+            cached_tokens: u
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.cached_tokens)
+                .or(cache_n)
+                .unwrap_or(0),
+        })
+    }
+
+    /// The first choice's first generated position: the answer position.
+    pub fn into_first_position(self) -> Option<TokenLogprobs<'a>> {
+        self.choices
+            .into_iter()
+            .next()
+            .and_then(|c| c.logprobs)
+            .and_then(|l| l.content)
+            .and_then(|c| c.into_iter().next())
+    }
+}

@@ -1,0 +1,58 @@
+//! Calibration at serving time: how raw option probabilities become the probabilities a
+//! caller gets.
+//!
+//! * [`temperature`]: the per-model formula `ln T = a + b·ln n`, its files, tempering and
+//!   the confidence measure;
+//! * [`profile`]: server-side profiles a request names (temperature, bias, conformal
+//!   prediction sets, the automation threshold).
+//!
+//! Fitting these numbers is offline work: it lives with the commands that fit
+//! (`cli::fit`, `cli::calibrate`).
+
+pub mod profile;
+pub mod temperature;
+
+use profile::ProfileAnswer;
+pub use temperature::{confidence, temper, Calibration, DEFAULT_FORMULA};
+
+/// Index of the most probable option; ties go to the first in option order.
+pub fn argmax(p: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, x) in p.iter().enumerate() {
+        if *x > p[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// One question's calibrated answer, in the caller's option order: what decoding
+/// produces, a profile recalibrates and the wire writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// Calibrated probabilities, caller's option order.
+    pub probabilities: Vec<f64>,
+    /// Mean pre-mask mass on the options; `None` when the model was not asked or when the
+    /// backend could not report it (then `option_mass_unknown`).
+    pub option_mass: Option<f64>,
+    /// The model was asked but some read could not report the pre-mask mass.
+    pub option_mass_unknown: bool,
+    /// The temperature applied.
+    pub temperature: f64,
+    /// `1 − H(p)/ln n`.
+    pub confidence: f64,
+    /// What a calibration profile added, when one covered the question.
+    pub profile: Option<ProfileAnswer>,
+}
+
+/// The answer to a question with a single option: certain, without asking.
+pub fn certain() -> Decoded {
+    Decoded {
+        probabilities: vec![1.0],
+        option_mass: None,
+        option_mass_unknown: false,
+        temperature: 1.0,
+        confidence: 1.0,
+        profile: None,
+    }
+}

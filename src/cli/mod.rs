@@ -1,0 +1,78 @@
+//! Every command of the `systemone` binary and its arguments: `serve`, `tokens`, `eval`,
+//! `calibrate`. The top layer: nothing outside `cli/` imports it. The offline commands'
+//! maths ([`fit`]) lives here too, beside the commands that fit.
+
+pub mod calibrate;
+pub mod eval;
+pub mod fit;
+pub mod serve;
+pub mod tokens;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::ServeConfig;
+
+/// The `systemone` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "systemone",
+    version,
+    about = "System One semantics over any chat LLM"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve `POST /v1/systemone` in front of a chat-completion backend.
+    Serve(Box<ServeConfig>),
+    /// Build or check token tables from a HuggingFace `tokenizer.json`.
+    #[command(subcommand)]
+    Tokens(tokens::TokensCommand),
+    /// Fit a model's temperature formula from labelled raw probabilities (JSON lines) and
+    /// write its calibration file.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Score labelled System One requests against a service (running, or in-process), with
+    /// raw probabilities or a named calibration profile.
+    Eval(Box<eval::EvalArgs>),
+}
+
+/// Runs one parsed command line; the exit code says whether it succeeded (the reason is
+/// already on stderr).
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Serve(config) => serve::run(&config),
+        Command::Tokens(command) => tokens::run(command).map_err(|e| format!("tokens: {e}")),
+        Command::Eval(args) => eval::run_command(&args),
+        Command::Calibrate(args) => calibrate::run_command(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("systemone {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A multi-threaded tokio runtime for the commands that need one.
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_is_well_formed() {
+        // clap checks flag names, env twins and defaults across every subcommand.
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

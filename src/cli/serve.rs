@@ -1,0 +1,76 @@
+//! `systemone serve`: logging, the listener, signals; the service itself is
+//! [`crate::build_state`] + [`crate::app`] + [`crate::serve`].
+
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+
+use crate::config::{LogFormat, ServeConfig};
+
+/// Serves until SIGTERM or ctrl-c.
+pub fn run(config: &ServeConfig) -> Result<(), String> {
+    init_tracing(config.log_format);
+    super::runtime()?
+        .block_on(serve(config))
+        .map_err(|e| format!("serve: {e}"))
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
+    let state = crate::build_state(config)?;
+    for model in state.models.iter() {
+        tracing::info!(
+            model = %model.name,
+            dialect = model.backend.dialect(),
+            labels = model.table.capacity(),
+            "serving model"
+        );
+    }
+    let listener = TcpListener::bind(config.listen).await?;
+    // Scripts wait for this line to learn the bound address (useful with port 0).
+    tracing::info!(address = %listener.local_addr()?, "listening");
+    if state.keys.is_open() {
+        tracing::warn!("no API keys configured: the service is open to any caller");
+    } else {
+        tracing::info!(keys = state.keys.len(), "API keys configured");
+    }
+    crate::serve(
+        listener,
+        crate::app(state),
+        shutdown_signal(),
+        config.gateway.shutdown_grace(),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,11 @@
+//! The engine: runs one [`crate::request::ValidRequest`] to its answers.
+//!
+//! * [`pipeline`]: fans the reads out under the process-wide in-flight cap, stages the
+//!   first question when a prefix is shared, bounds each read and the whole request, and
+//!   cancels everything on the first failure;
+//! * [`decode`]: log-probabilities become option mass and calibrated probabilities.
+
+pub mod decode;
+pub mod pipeline;
+
+pub use pipeline::{Outcome, Pipeline, PipelineError, Usage};

@@ -1,0 +1,64 @@
+//! [`AppState`]: everything handlers share, built once from the serve configuration.
+
+use std::sync::Arc;
+
+use crate::calibration::profile::Profiles;
+use crate::config::{ConfigError, Limits, ServeConfig, UpstreamSettings};
+use crate::engine::Pipeline;
+use crate::metrics::Metrics;
+use crate::models::Models;
+
+use super::auth::Keys;
+
+/// Everything handlers share, built once at startup.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The models served, by name and alias.
+    pub models: Arc<Models>,
+    /// Runs validated requests under the process-wide cap.
+    pub pipeline: Arc<Pipeline>,
+    /// The contract's limits.
+    pub limits: Arc<Limits>,
+    /// Counters and gauges for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// The API keys and their limits (empty: open).
+    pub keys: Arc<Keys>,
+}
+
+/// Builds the shared state from a serve configuration.
+pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
+    let client = upstream_client(&config.upstream)?;
+    let models = Models::from_configs(
+        &config.model_configs()?,
+        &client,
+        config.upstream.token_check_timeout(),
+        config.gateway.circuit(),
+    )?;
+    let served = models.public_names();
+    let served: Vec<&str> = served.iter().map(String::as_str).collect();
+    let profiles =
+        Profiles::load(config.profiles_dir.as_deref(), &served).map_err(ConfigError::Invalid)?;
+    let models = models.with_profiles(profiles);
+    let keys = Keys::load(
+        config.gateway.keys_file.as_deref(),
+        config.gateway.api_keys.as_ref(),
+    )?;
+    let metrics = Arc::new(Metrics::new());
+    Ok(AppState {
+        models: Arc::new(models),
+        pipeline: Arc::new(Pipeline::new(&config.upstream).with_metrics(metrics.clone())),
+        limits: Arc::new(config.limits.clone()),
+        metrics,
+        keys: Arc::new(keys),
+    })
+}
+
+/// The HTTP client every backend shares: one connection pool, sized to the in-flight cap.
+pub fn upstream_client(settings: &UpstreamSettings) -> Result<reqwest::Client, ConfigError> {
+    reqwest::Client::builder()
+        .connect_timeout(settings.connect_timeout())
+        .pool_max_idle_per_host(settings.max_in_flight.max(1))
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| ConfigError::Invalid(format!("cannot build the HTTP client: {e}")))
+}

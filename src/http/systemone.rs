@@ -1,0 +1,76 @@
+//! `POST /v1/systemone`: TypeSafe's typed-decision request.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::auth::Caller;
+use super::{blocking, body, count_rejection, wire, AppState};
+use crate::calibration::Decoded;
+use crate::error::{ApiError, Code};
+use crate::request::validate_with_parts;
+
+pub(super) async fn handle(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match answer(&state, &caller, &headers, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Body → validation (against the serving model, fallback included) → the circuit's
+/// ticket → the key's question limits → pipeline → wire.
+async fn answer(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
+    let (models, limits) = (state.models.clone(), state.limits.clone());
+    // The image parts are dropped with the closure: they live on, re-encoded, in the request.
+    let request = blocking::run(body.len, move || {
+        validate_with_parts(body.json, &body.parts, &models, &limits)
+    })
+    .await??;
+    let span = tracing::Span::current();
+    span.record("model", request.model().name.as_str());
+    span.record("questions", request.questions().len());
+    state
+        .metrics
+        .observe_request(request.questions().iter().map(|q| q.options.len()));
+    // An open circuit refuses here, before the key's questions are counted.
+    let ticket = request.model().circuit.admit()?;
+    caller
+        .admit_questions(request.questions().len())
+        .inspect_err(|e| count_rejection(state, caller, e))?;
+    let outcome = state.pipeline.run(&request, ticket).await?;
+    span.record("upstream_requests", outcome.usage.upstream_requests);
+    observe_answers(state, &request.model().name, &outcome.answers);
+    let body = serde_json::to_vec(&wire::SystemOneResponse::new(request.questions(), &outcome))
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot encode the answer");
+            ApiError::new(Code::Internal, "internal error")
+        })?;
+    Ok((
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
+}
+
+/// Records each answer's option mass and the profile that covered it, if any.
+fn observe_answers(state: &AppState, model: &str, answers: &[Decoded]) {
+    for answer in answers {
+        let profile = answer.profile.as_ref().map(|p| (&*p.name, p.automate));
+        state
+            .metrics
+            .observe_answer(model, answer.option_mass, profile);
+    }
+}

@@ -1,0 +1,167 @@
+//! The caller's request, from JSON to prompt bytes, pure (no I/O, no clock):
+//!
+//! * [`validate`]: a body becomes a [`ValidRequest`] (every schema and size rule), the
+//!   only thing the engine runs;
+//! * [`images`]: image bytes from data URLs, base64 and multipart parts, sniffed;
+//! * [`prompt`]: a valid request becomes the exact user-message bytes of each read.
+
+pub mod images;
+pub mod prompt;
+pub mod validate;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::calibration::profile::Profile;
+use crate::config::Layout;
+use crate::json::{to_python, NonFiniteNumber};
+use crate::models::Model;
+use crate::question::LoweredQuestion;
+
+pub use validate::{validate, validate_with_parts, MAX_LABEL_CHARS, MAX_PERMUTATIONS};
+
+/// A record that grows across calls, placed where the prefix cache keeps it (technique §2).
+#[derive(Debug, Clone, PartialEq)]
+pub enum History {
+    /// No history: the plain layout.
+    None,
+    /// One history for every question; the lead is then the whole question block.
+    Shared(String),
+    /// A history per question (aligned with the questions); `None` keeps the plain layout.
+    PerQuestion(Vec<Option<String>>),
+}
+
+/// One question as the prompt sends it, in each option order asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedQuestion {
+    /// Order `r` holds the caller's option `(p + shifts[r]) mod n` at position `p`.
+    pub shifts: Vec<usize>,
+    /// The question object (Python JSON) of each order, aligned with `shifts`.
+    pub json: Vec<String>,
+}
+
+/// A request that passed every rule. Fields are private: [`validate`] (and, for
+/// reproducing the reference library, [`ValidRequest::reference`]) are the only ways in.
+#[derive(Debug, Clone)]
+pub struct ValidRequest {
+    model: Arc<Model>,
+    state_json: String,
+    questions: Vec<LoweredQuestion>,
+    rendered: Vec<RenderedQuestion>,
+    temperature: Option<f64>,
+    calibration: Option<Arc<Profile>>,
+    layout: Layout,
+    permutations: usize,
+    history: History,
+    images: Vec<Arc<str>>,
+}
+
+impl ValidRequest {
+    /// The model that answers.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+    /// The state as the prompt embeds it (Python-compatible JSON).
+    pub fn state_json(&self) -> &str {
+        &self.state_json
+    }
+    /// The lowered questions, in request order.
+    pub fn questions(&self) -> &[LoweredQuestion] {
+        &self.questions
+    }
+    /// Each question's option orders and their question objects, rendered once: what
+    /// validation counted is what the prompt sends.
+    pub fn rendered(&self) -> &[RenderedQuestion] {
+        &self.rendered
+    }
+    /// The caller's temperature override.
+    pub fn temperature(&self) -> Option<f64> {
+        self.temperature
+    }
+    /// The calibration profile the caller named, if any.
+    pub fn calibration(&self) -> Option<&Arc<Profile>> {
+        self.calibration.as_ref()
+    }
+    /// The prompt layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    /// How many rotated orders each question is asked in (before capping at its option count).
+    pub fn permutations(&self) -> usize {
+        self.permutations
+    }
+    /// The history, if any.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+    /// Image URLs (data URLs), sent once per upstream request ahead of the text. Shared, so
+    /// every planned request holds the same allocation.
+    pub fn images(&self) -> &[Arc<str>] {
+        &self.images
+    }
+    /// Whether the first question goes alone to seat the shared prefix (technique §6).
+    pub fn staged(&self) -> bool {
+        !self.images.is_empty()
+            || self.layout == Layout::Cost
+            || matches!(self.history, History::Shared(_))
+    }
+
+    /// Builds a request the way the reference library accepts it, without the HTTP
+    /// contract's extra rules (any JSON state, image URLs passed through as given). Used to
+    /// reproduce the reference's golden vectors at the library level; the HTTP path always
+    /// goes through [`validate`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn reference(
+        model: Arc<Model>,
+        state: &Value,
+        questions: Vec<LoweredQuestion>,
+        temperature: Option<f64>,
+        layout: Layout,
+        permutations: usize,
+        images: Vec<String>,
+        history: History,
+    ) -> Result<Self, ReferenceError> {
+        let capacity = model.table.capacity();
+        if let Some(q) = questions.iter().find(|q| q.options.len() > capacity) {
+            return Err(ReferenceError::TooManyOptions {
+                model: model.name.clone(),
+                capacity,
+                options: q.options.len(),
+            });
+        }
+        let permutations = permutations.max(1);
+        let rendered = questions
+            .iter()
+            .map(|q| {
+                let first = prompt::question_json(q, 0, &model.table)?;
+                prompt::render_orders(q, first, permutations, &model.table)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ValidRequest {
+            state_json: to_python(state)?,
+            model,
+            questions,
+            rendered,
+            temperature,
+            calibration: None,
+            layout,
+            permutations,
+            history,
+            images: images.into_iter().map(Arc::from).collect(),
+        })
+    }
+}
+
+/// Why [`ValidRequest::reference`] refuses its input (the reference raises `ValueError`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("{model} has {capacity} single-token choice indexes, but a question has {options} options -- use labels instead")]
+    TooManyOptions {
+        model: String,
+        capacity: usize,
+        options: usize,
+    },
+    #[error(transparent)]
+    NonFinite(#[from] NonFiniteNumber),
+}

@@ -1,0 +1,236 @@
+//! The prompt: a lowered question becomes the exact user-message bytes the reference
+//! library sends (technique §2). The golden vectors pin every byte.
+//!
+//! ```text
+//! PREAMBLE + LEAD + {"state": <state>, "question": …, ["note": …,] "options": […]}
+//! ```
+//! LEAD is the asked question object + `\n` (layout `accuracy`) or every question object of
+//! the request, each + `\n` (layout `cost`). A history splits the content into parts so the
+//! growing record sits in the cacheable head; images go ahead of the text.
+
+use std::sync::Arc;
+
+use super::{History, RenderedQuestion, ValidRequest};
+use crate::backend::{Part, UserContent};
+use crate::config::Layout;
+use crate::json::{write_python, write_python_str, NonFiniteNumber};
+use crate::models::tokens::TokenTable;
+use crate::question::{LoweredQuestion, PREAMBLE};
+
+/// One question asked in one option order: one user message, read in one or more slices.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    /// Index of the question in the request.
+    pub question: usize,
+    /// Index of the order (0 = the caller's order).
+    pub order: usize,
+    /// Position `p` of this order holds the caller's option `(p + shift) mod n`.
+    pub shift: usize,
+    /// The user message.
+    pub content: Arc<UserContent>,
+}
+
+/// The rotation of each order for `n` options and `k` requested permutations:
+/// `min(k, n)` orders, order `r` shifted by `round(r·n/k')` with round-half-to-even.
+pub fn shifts(n: usize, k: usize) -> Vec<usize> {
+    let orders = k.min(n).max(1);
+    (0..orders)
+        .map(|r| {
+            let num = r * n;
+            let (q, rem) = (num / orders, num % orders);
+            match (2 * rem).cmp(&orders) {
+                std::cmp::Ordering::Less => q,
+                std::cmp::Ordering::Greater => q + 1,
+                std::cmp::Ordering::Equal => q + (q % 2),
+            }
+        })
+        .collect()
+}
+
+/// The question object of `q` in the order rotated by `shift`, as Python JSON:
+/// `{"question": …, ["note": …,] "options": [{"number": N, "label": …, "description": …}, …]}`.
+pub fn question_json(
+    q: &LoweredQuestion,
+    shift: usize,
+    table: &TokenTable,
+) -> Result<String, NonFiniteNumber> {
+    let n = q.options.len();
+    let mut out = String::with_capacity(64 + 64 * n);
+    out.push_str("{\"question\": ");
+    write_python(&mut out, &q.instructions)?;
+    if let Some(note) = q.note() {
+        out.push_str(", \"note\": ");
+        write_python_str(&mut out, note);
+    }
+    out.push_str(", \"options\": [");
+    for p in 0..n {
+        let option = &q.options[(p + shift) % n];
+        if p > 0 {
+            out.push_str(", ");
+        }
+        out.push_str("{\"number\": ");
+        out.push_str(&table.labels[p].number.to_string());
+        out.push_str(", \"label\": ");
+        write_python_str(&mut out, &option.label);
+        out.push_str(", \"description\": ");
+        write_python(&mut out, &option.description)?;
+        out.push('}');
+    }
+    out.push_str("]}");
+    Ok(out)
+}
+
+/// `{"state": S, <keys of the question object>}` without re-rendering either.
+fn state_and_question(state_json: &str, qjson: &str) -> String {
+    let mut out = String::with_capacity(12 + state_json.len() + qjson.len());
+    out.push_str("{\"state\": ");
+    out.push_str(state_json);
+    out.push_str(", ");
+    out.push_str(&qjson[1..]);
+    out
+}
+
+/// The orders of `q` for `permutations` requested rotations, each rendered; `first` is
+/// the caller's order, already rendered (validation counted its tokens).
+pub fn render_orders(
+    q: &LoweredQuestion,
+    first: String,
+    permutations: usize,
+    table: &TokenTable,
+) -> Result<RenderedQuestion, NonFiniteNumber> {
+    let shifts = shifts(q.options.len(), permutations);
+    let mut json = Vec::with_capacity(shifts.len());
+    json.push(first);
+    for shift in &shifts[1..] {
+        json.push(question_json(q, *shift, table)?);
+    }
+    Ok(RenderedQuestion { shifts, json })
+}
+
+/// Every ask of every question, in logical order (question, then order).
+/// Includes single-option questions; the pipeline answers those without asking.
+pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
+    let rendered = req.rendered();
+    let images: Vec<Part> = req
+        .images()
+        .iter()
+        .map(|u| Part::ImageUrl(u.clone()))
+        .collect();
+    let whole_block_lead =
+        req.layout() == Layout::Cost || matches!(req.history(), History::Shared(_));
+    rendered
+        .iter()
+        .enumerate()
+        .map(|(qi, question)| {
+            let history = match req.history() {
+                History::None => None,
+                History::Shared(h) => Some(h.as_str()),
+                History::PerQuestion(per) => per[qi].as_deref(),
+            };
+            let message = Message {
+                state: req.state_json(),
+                history,
+                images: &images,
+            };
+            (question.shifts.iter().zip(&question.json).enumerate())
+                .map(|(r, (shift, qjson))| {
+                    let lead = if whole_block_lead {
+                        block(rendered, r)
+                    } else {
+                        format!("{qjson}\n")
+                    };
+                    Ask {
+                        question: qi,
+                        order: r,
+                        shift: *shift,
+                        content: Arc::new(message.content(&lead, qjson)),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The whole question block for order index `r` (the `cost` layout, a shared history):
+/// each question's object in that order (its last order when it has fewer), one a line.
+fn block(rendered: &[RenderedQuestion], r: usize) -> String {
+    let mut lead = String::new();
+    for question in rendered {
+        lead.push_str(&question.json[r.min(question.json.len() - 1)]);
+        lead.push('\n');
+    }
+    lead
+}
+
+/// What every user message of one question shares.
+struct Message<'a> {
+    /// The state as Python JSON.
+    state: &'a str,
+    /// The question's history, if any.
+    history: Option<&'a str>,
+    /// Image parts, sent ahead of the text.
+    images: &'a [Part],
+}
+
+impl Message<'_> {
+    /// The user message for one order: `lead` then the state and `qjson`.
+    fn content(&self, lead: &str, qjson: &str) -> UserContent {
+        let state = self.state;
+        match self.history {
+            // The growing record sits in the cacheable head; the question comes last.
+            Some(h) => {
+                let mut head =
+                    String::with_capacity(PREAMBLE.len() + lead.len() + state.len() + h.len() + 16);
+                head.push_str(PREAMBLE);
+                head.push_str(lead);
+                head.push_str("{\"state\": ");
+                head.push_str(state);
+                head.push('}');
+                if !h.is_empty() {
+                    head.push_str("\n\n");
+                    head.push_str(h);
+                }
+                let mut parts = Vec::with_capacity(self.images.len() + 2);
+                parts.push(Part::Text(head));
+                parts.extend(self.images.iter().cloned());
+                parts.push(Part::Text(qjson.to_string()));
+                UserContent::Parts(parts)
+            }
+            None => {
+                let mut text = String::with_capacity(
+                    PREAMBLE.len() + lead.len() + state.len() + qjson.len() + 12,
+                );
+                text.push_str(PREAMBLE);
+                text.push_str(lead);
+                text.push_str(&state_and_question(state, qjson));
+                if self.images.is_empty() {
+                    UserContent::Text(text)
+                } else {
+                    let mut parts = self.images.to_vec();
+                    parts.push(Part::Text(text));
+                    UserContent::Parts(parts)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preamble_is_the_specified_206_bytes() {
+        assert_eq!(PREAMBLE.len(), 206);
+    }
+
+    #[test]
+    fn shifts_round_half_to_even_and_cap_at_n() {
+        assert_eq!(shifts(5, 2), vec![0, 2]);
+        assert_eq!(shifts(5, 3), vec![0, 2, 3]);
+        assert_eq!(shifts(3, 5), vec![0, 1, 2]);
+        assert_eq!(shifts(150, 2), vec![0, 75]);
+        assert_eq!(shifts(1, 8), vec![0]);
+        assert_eq!(shifts(4, 1), vec![0]);
+    }
+}
