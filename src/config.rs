@@ -15,6 +15,23 @@ use serde::Deserialize;
 
 use crate::secret::Secret;
 
+/// Seconds between live token-table checks, unless configured (flag and registry alike).
+pub const DEFAULT_TOKEN_CHECK_INTERVAL_SECS: u64 = 600;
+/// Seconds one live token-table check may take, unless configured.
+pub const DEFAULT_TOKEN_CHECK_TIMEOUT_SECS: f64 = 30.0;
+/// Token ids read per upstream request, unless configured (flag and registry alike).
+pub const DEFAULT_MAX_IDS_PER_READ: usize = 128;
+
+/// A flag group with every flag at its `#[arg(default_value…)]`, the environment ignored:
+/// the defaults are written once, in the attributes `--help` shows.
+fn clap_defaults<T: Args + clap::FromArgMatches>() -> T {
+    let command = T::augment_args(clap::Command::new("defaults")).mut_args(|a| a.env(None));
+    let matches = command
+        .try_get_matches_from(["defaults"])
+        .expect("every flag has a valid default");
+    T::from_arg_matches(&matches).expect("every flag has a valid default")
+}
+
 /// Which wire dialect a backend speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -131,7 +148,7 @@ pub struct ModelFlags {
     #[arg(
         long,
         env = "SYSTEMONE_TOKEN_CHECK_INTERVAL_SECS",
-        default_value_t = 600
+        default_value_t = DEFAULT_TOKEN_CHECK_INTERVAL_SECS
     )]
     pub token_check_interval_secs: u64,
 
@@ -145,7 +162,7 @@ pub struct ModelFlags {
     pub disable_thinking: bool,
 
     /// Most token ids read in one upstream request (vLLM deployments cap this at 128).
-    #[arg(long, env = "SYSTEMONE_MAX_IDS_PER_READ", default_value_t = 128)]
+    #[arg(long, env = "SYSTEMONE_MAX_IDS_PER_READ", default_value_t = DEFAULT_MAX_IDS_PER_READ)]
     pub max_ids_per_read: usize,
 
     /// The model reads images: requests may carry `images` / `assets`, sent to the backend
@@ -190,19 +207,9 @@ pub struct Limits {
 }
 
 impl Default for Limits {
+    /// The `--max-*` flags' defaults (the contract's limits).
     fn default() -> Self {
-        Limits {
-            max_questions: 64,
-            max_options: 255,
-            max_levels: 10,
-            max_state_tokens: 32_768,
-            max_question_tokens: 16_384,
-            max_request_tokens: 200_000,
-            max_body_bytes: 24 * 1024 * 1024,
-            max_images: 4,
-            max_image_bytes: 4 * 1024 * 1024,
-            max_image_total_bytes: 8 * 1024 * 1024,
-        }
+        clap_defaults()
     }
 }
 
@@ -225,20 +232,15 @@ pub struct UpstreamSettings {
     #[arg(
         long,
         env = "SYSTEMONE_TOKEN_CHECK_TIMEOUT_SECS",
-        default_value_t = 30.0
+        default_value_t = DEFAULT_TOKEN_CHECK_TIMEOUT_SECS
     )]
     pub token_check_timeout_secs: f64,
 }
 
 impl Default for UpstreamSettings {
+    /// The flags' defaults.
     fn default() -> Self {
-        UpstreamSettings {
-            max_in_flight: 16,
-            read_timeout_secs: 30.0,
-            request_timeout_secs: 120.0,
-            connect_timeout_secs: 5.0,
-            token_check_timeout_secs: 30.0,
-        }
+        clap_defaults()
     }
 }
 
@@ -277,12 +279,12 @@ pub struct GatewaySettings {
 
     /// Consecutive failed requests to a backend (429, 5xx, timeouts, unreachable) that open
     /// its circuit breaker; 0 turns the breaker off.
-    #[arg(long, env = "SYSTEMONE_CIRCUIT_FAILURES", default_value_t = DEFAULT_CIRCUIT_FAILURES)]
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_FAILURES", default_value_t = 5)]
     pub circuit_failures: u32,
 
     /// Seconds an open circuit refuses requests (503 `system_one_circuit_open`) before one
     /// probe request is let through.
-    #[arg(long, env = "SYSTEMONE_CIRCUIT_COOLDOWN_SECS", default_value_t = DEFAULT_CIRCUIT_COOLDOWN_SECS)]
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_COOLDOWN_SECS", default_value_t = 10.0)]
     pub circuit_cooldown_secs: f64,
 
     /// Seconds in-flight requests may take to finish after SIGTERM or ctrl-c (new
@@ -306,11 +308,6 @@ impl GatewaySettings {
     }
 }
 
-/// Consecutive failures that open a circuit, unless configured.
-pub const DEFAULT_CIRCUIT_FAILURES: u32 = 5;
-/// Seconds an open circuit refuses requests, unless configured.
-pub const DEFAULT_CIRCUIT_COOLDOWN_SECS: f64 = 10.0;
-
 /// When a circuit opens and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CircuitSettings {
@@ -321,11 +318,9 @@ pub struct CircuitSettings {
 }
 
 impl Default for CircuitSettings {
+    /// The `--circuit-*` flags' defaults.
     fn default() -> Self {
-        CircuitSettings {
-            failures: DEFAULT_CIRCUIT_FAILURES,
-            cooldown: Duration::from_secs_f64(DEFAULT_CIRCUIT_COOLDOWN_SECS),
-        }
+        clap_defaults::<GatewaySettings>().circuit()
     }
 }
 
@@ -387,11 +382,11 @@ fn default_true() -> bool {
 }
 
 fn default_max_ids() -> usize {
-    128
+    DEFAULT_MAX_IDS_PER_READ
 }
 
 fn default_check_interval() -> u64 {
-    600
+    DEFAULT_TOKEN_CHECK_INTERVAL_SECS
 }
 
 /// The TOML file.
@@ -511,6 +506,21 @@ mod tests {
         assert_eq!(cfg.upstream.request_timeout(), Duration::from_secs(120));
         assert_eq!(cfg.limits.max_body_bytes, 24 * 1024 * 1024);
         assert_eq!(cfg.model.max_ids_per_read, 128);
+    }
+
+    #[test]
+    fn defaults_are_the_flags_defaults() {
+        let cfg = serve_flags(&[]);
+        let limits = Limits::default();
+        assert_eq!(limits.max_questions, 64);
+        assert_eq!(limits.max_options, 255);
+        assert_eq!(limits.max_state_tokens, cfg.limits.max_state_tokens);
+        assert_eq!(limits.max_image_total_bytes, 8 * 1024 * 1024);
+        let upstream = UpstreamSettings::default();
+        assert_eq!(upstream.max_in_flight, cfg.upstream.max_in_flight);
+        assert_eq!(upstream.token_check_timeout(), Duration::from_secs(30));
+        assert_eq!(CircuitSettings::default(), cfg.gateway.circuit());
+        assert_eq!(CircuitSettings::default().failures, 5);
     }
 
     #[test]

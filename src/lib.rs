@@ -30,7 +30,7 @@
 //!    the API keys and counted against its key's requests per minute ([`http::auth`]);
 //!    then content type and size are checked and the body parsed strictly, on the blocking
 //!    pool (a multipart body: its `request` part, the other parts kept as image bytes).
-//! 2. [`request::validate`] applies every schema and size rule and lowers the questions
+//! 2. [`request::validate()`] applies every schema and size rule and lowers the questions
 //!    ([`question`]), against the model that will serve: the requested one, or its
 //!    fallback while its [`models::circuit`] is open ([`models::Models::serving`]).
 //!    Counting tokens and decoding images run on the blocking pool too.

@@ -57,134 +57,77 @@ impl Metrics {
     /// Registers every metric.
     pub fn new() -> Self {
         let registry = Registry::new_custom(Some("systemone".into()), None).unwrap_or_default();
-        let requests = IntCounterVec::new(
-            Opts::new(
+        let r = Registrar(&registry);
+        Metrics {
+            requests: r.counters(
                 "requests_total",
                 "HTTP requests by route, status and error code",
+                &["route", "status", "code"],
             ),
-            &["route", "status", "code"],
-        )
-        .expect("valid metric");
-        let token_table_verdict = IntGaugeVec::new(
-            Opts::new(
+            token_table_verdict: r.gauges(
                 "token_table_verdict",
                 "Token table vs serving tokenizer: 1 verified, 0 unchecked, -1 mismatch (model disabled), 2 checks off",
+                &["model"],
             ),
-            &["model"],
-        )
-        .expect("valid metric");
-        let token_table_last_check = GaugeVec::new(
-            Opts::new(
-                "token_table_last_check_timestamp_seconds",
-                "Unix time the last token-table check finished",
-            ),
-            &["model"],
-        )
-        .expect("valid metric");
-        let upstream_in_flight = IntGauge::new("upstream_in_flight", "Upstream requests in flight")
-            .expect("valid metric");
-        let questions_per_request = Histogram::with_opts(
-            HistogramOpts::new("questions_per_request", "Questions per validated request")
-                .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]),
-        )
-        .expect("valid metric");
-        let options_per_question = Histogram::with_opts(
-            HistogramOpts::new("options_per_question", "Options per question")
-                .buckets(vec![1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 128.0, 255.0]),
-        )
-        .expect("valid metric");
-        let option_mass = HistogramVec::new(
-            HistogramOpts::new(
+            token_table_last_check: r.register(GaugeVec::new(
+                Opts::new(
+                    "token_table_last_check_timestamp_seconds",
+                    "Unix time the last token-table check finished",
+                ),
+                &["model"],
+            )),
+            upstream_in_flight: r.register(IntGauge::new(
+                "upstream_in_flight",
+                "Upstream requests in flight",
+            )),
+            questions_per_request: r.register(Histogram::with_opts(
+                HistogramOpts::new("questions_per_request", "Questions per validated request")
+                    .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]),
+            )),
+            options_per_question: r.register(Histogram::with_opts(
+                HistogramOpts::new("options_per_question", "Options per question")
+                    .buckets(vec![1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 128.0, 255.0]),
+            )),
+            option_mass: r.histograms(
                 "option_mass",
                 "Share of the model's probability on the options, per answer asked",
-            )
-            .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0]),
-            &["model"],
-        )
-        .expect("valid metric");
-        let upstream_latency = HistogramVec::new(
-            HistogramOpts::new(
+                vec![0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0],
+                &["model"],
+            ),
+            upstream_latency: r.histograms(
                 "upstream_latency_seconds",
                 "Seconds one upstream read took, slot wait excluded",
-            )
-            .buckets(vec![
-                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-            ]),
-            &["dialect"],
-        )
-        .expect("valid metric");
-        let upstream_responses = IntCounterVec::new(
-            Opts::new(
+                vec![
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                ],
+                &["dialect"],
+            ),
+            upstream_responses: r.counters(
                 "upstream_responses_total",
                 "Upstream reads by dialect and status class",
+                &["dialect", "status"],
             ),
-            &["dialect", "status"],
-        )
-        .expect("valid metric");
-        let key_rejections = IntCounterVec::new(
-            Opts::new(
+            key_rejections: r.counters(
                 "key_rejections_total",
                 "Requests refused by an API key's limits, by key name and kind",
+                &["key", "kind"],
             ),
-            &["key", "kind"],
-        )
-        .expect("valid metric");
-        let key_requests = IntCounterVec::new(
-            Opts::new(
+            key_requests: r.counters(
                 "key_requests_total",
                 "Authenticated requests by API key name",
+                &["key"],
             ),
-            &["key"],
-        )
-        .expect("valid metric");
-        let circuit_state = IntGaugeVec::new(
-            Opts::new(
+            circuit_state: r.gauges(
                 "circuit_state",
                 "Circuit breaker per model: 0 closed, 1 open, 2 half-open",
+                &["model"],
             ),
-            &["model"],
-        )
-        .expect("valid metric");
-        let profile_answers = IntCounterVec::new(
-            Opts::new(
+            profile_answers: r.counters(
                 "profile_answers_total",
                 "Answers a calibration profile covered, by profile and automate flag",
+                &["profile", "automate"],
             ),
-            &["profile", "automate"],
-        )
-        .expect("valid metric");
-        for m in [
-            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(token_table_verdict.clone()),
-            Box::new(token_table_last_check.clone()),
-            Box::new(upstream_in_flight.clone()),
-            Box::new(questions_per_request.clone()),
-            Box::new(options_per_question.clone()),
-            Box::new(option_mass.clone()),
-            Box::new(upstream_latency.clone()),
-            Box::new(upstream_responses.clone()),
-            Box::new(key_rejections.clone()),
-            Box::new(key_requests.clone()),
-            Box::new(circuit_state.clone()),
-            Box::new(profile_answers.clone()),
-        ] {
-            registry.register(m).expect("metric names are unique");
-        }
-        Metrics {
             registry,
-            requests,
-            token_table_verdict,
-            token_table_last_check,
-            upstream_in_flight,
-            questions_per_request,
-            options_per_question,
-            option_mass,
-            upstream_latency,
-            upstream_responses,
-            key_rejections,
-            key_requests,
-            circuit_state,
-            profile_answers,
         }
     }
 
@@ -284,4 +227,42 @@ pub struct ModelGauges<'a> {
     pub last_check: Option<std::time::SystemTime>,
     /// Circuit breaker: 0 closed, 1 open, 2 half-open.
     pub circuit: i64,
+}
+
+/// Creates metrics and registers each as it is made. Names and label sets are fixed at
+/// compile time, so a failure here is a programming error caught by every test.
+struct Registrar<'a>(&'a Registry);
+
+impl Registrar<'_> {
+    fn register<M: prometheus::core::Collector + Clone + 'static>(
+        &self,
+        metric: prometheus::Result<M>,
+    ) -> M {
+        let metric = metric.expect("valid metric");
+        self.0
+            .register(Box::new(metric.clone()))
+            .expect("metric names are unique");
+        metric
+    }
+
+    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.register(IntCounterVec::new(Opts::new(name, help), labels))
+    }
+
+    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        self.register(IntGaugeVec::new(Opts::new(name, help), labels))
+    }
+
+    fn histograms(
+        &self,
+        name: &str,
+        help: &str,
+        buckets: Vec<f64>,
+        labels: &[&str],
+    ) -> HistogramVec {
+        self.register(HistogramVec::new(
+            HistogramOpts::new(name, help).buckets(buckets),
+            labels,
+        ))
+    }
 }

@@ -1,6 +1,6 @@
 //! `systemone calibrate`: fit a model's temperature formula from labelled raw
 //! probabilities and write the calibration file the service reads, or (`--profile`) fit a
-//! server-side profile for one question group ([`crate::profile`]).
+//! server-side profile for one question group ([`crate::calibration::profile`]).
 //!
 //! Input: JSON lines, one answered question each (blank lines skipped):
 //! `{"question_group": "spam-noul", "probabilities": [0.93, 0.07], "label": 0,
@@ -259,6 +259,41 @@ pub fn fit_profile(
     })?;
     let rows = &group.rows;
     let k = shape.labels.len();
+    check_profile_args(group_name, k, args)?;
+    let (fitted, judged, judged_on) = fit_and_judge(rows, k, args)?;
+    let cutoffs = if args.per_label {
+        fit::conformal_cutoffs_per_label(&judged, k, args.coverage)
+    } else {
+        let scores: Vec<f64> = judged.iter().map(fit::score).collect();
+        vec![fit::conformal_cutoff(&scores, args.coverage)]
+    };
+    let answers: Vec<(f64, bool)> = judged
+        .iter()
+        .map(|r| (r.top(), r.argmax() == r.label))
+        .collect();
+    let automation = fit::automation_threshold(&answers, args.epsilon, args.delta);
+    Ok(json!({
+        "name": name,
+        "model": model,
+        "question": {"type": shape.kind, "labels": shape.labels},
+        "temperature": fitted.temperature,
+        "bias": fitted.bias,
+        "conformal": {"coverage": args.coverage, "per_label": args.per_label, "cutoffs": cutoffs},
+        "automation": {
+            "epsilon": args.epsilon,
+            "delta": args.delta,
+            "threshold": automation.as_ref().map(|a| a.threshold),
+            "level": automation.as_ref().map(|a| a.level),
+            "answers": automation.as_ref().map(|a| a.answers),
+            "errors": automation.as_ref().map(|a| a.errors),
+        },
+        "fit": fit_report(group_name, rows, &judged, judged_on, &cutoffs, args.seed),
+        "provenance": provenance,
+    }))
+}
+
+/// The profile flags a fit needs in range, and at least two options.
+fn check_profile_args(group_name: &str, k: usize, args: &CalibrateArgs) -> Result<(), String> {
     if k < 2 {
         return Err(format!(
             "group {group_name}: a profile needs at least 2 options, got {k}"
@@ -276,48 +311,55 @@ pub fn fit_profile(
             args.epsilon, args.delta
         ));
     }
-    let recalibrate = |t: f64, bias: &[f64]| -> Vec<Row> {
-        rows.iter()
-            .map(|r| Row {
-                probs: fit::apply(&r.probs, t, bias),
-                label: r.label,
-            })
-            .collect()
-    };
-    let (fitted, judged, judged_on) = if args.bias {
+    Ok(())
+}
+
+/// The fitted temperature (and bias), the recalibrated rows the cutoffs and threshold are
+/// set on, and what those rows are: out-of-fold with a bias (a bias fitted in-sample
+/// would judge itself), in-sample tempered without.
+fn fit_and_judge(
+    rows: &[Row],
+    k: usize,
+    args: &CalibrateArgs,
+) -> Result<(fit::TemperatureBias, Vec<Row>, String), String> {
+    if args.bias {
         let fitted = fit::fit_temperature_bias(rows)?;
         let judged = fit::out_of_fold(rows, args.folds, args.seed)?;
-        (
-            fitted,
-            judged,
-            format!("{}-fold out-of-fold probabilities", args.folds.max(2)),
-        )
-    } else {
-        let t = fit::fit_temperature(rows);
-        let fitted = fit::TemperatureBias {
-            temperature: t,
-            bias: vec![0.0; k],
-        };
-        (
-            fitted,
-            recalibrate(t, &[]),
-            "in-sample tempered probabilities".to_string(),
-        )
-    };
-    let cutoffs = if args.per_label {
-        fit::conformal_cutoffs_per_label(&judged, k, args.coverage)
-    } else {
-        let scores: Vec<f64> = judged.iter().map(fit::score).collect();
-        vec![fit::conformal_cutoff(&scores, args.coverage)]
-    };
-    let answers: Vec<(f64, bool)> = judged
+        let on = format!("{}-fold out-of-fold probabilities", args.folds.max(2));
+        return Ok((fitted, judged, on));
+    }
+    let t = fit::fit_temperature(rows);
+    let judged = rows
         .iter()
-        .map(|r| (r.top(), r.argmax() == r.label))
+        .map(|r| Row {
+            probs: fit::apply(&r.probs, t, &[]),
+            label: r.label,
+        })
         .collect();
-    let automation = fit::automation_threshold(&answers, args.epsilon, args.delta);
+    let fitted = fit::TemperatureBias {
+        temperature: t,
+        bias: vec![0.0; k],
+    };
+    Ok((
+        fitted,
+        judged,
+        "in-sample tempered probabilities".to_string(),
+    ))
+}
+
+/// The profile's `fit` section: raw vs calibrated NLL, accuracy and ECE, and the
+/// prediction sets' coverage and size, judged on `judged`.
+fn fit_report(
+    group_name: &str,
+    rows: &[Row],
+    judged: &[Row],
+    judged_on: String,
+    cutoffs: &[f64],
+    seed: u64,
+) -> Value {
     let sets: Vec<Vec<usize>> = judged
         .iter()
-        .map(|r| fit::prediction_set(&r.probs, &cutoffs))
+        .map(|r| fit::prediction_set(&r.probs, cutoffs))
         .collect();
     let n = rows.len() as f64;
     let covered = judged
@@ -325,38 +367,21 @@ pub fn fit_profile(
         .zip(&sets)
         .filter(|(r, s)| s.contains(&r.label))
         .count();
-    let raw = fit::metrics(rows, args.seed);
-    let after = fit::metrics(&judged, args.seed);
-    Ok(json!({
-        "name": name,
-        "model": model,
-        "question": {"type": shape.kind, "labels": shape.labels},
-        "temperature": fitted.temperature,
-        "bias": fitted.bias,
-        "conformal": {"coverage": args.coverage, "per_label": args.per_label, "cutoffs": cutoffs},
-        "automation": {
-            "epsilon": args.epsilon,
-            "delta": args.delta,
-            "threshold": automation.as_ref().map(|a| a.threshold),
-            "level": automation.as_ref().map(|a| a.level),
-            "answers": automation.as_ref().map(|a| a.answers),
-            "errors": automation.as_ref().map(|a| a.errors),
-        },
-        "fit": {
-            "group": group_name,
-            "rows": rows.len(),
-            "judged_on": judged_on,
-            "nll_raw": fit::mean_nll(rows, 1.0),
-            "nll_calibrated": fit::mean_nll(&judged, 1.0),
-            "accuracy_raw": raw.accuracy,
-            "accuracy_calibrated": after.accuracy,
-            "ece_raw": raw.ece_equal_size_15,
-            "ece_calibrated": after.ece_equal_size_15,
-            "set_coverage": covered as f64 / n,
-            "mean_set_size": sets.iter().map(Vec::len).sum::<usize>() as f64 / n,
-        },
-        "provenance": provenance,
-    }))
+    let raw = fit::metrics(rows, seed);
+    let after = fit::metrics(judged, seed);
+    json!({
+        "group": group_name,
+        "rows": rows.len(),
+        "judged_on": judged_on,
+        "nll_raw": fit::mean_nll(rows, 1.0),
+        "nll_calibrated": fit::mean_nll(judged, 1.0),
+        "accuracy_raw": raw.accuracy,
+        "accuracy_calibrated": after.accuracy,
+        "ece_raw": raw.ece_equal_size_15,
+        "ece_calibrated": after.ece_equal_size_15,
+        "set_coverage": covered as f64 / n,
+        "mean_set_size": sets.iter().map(Vec::len).sum::<usize>() as f64 / n,
+    })
 }
 
 /// `systemone calibrate`: fits, writes the file and prints the summary.

@@ -454,31 +454,90 @@ pub fn run_command(args: &EvalArgs) -> Result<(), String> {
 /// Runs `systemone eval`: sends every line, scores, writes the report, the diagram and
 /// (optionally) the raw rows.
 pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
+    let lines = read_lines(args)?;
+    let total = lines.len();
+    let target = Target::new(args)?;
+    let started = Instant::now();
+    let (mut scored, failures) = score_all(&target, lines, args).await;
+    let seconds = started.elapsed().as_secs_f64();
+    if scored.is_empty() {
+        return Err(format!(
+            "no answer could be scored; first failure: {}",
+            failures.first().map_or("none", String::as_str)
+        ));
+    }
+    // Input order, so raw-out and the report do not depend on arrival order.
+    scored.sort_by_key(|(n, _)| *n);
+    if let Some(path) = &args.raw_out {
+        write(path, &raw_rows(&scored))?;
+    }
+    let summary = summarise(&scored, args)?;
+    let mut table = summary.table;
+    let questions = scored.len();
+    table.push_str(&format!(
+        "{questions} answers from {total} lines in {seconds:.2}s ({:.2} questions/s), {} failures\n",
+        questions as f64 / seconds.max(1e-9),
+        failures.len()
+    ));
+    let calibration = args.profile.as_deref();
+    let report = json!({
+        "data": args.data.display().to_string(),
+        "url": target.describe(args),
+        "temperature": if calibration.is_some() { Value::Null } else { json!(1) },
+        "calibration": calibration,
+        "lines": total,
+        "scored_answers": questions,
+        "failures": failures,
+        "seconds": seconds,
+        "questions_per_second": questions as f64 / seconds.max(1e-9),
+        "seed": args.seed,
+        "families": summary.families,
+    });
+    let mut body = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    body.push('\n');
+    write(&args.report, &body)?;
+    write(&args.diagram, &reliability_svg(&summary.rows, 10))?;
+    Ok(Outcome { report, table })
+}
+
+/// One input line: its number, the request body and the gold answers.
+type Line = (usize, (Value, Map<String, Value>));
+
+/// The non-blank lines of `--data`, each split into body and gold.
+fn read_lines(args: &EvalArgs) -> Result<Vec<Line>, String> {
     let text =
         std::fs::read_to_string(&args.data).map_err(|e| format!("{}: {e}", args.data.display()))?;
-    let calibration = args.profile.as_deref();
     let mut lines = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let parsed = split_line(line, calibration).map_err(|e| format!("line {}: {e}", i + 1))?;
+        let parsed = split_line(line, args.profile.as_deref())
+            .map_err(|e| format!("line {}: {e}", i + 1))?;
         lines.push((i + 1, parsed));
     }
     if lines.is_empty() {
         return Err(format!("{}: no lines", args.data.display()));
     }
-    let target = Target::new(args)?;
-    let total = lines.len();
-    let bar = progress_bar(total, args.progress);
-    let started = Instant::now();
+    Ok(lines)
+}
+
+/// Sends every line (`--concurrency` at once, with the progress bar) and joins each
+/// answer with its gold label; what could not be sent or joined is a failure line.
+async fn score_all(
+    target: &Target,
+    lines: Vec<Line>,
+    args: &EvalArgs,
+) -> (Vec<(usize, Scored)>, Vec<String>) {
+    let calibration = args.profile.as_deref();
+    let bar = progress_bar(lines.len(), args.progress);
     let mut failures: Vec<String> = Vec::new();
     let mut scored: Vec<(usize, Scored)> = Vec::new();
-    let target_ref = &target;
-    let mut stream = futures::stream::iter(lines.into_iter().map(|(n, (body, gold))| async move {
-        (n, gold, target_ref.send(body.to_string()).await)
-    }))
-    .buffer_unordered(args.concurrency.max(1));
+    let mut stream =
+        futures::stream::iter(lines.into_iter().map(|(n, (body, gold))| async move {
+            (n, gold, target.send(body.to_string()).await)
+        }))
+        .buffer_unordered(args.concurrency.max(1));
     while let Some((n, gold, result)) = stream.next().await {
         bar.inc(1);
         let resp = match result {
@@ -505,37 +564,55 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
         }
     }
     bar.finish_and_clear();
-    let seconds = started.elapsed().as_secs_f64();
-    if scored.is_empty() {
-        return Err(format!(
-            "no answer could be scored; first failure: {}",
-            failures.first().map_or("none", String::as_str)
-        ));
+    (scored, failures)
+}
+
+/// `--raw-out`: one JSON line per scored answer, the input of `systemone calibrate`.
+fn raw_rows(scored: &[(usize, Scored)]) -> String {
+    let mut out = String::new();
+    for (_, s) in scored {
+        let a = &s.answer;
+        out.push_str(
+            &json!({"question_group": s.family, "probabilities": a.row.probs, "label": a.row.label, "type": a.kind, "labels": a.labels})
+                .to_string(),
+        );
+        out.push('\n');
     }
-    // Input order, so raw-out and the report do not depend on arrival order.
-    scored.sort_by_key(|(n, _)| *n);
-    if let Some(path) = &args.raw_out {
-        let mut out = String::new();
-        for (_, s) in &scored {
-            let a = &s.answer;
-            out.push_str(
-                &json!({"question_group": s.family, "probabilities": a.row.probs, "label": a.row.label, "type": a.kind, "labels": a.labels})
-                    .to_string(),
-            );
-            out.push('\n');
-        }
-        write(path, &out)?;
-    }
+    out
+}
+
+/// The per-family results: the printed table, the report's `families` and the rows the
+/// reliability diagram draws.
+struct Summary {
+    table: String,
+    families: Map<String, Value>,
+    rows: BTreeMap<String, Vec<Row>>,
+}
+
+/// Scores each question family (question id) and writes its table line and report entry.
+fn summarise(scored: &[(usize, Scored)], args: &EvalArgs) -> Result<Summary, String> {
     let mut families: BTreeMap<String, Vec<&Scored>> = BTreeMap::new();
-    for (_, s) in &scored {
+    for (_, s) in scored {
         families.entry(s.family.clone()).or_default().push(s);
     }
-    let mut family_json = Map::new();
-    let mut family_rows: BTreeMap<String, Vec<Row>> = BTreeMap::new();
-    let mut table = format!(
-        "{:<20} {:>6} {:>4} {:>6} {:>7} {:>6} {:>6} {:>7} {:>7} {:>7} {:>6}\n",
-        "family", "type", "n", "acc", "norm", "F1", "Brier", "ECE15", "ECE10w", "excess", "mass"
-    );
+    let mut summary = Summary {
+        table: format!(
+            "{:<20} {:>6} {:>4} {:>6} {:>7} {:>6} {:>6} {:>7} {:>7} {:>7} {:>6}\n",
+            "family",
+            "type",
+            "n",
+            "acc",
+            "norm",
+            "F1",
+            "Brier",
+            "ECE15",
+            "ECE10w",
+            "excess",
+            "mass"
+        ),
+        families: Map::new(),
+        rows: BTreeMap::new(),
+    };
     let mut profile_lines = String::new();
     for (name, members) in &families {
         let rows: Vec<Row> = members.iter().map(|s| s.answer.row.clone()).collect();
@@ -543,21 +620,7 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
         let kind = members[0].answer.kind.clone();
         let masses: Vec<f64> = members.iter().filter_map(|s| s.option_mass).collect();
         let mass = (!masses.is_empty()).then(|| masses.iter().sum::<f64>() / masses.len() as f64);
-        table.push_str(&format!(
-            "{:<20} {:>6} {:>4} {:>6.3} {:>7} {:>6.3} {:>6.3} {:>7.4} {:>7.4} {:>7.4} {:>6}\n",
-            name,
-            kind,
-            m.n,
-            m.accuracy,
-            m.normalised_accuracy
-                .map_or("-".into(), |v| format!("{v:.3}")),
-            m.macro_f1,
-            m.brier,
-            m.ece_equal_size_15,
-            m.ece_equal_width_10,
-            m.excess_ece,
-            mass.map_or("-".into(), |v| format!("{v:.3}")),
-        ));
+        summary.table.push_str(&table_line(name, &kind, &m, mass));
         let mut entry = serde_json::to_value(&m).map_err(|e| e.to_string())?;
         if let Some(obj) = entry.as_object_mut() {
             obj.insert("type".into(), json!(kind));
@@ -566,48 +629,49 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
                 "reliability_equal_width_10".into(),
                 json!(reliability_json(&rows)),
             );
-            if calibration.is_some() {
+            if args.profile.is_some() {
                 let stats = profile_stats(members);
-                profile_lines.push_str(&format!(
-                    "{name}: prediction sets cover {:.3} (mean size {:.2}); {} of {} automated ({:.3}), accuracy among them {}\n",
-                    stats["set_coverage"].as_f64().unwrap_or(f64::NAN),
-                    stats["mean_set_size"].as_f64().unwrap_or(f64::NAN),
-                    stats["automated"],
-                    members.len(),
-                    stats["automated_share"].as_f64().unwrap_or(f64::NAN),
-                    stats["automated_accuracy"].as_f64().map_or("-".into(), |v| format!("{v:.3}")),
-                ));
+                profile_lines.push_str(&profile_line(name, &stats, members.len()));
                 obj.insert("profile".into(), stats);
             }
         }
-        family_json.insert(name.clone(), entry);
-        family_rows.insert(name.clone(), rows);
+        summary.families.insert(name.clone(), entry);
+        summary.rows.insert(name.clone(), rows);
     }
-    table.push_str(&profile_lines);
-    let questions = scored.len();
-    table.push_str(&format!(
-        "{questions} answers from {total} lines in {seconds:.2}s ({:.2} questions/s), {} failures\n",
-        questions as f64 / seconds.max(1e-9),
-        failures.len()
-    ));
-    let report = json!({
-        "data": args.data.display().to_string(),
-        "url": target.describe(args),
-        "temperature": if calibration.is_some() { Value::Null } else { json!(1) },
-        "calibration": calibration,
-        "lines": total,
-        "scored_answers": questions,
-        "failures": failures,
-        "seconds": seconds,
-        "questions_per_second": questions as f64 / seconds.max(1e-9),
-        "seed": args.seed,
-        "families": family_json,
-    });
-    let mut body = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    body.push('\n');
-    write(&args.report, &body)?;
-    write(&args.diagram, &reliability_svg(&family_rows, 10))?;
-    Ok(Outcome { report, table })
+    summary.table.push_str(&profile_lines);
+    Ok(summary)
+}
+
+/// One family's line of the printed table.
+fn table_line(name: &str, kind: &str, m: &fit::Metrics, mass: Option<f64>) -> String {
+    format!(
+        "{:<20} {:>6} {:>4} {:>6.3} {:>7} {:>6.3} {:>6.3} {:>7.4} {:>7.4} {:>7.4} {:>6}\n",
+        name,
+        kind,
+        m.n,
+        m.accuracy,
+        m.normalised_accuracy
+            .map_or("-".into(), |v| format!("{v:.3}")),
+        m.macro_f1,
+        m.brier,
+        m.ece_equal_size_15,
+        m.ece_equal_width_10,
+        m.excess_ece,
+        mass.map_or("-".into(), |v| format!("{v:.3}")),
+    )
+}
+
+/// One family's profile line: set coverage and size, automated share and accuracy.
+fn profile_line(name: &str, stats: &Value, answers: usize) -> String {
+    format!(
+        "{name}: prediction sets cover {:.3} (mean size {:.2}); {} of {} automated ({:.3}), accuracy among them {}\n",
+        stats["set_coverage"].as_f64().unwrap_or(f64::NAN),
+        stats["mean_set_size"].as_f64().unwrap_or(f64::NAN),
+        stats["automated"],
+        answers,
+        stats["automated_share"].as_f64().unwrap_or(f64::NAN),
+        stats["automated_accuracy"].as_f64().map_or("-".into(), |v| format!("{v:.3}")),
+    )
 }
 
 /// How a profile's prediction sets and automation did on one family.

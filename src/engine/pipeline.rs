@@ -83,6 +83,41 @@ impl PipelineError {
     }
 }
 
+impl Usage {
+    /// Adds another part's counts.
+    fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.upstream_requests += other.upstream_requests;
+        self.cached_tokens += other.cached_tokens;
+        self.estimated |= other.estimated;
+    }
+}
+
+/// Decodes question `q`'s reads: with the named profile when it covers the question
+/// (decoded at T = 1, then recalibrated), else at the request's temperature or the
+/// model's formula for its option count.
+fn decode_question(
+    req: &ValidRequest,
+    q: usize,
+    orders: &[OrderRead],
+) -> Result<Decoded, PipelineError> {
+    let question = &req.questions()[q];
+    let profile = req
+        .calibration()
+        .filter(|p| p.covers(&req.model().name, question));
+    Ok(match profile {
+        Some(p) => p.apply(decode(orders, 1.0)?),
+        None => {
+            let n = question.options.len();
+            let t = req
+                .temperature()
+                .unwrap_or_else(|| req.model().calibration.temperature(n));
+            decode(orders, t)?
+        }
+    })
+}
+
 /// Runs requests; one per process, shared by every handler.
 #[derive(Debug, Clone)]
 pub struct Pipeline {
@@ -145,6 +180,30 @@ impl Pipeline {
     }
 
     async fn run_unbounded(&self, req: &ValidRequest) -> Result<Outcome, PipelineError> {
+        self.check_table(req).await?;
+        let mut reads = self.ask_all(req).await?;
+        let mut usage = Usage::default();
+        let mut model = None;
+        let mut answers = Vec::with_capacity(reads.len());
+        for (q, r) in reads.iter_mut().enumerate() {
+            let Some(r) = r.take() else {
+                answers.push(certain());
+                continue;
+            };
+            answers.push(decode_question(req, q, &r.orders)?);
+            usage.add(&r.usage);
+            model = model.or(r.model);
+        }
+        Ok(Outcome {
+            answers,
+            usage,
+            model: model.unwrap_or_else(|| req.model().upstream_model.clone()),
+        })
+    }
+
+    /// Refuses the request while the model's token table is known not to match the
+    /// serving tokenizer (waiting only for the model's first check).
+    async fn check_table(&self, req: &ValidRequest) -> Result<(), PipelineError> {
         let model = req.model();
         let verdict = model
             .verifier
@@ -158,6 +217,15 @@ impl Pipeline {
                     .min(MAX_RETRY_AFTER_SECS),
             ));
         }
+        Ok(())
+    }
+
+    /// Every question with two or more options, read concurrently (the first alone first
+    /// when the request is staged); `None` for the questions answered without asking.
+    async fn ask_all(
+        &self,
+        req: &ValidRequest,
+    ) -> Result<Vec<Option<QuestionReads>>, PipelineError> {
         let asks = plan(req);
         let asked: Vec<usize> = (0..asks.len())
             .filter(|q| req.questions()[*q].options.len() >= 2)
@@ -165,9 +233,7 @@ impl Pipeline {
         for (i, q) in req.questions().iter().enumerate() {
             tracing::debug!("q#{i} {} n={}", q.kind.as_str(), q.options.len());
         }
-
-        let mut reads: Vec<Option<QuestionReads>> = (0..asks.len()).map(|_| None).collect();
-        let ask_all = |qs: &[usize]| {
+        let ask = |qs: &[usize]| {
             try_join_all(qs.iter().map(|q| {
                 let q = *q;
                 let asks = &asks[q];
@@ -176,49 +242,16 @@ impl Pipeline {
         };
         let mut results = Vec::with_capacity(asked.len());
         if req.staged() && asked.len() > 1 {
-            results.extend(ask_all(&asked[..1]).await?);
-            results.extend(ask_all(&asked[1..]).await?);
+            results.extend(ask(&asked[..1]).await?);
+            results.extend(ask(&asked[1..]).await?);
         } else {
-            results.extend(ask_all(&asked).await?);
+            results.extend(ask(&asked).await?);
         }
+        let mut reads: Vec<Option<QuestionReads>> = (0..asks.len()).map(|_| None).collect();
         for (q, r) in results {
             reads[q] = Some(r);
         }
-
-        let mut usage = Usage::default();
-        let mut model = None;
-        let mut answers = Vec::with_capacity(reads.len());
-        for (q, r) in reads.into_iter().enumerate() {
-            let Some(r) = r else {
-                answers.push(certain());
-                continue;
-            };
-            let question = &req.questions()[q];
-            let profile = req
-                .calibration()
-                .filter(|p| p.covers(&req.model().name, question));
-            answers.push(match profile {
-                Some(p) => p.apply(decode(&r.orders, 1.0)?),
-                None => {
-                    let n = question.options.len();
-                    let t = req
-                        .temperature()
-                        .unwrap_or_else(|| req.model().calibration.temperature(n));
-                    decode(&r.orders, t)?
-                }
-            });
-            usage.input_tokens += r.usage.input_tokens;
-            usage.output_tokens += r.usage.output_tokens;
-            usage.upstream_requests += r.usage.upstream_requests;
-            usage.cached_tokens += r.usage.cached_tokens;
-            usage.estimated |= r.usage.estimated;
-            model = model.or(r.model);
-        }
-        Ok(Outcome {
-            answers,
-            usage,
-            model: model.unwrap_or_else(|| req.model().upstream_model.clone()),
-        })
+        Ok(reads)
     }
 
     /// Sends every read of one question (each order, each slice of ids) and merges them.
@@ -249,39 +282,7 @@ impl Pipeline {
             self.read(model.backend.as_ref(), request)
         }))
         .await?;
-
-        let mut orders: Vec<OrderRead> = asks
-            .iter()
-            .map(|a| OrderRead {
-                shift: a.shift,
-                logprobs: Vec::with_capacity(n),
-                pre_mask: true,
-            })
-            .collect();
-        let mut usage = Usage::default();
-        let mut reported = None;
-        for ((a, _), reply) in slices.iter().zip(replies) {
-            orders[*a].logprobs.extend_from_slice(&reply.logprobs);
-            orders[*a].pre_mask &= reply.pre_mask;
-            let u = reply.usage.unwrap_or_else(|| {
-                usage.estimated = true;
-                ReadUsage {
-                    prompt_tokens: estimate_tokens_for_bytes(asks[*a].content.text_len()) as u64,
-                    completion_tokens: 1,
-                    cached_tokens: 0,
-                }
-            });
-            usage.input_tokens += u.prompt_tokens;
-            usage.output_tokens += u.completion_tokens;
-            usage.cached_tokens += u.cached_tokens;
-            usage.upstream_requests += reply.http_requests;
-            reported = reported.or(reply.model);
-        }
-        Ok(QuestionReads {
-            orders,
-            usage,
-            model: reported,
-        })
+        Ok(merge_replies(asks, &slices, replies, n))
     }
 
     /// One upstream request: wait for a slot, then read within the read timeout.
@@ -331,5 +332,47 @@ fn status_class(result: &Result<ReadReply, BackendError>) -> &'static str {
         Err(BackendError::Timeout) => "timeout",
         Err(BackendError::Unreachable) => "unreachable",
         Err(BackendError::Protocol(_)) => "protocol",
+    }
+}
+
+/// Merges one question's replies, slice by slice, into one read per order, with their
+/// usage (estimated from the message size for a reply that reported none).
+fn merge_replies(
+    asks: &[Ask],
+    slices: &[(usize, std::ops::Range<usize>)],
+    replies: Vec<ReadReply>,
+    n: usize,
+) -> QuestionReads {
+    let mut orders: Vec<OrderRead> = asks
+        .iter()
+        .map(|a| OrderRead {
+            shift: a.shift,
+            logprobs: Vec::with_capacity(n),
+            pre_mask: true,
+        })
+        .collect();
+    let mut usage = Usage::default();
+    let mut reported = None;
+    for ((a, _), reply) in slices.iter().zip(replies) {
+        orders[*a].logprobs.extend_from_slice(&reply.logprobs);
+        orders[*a].pre_mask &= reply.pre_mask;
+        let u = reply.usage.unwrap_or_else(|| {
+            usage.estimated = true;
+            ReadUsage {
+                prompt_tokens: estimate_tokens_for_bytes(asks[*a].content.text_len()) as u64,
+                completion_tokens: 1,
+                cached_tokens: 0,
+            }
+        });
+        usage.input_tokens += u.prompt_tokens;
+        usage.output_tokens += u.completion_tokens;
+        usage.cached_tokens += u.cached_tokens;
+        usage.upstream_requests += reply.http_requests;
+        reported = reported.or(reply.model);
+    }
+    QuestionReads {
+        orders,
+        usage,
+        model: reported,
     }
 }

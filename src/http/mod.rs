@@ -1,5 +1,5 @@
 //! The HTTP surface: routes, the request-id middleware, body extraction and handlers.
-//! Handlers stay thin: extract → [`crate::request::validate`] → [`crate::engine::Pipeline`]
+//! Handlers stay thin: extract → [`crate::request::validate()`] → [`crate::engine::Pipeline`]
 //! → [`wire`]; every error goes out through [`crate::error::ApiError`].
 
 pub mod auth;

@@ -24,9 +24,11 @@ use tokens::verify::Verifier;
 use tokens::{TokenCounter, TokenTable};
 
 /// How often a model's token table is checked against the serving tokenizer by default.
-pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(600);
+pub const DEFAULT_CHECK_INTERVAL: Duration =
+    Duration::from_secs(crate::config::DEFAULT_TOKEN_CHECK_INTERVAL_SECS);
 /// The bound on one check.
-pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_CHECK_TIMEOUT: Duration =
+    Duration::from_secs(crate::config::DEFAULT_TOKEN_CHECK_TIMEOUT_SECS as u64);
 
 /// The alias that names the default model out of the box.
 pub const DEFAULT_ALIAS: &str = "jev-latest";

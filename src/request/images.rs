@@ -2,7 +2,7 @@
 //! multipart part) becomes bytes whose format is sniffed from the bytes themselves, then the
 //! `data:image/<fmt>;base64,…` URL that goes to the backend ahead of the text.
 //!
-//! Pure functions only; [`crate::validate`] applies the contract's rules (vision-capable
+//! Pure functions only; [`super::validate`](mod@super::validate) applies the contract's rules (vision-capable
 //! model, the count and size limits) and turns [`ImageError`] into the caller's error. The
 //! service never fetches a URL: an `http(s)` (or any other non-`data:`) URL is refused.
 

@@ -1,6 +1,6 @@
 //! The caller's request, from JSON to prompt bytes, pure (no I/O, no clock):
 //!
-//! * [`validate`]: a body becomes a [`ValidRequest`] (every schema and size rule), the
+//! * [`validate`](mod@validate): a body becomes a [`ValidRequest`] (every schema and size rule), the
 //!   only thing the engine runs;
 //! * [`images`]: image bytes from data URLs, base64 and multipart parts, sniffed;
 //! * [`prompt`]: a valid request becomes the exact user-message bytes of each read.
@@ -41,7 +41,7 @@ pub struct RenderedQuestion {
     pub json: Vec<String>,
 }
 
-/// A request that passed every rule. Fields are private: [`validate`] (and, for
+/// A request that passed every rule. Fields are private: [`validate()`] (and, for
 /// reproducing the reference library, [`ValidRequest::reference`]) are the only ways in.
 #[derive(Debug, Clone)]
 pub struct ValidRequest {
@@ -110,7 +110,7 @@ impl ValidRequest {
     /// Builds a request the way the reference library accepts it, without the HTTP
     /// contract's extra rules (any JSON state, image URLs passed through as given). Used to
     /// reproduce the reference's golden vectors at the library level; the HTTP path always
-    /// goes through [`validate`].
+    /// goes through [`validate()`].
     #[allow(clippy::too_many_arguments)]
     pub fn reference(
         model: Arc<Model>,

@@ -306,15 +306,21 @@ mod tests {
         TokenTable::load("gemma-3").expect("ships")
     }
 
-    #[test]
-    fn matching_tokens_with_or_without_bos_pass() {
-        let t = table();
+    /// What a serving tokenizer that matches `t` returns: the prefix, then prefix + label.
+    fn serving_tokens(t: &TokenTable) -> Vec<Vec<u32>> {
         let mut tokens = vec![t.prefix_ids.clone()];
         tokens.extend(
             t.labels
                 .iter()
                 .map(|l| [t.prefix_ids.clone(), vec![l.id]].concat()),
         );
+        tokens
+    }
+
+    #[test]
+    fn matching_tokens_with_or_without_bos_pass() {
+        let t = table();
+        let tokens = serving_tokens(&t);
         assert_eq!(compare(&t, &tokens), CheckOutcome::Match);
         let with_bos: Vec<Vec<u32>> = tokens
             .iter()
@@ -326,12 +332,7 @@ mod tests {
     #[test]
     fn a_changed_id_or_split_label_is_a_mismatch() {
         let t = table();
-        let mut tokens = vec![t.prefix_ids.clone()];
-        tokens.extend(
-            t.labels
-                .iter()
-                .map(|l| [t.prefix_ids.clone(), vec![l.id]].concat()),
-        );
+        let tokens = serving_tokens(&t);
         let mut changed = tokens.clone();
         changed[3] = [t.prefix_ids.clone(), vec![7]].concat();
         assert!(matches!(compare(&t, &changed), CheckOutcome::Mismatch(_)));
