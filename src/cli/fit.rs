@@ -183,7 +183,7 @@ pub fn fit_formula(groups: &[GroupFit]) -> (f64, f64) {
 /// A temperature plus a centred bias per option.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TemperatureBias {
-    /// The temperature.
+    /// T of `softmax(ln p / T + bias)`.
     pub temperature: f64,
     /// One bias per option, summing to 0.
     pub bias: Vec<f64>,
@@ -602,7 +602,7 @@ pub fn ece_equal_width(confidence: &[f64], correct: &[bool], bins: usize) -> f64
 /// The metrics of one question family.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Metrics {
-    /// Rows.
+    /// Answers scored.
     pub n: usize,
     /// Share whose argmax is the gold label.
     pub accuracy: f64,

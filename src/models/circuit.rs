@@ -81,7 +81,7 @@ enum State {
 pub struct Circuit {
     /// The model it guards, for logs.
     model: String,
-    /// Thresholds.
+    /// How many failures open it and how long it stays open.
     settings: CircuitSettings,
     /// The current state; never held across an await.
     state: Mutex<State>,

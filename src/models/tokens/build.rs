@@ -27,7 +27,7 @@ pub enum BuildError {
 
 /// A loaded tokenizer with the sha256 of the file it came from.
 pub struct LoadedTokenizer {
-    /// The tokenizer.
+    /// The parsed `tokenizer.json`, for encoding labels and counting tokens.
     pub tokenizer: Tokenizer,
     /// Hex sha256 of the `tokenizer.json` bytes.
     pub sha256: String,
