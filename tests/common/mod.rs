@@ -1,12 +1,19 @@
 //! Shared test support: the fake vLLM server, a service started against it on port 0, and
 //! what the HTTP tests share (responses read whole, the contract's error shape, small
-//! requests and files).
+//! requests and files). What only some suites share has a module of its own: `rows` (the
+//! validation table's runner), `props` (the property tests' in-process harness and valid
+//! requests), `llama` and `proxy` (the llama.cpp end-to-end tests' setup, shape checks and
+//! recording proxy).
 
 #![allow(dead_code)]
 
 pub mod fake_vllm;
+pub mod llama;
 pub mod log;
+pub mod props;
+pub mod proxy;
 pub mod real_tokenizers;
+pub mod rows;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,0 +1,287 @@
+//! Privacy of `POST /v1/systemone`: a canary. Requests carrying `CANARY-7f3a` in every
+//! caller-content field, some answered, some refused, some failing at the backend, are
+//! logged at TRACE into memory; the log never holds the canary nor the backend API key.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+use common::fake_vllm::Fault;
+use common::log::Captured;
+
+const CANARY: &str = "CANARY-7f3a";
+const API_KEY: &str = "sk-secret-canary";
+
+fn obj(pairs: Vec<(String, Value)>) -> Value {
+    Value::Object(pairs.into_iter().collect())
+}
+
+fn c(suffix: &str) -> String {
+    format!("{CANARY}{suffix}")
+}
+
+/// A request with the canary in the state (keys and values), question ids, instructions,
+/// labels, descriptions, levels and history.
+fn canary_request(extra: &[(&str, Value)]) -> Value {
+    let questions = obj(vec![
+        (
+            c("-choice"),
+            json!({
+                "type": "choice",
+                "instructions": c(" instructions"),
+                "criteria": obj(vec![
+                    (c("-billing"), json!(c(" description"))),
+                    (c("-bug"), json!({"why": c(" nested description")})),
+                ]),
+            }),
+        ),
+        (
+            c("-noul"),
+            json!({"type": "noul", "instructions": {"ask": c(" noul")},
+                   "criteria": {"true": c(" yes"), "false": c(" no")}}),
+        ),
+        (
+            c("-score"),
+            json!({"type": "score", "instructions": [c(" score")],
+                   "criteria": [c(" low"), {"mid": c(" mid")}, [c(" high")]]}),
+        ),
+        (
+            c("-single"),
+            json!({"type": "choice", "criteria": obj(vec![(c("-only"), json!(c(" only")))])}),
+        ),
+    ]);
+    let mut body = json!({
+        "state": obj(vec![
+            (c("-key"), json!(c(" state value"))),
+            ("text".into(), json!(format!("the customer said {CANARY}"))),
+        ]),
+        "questions": questions,
+        "history": obj(vec![(c("-choice"), json!(c(" history")))]),
+    });
+    for (k, v) in extra {
+        body[*k] = v.clone();
+    }
+    body
+}
+
+/// One request of the canary scenario.
+struct Probe {
+    name: &'static str,
+    fault: Fault,
+    body: Vec<u8>,
+    content_type: &'static str,
+    encoding: Option<&'static str>,
+    status: u16,
+}
+
+fn probe(name: &'static str, body: impl Into<Vec<u8>>, status: u16) -> Probe {
+    Probe {
+        name,
+        fault: Fault::None,
+        body: body.into(),
+        content_type: "application/json",
+        encoding: None,
+        status,
+    }
+}
+
+fn probes() -> Vec<Probe> {
+    let ok = canary_request(&[]).to_string();
+    let mut bad_label = canary_request(&[]);
+    bad_label["questions"][c("-choice")]["criteria"][c("\nline")] = json!(c(" bad label"));
+    let mut unknown_field = canary_request(&[]);
+    unknown_field["questions"][c("-noul")][c("-field")] = json!(c(" value"));
+    let duplicate = format!(
+        r#"{{"state": "{CANARY}", "questions": {{"{CANARY}-q": {{"type": "noul", "instructions": "{CANARY}"}}, "{CANARY}-q": {{"type": "noul", "instructions": "x"}}}}}}"#
+    );
+    let mut big_label = canary_request(&[]);
+    big_label["questions"][c("-choice")]["criteria"][c(&"x".repeat(200))] = json!(null);
+    let mut probes = vec![
+        probe("answered", ok.clone(), 200),
+        probe(
+            "answered, cost layout, shared history, permutations, temperature",
+            canary_request(&[
+                ("layout", json!("cost")),
+                ("history", json!(c(" shared history"))),
+                ("permutations", json!(2)),
+                ("temperature", json!(0.7)),
+            ])
+            .to_string(),
+            200,
+        ),
+        probe("label with a line break", bad_label.to_string(), 422),
+        probe("label too long", big_label.to_string(), 422),
+        probe("unknown field", unknown_field.to_string(), 422),
+        probe("duplicate key", duplicate, 422),
+        probe(
+            "unknown model",
+            canary_request(&[("model", json!(c("-model")))]).to_string(),
+            422,
+        ),
+        probe(
+            "unknown calibration profile",
+            canary_request(&[("calibration", json!(c("-profile")))]).to_string(),
+            422,
+        ),
+        probe(
+            "history for an unknown id",
+            canary_request(&[("history", obj(vec![(c("-nope"), json!(c(" h")))]))]).to_string(),
+            422,
+        ),
+        probe(
+            "state number overflow",
+            format!(
+                r#"{{"state": {{"{CANARY}": 1e400}}, "questions": {{"{CANARY}": {{"type": "noul", "instructions": "{CANARY}"}}}}}}"#
+            ),
+            422,
+        ),
+        probe(
+            "not JSON",
+            format!(r#"{{"state": "{CANARY}", "questions": {CANARY}"#),
+            400,
+        ),
+        Probe {
+            content_type: "text/plain",
+            ..probe("wrong content type", ok.clone(), 415)
+        },
+        Probe {
+            encoding: Some("br"),
+            ..probe("unsupported encoding", ok.clone(), 415)
+        },
+    ];
+    // A valid request the backend fails.
+    for (fault, name, status) in [
+        (Fault::ServerError, "backend 500", 502),
+        (Fault::NoLogprobs, "backend without logprobs", 502),
+        (Fault::MissingId, "backend missing an id", 502),
+        (Fault::MalformedJson, "backend malformed JSON", 502),
+        (Fault::NonFiniteLogprob, "backend -Infinity logprob", 502),
+        (Fault::RateLimited(Some("7".into())), "backend 429", 429),
+        (Fault::Unavailable(None), "backend 503", 503),
+    ] {
+        probes.push(Probe {
+            fault,
+            ..probe(name, ok.clone(), status)
+        });
+    }
+    probes
+}
+
+/// The process-wide TRACE log of this test binary, in memory, text and JSON formats, every
+/// span event included; `log`-crate records are bridged in too (as `main` does).
+///
+/// A global subscriber, not `tracing::subscriber::set_default`: with other tests running
+/// on other threads (the property tests did, when this test shared their binary), tracing's
+/// per-callsite interest cache made a thread-local subscriber miss every event of the
+/// service (measured: 0 of 19 "request finished").
+fn global_log() -> &'static Captured {
+    static LOG: OnceLock<Captured> = OnceLock::new();
+    LOG.get_or_init(common::log::install)
+}
+
+/// Caller content never reaches the logs: with a TRACE subscriber writing every event and
+/// span (text and JSON formats) into memory, requests carrying `CANARY-7f3a` in the state,
+/// question ids, instructions, labels, descriptions, levels and history, answered, refused
+/// by validation and failed by the backend (500, protocol breaks, 429, 503), each leave a
+/// "request finished" line with their request id, but the log never holds the canary, nor
+/// the backend API key. Error bodies never carry the key, the backend's URL or its error
+/// text.
+#[test]
+fn caller_content_and_the_api_key_never_reach_the_logs() {
+    let log = global_log();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let probes = probes();
+    let ids: Vec<(String, &'static str)> = runtime.block_on(async {
+        let (fake, service) = common::setup(&["--backend-api-key", API_KEY]).await;
+        let mut ids = Vec::new();
+        for p in &probes {
+            fake.set_fault(p.fault.clone());
+            let mut request = service
+                .client
+                .post(service.url("/v1/systemone"))
+                .header("content-type", p.content_type)
+                .body(p.body.clone());
+            if let Some(enc) = p.encoding {
+                request = request.header("content-encoding", enc);
+            }
+            let response = request.send().await.expect("service answers");
+            let status = response.status().as_u16();
+            let id = response
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .expect("request id")
+                .to_string();
+            let headers = format!("{:?}", response.headers());
+            let text = response.text().await.expect("body");
+            assert_eq!(status, p.status, "{}: {text}", p.name);
+            if status == 200 {
+                assert!(
+                    text.contains(CANARY),
+                    "{}: ids are echoed in answers",
+                    p.name
+                );
+            }
+            for secret in [
+                API_KEY,
+                "sk-backend",
+                "secret-backend",
+                "CUDA",
+                &fake.base_url(),
+            ] {
+                assert!(
+                    !text.contains(secret) && !headers.contains(secret),
+                    "{}: the response carries {secret:?}: {headers} {text}",
+                    p.name
+                );
+            }
+            ids.push((id, p.name));
+        }
+        fake.set_fault(Fault::None);
+        assert!(
+            fake.chat_bodies()
+                .iter()
+                .any(|b| b.to_string().contains(CANARY)),
+            "the canary reached the backend, so the logs had a chance to leak it"
+        );
+        ids
+    });
+    let text = log.text();
+    assert!(!text.is_empty(), "nothing was logged");
+    for (id, name) in &ids {
+        assert!(
+            text.lines()
+                .any(|l| l.contains("request finished") && l.contains(id.as_str())),
+            "{name}: no 'request finished' line with {id}"
+        );
+    }
+    // The contract logs the backend's own error text once, at warn, with the request id:
+    // proof that the backend failure paths were captured too.
+    let (id_500, _) = ids
+        .iter()
+        .find(|(_, name)| *name == "backend 500")
+        .expect("a backend 500 probe");
+    let warned = text
+        .lines()
+        .filter(|l| l.contains("CUDA error") && l.contains("WARN") && l.contains(id_500.as_str()))
+        .count();
+    assert!(
+        warned >= 1,
+        "no warn line with the backend's error text and {id_500}"
+    );
+    for (i, line) in text.lines().enumerate() {
+        assert!(
+            !line.contains(CANARY),
+            "log line {i} leaks the canary: {line}"
+        );
+        assert!(
+            !line.contains(API_KEY),
+            "log line {i} leaks the API key: {line}"
+        );
+    }
+}
