@@ -1,6 +1,6 @@
 //! Do large requests still hurt small ones? The old binary (CPU-heavy request steps on the
 //! async workers) against the new one (those steps on tokio's blocking pool for bodies over
-//! 8 KiB, `src/http/blocking.rs`), side by side under the same load.
+//! 2 KiB, `src/http/blocking.rs`), side by side under the same load.
 //!
 //! * Two services, both real `systemone serve` child processes on `127.0.0.1:0` with the
 //!   same flags: the vLLM dialect in front of one fake vLLM server (in this process, on its
