@@ -10,7 +10,8 @@
 //!   (429, its own 30 s bound, a malformed body, a 5xx) keeps the previous verdict.
 //! * The fake's `/v1/completions` tokenizes with the toy tokenizer the `golden-fake` table
 //!   was built from; `set_token_id_offset` shifts its digit ids to simulate a different
-//!   tokenizer served under the same model name.
+//!   tokenizer served under the same model name; `set_split_digits` makes it split numbers
+//!   into single digits, for tables with multi-token numeral labels (section 8).
 //!
 //! Every check test runs on a paused tokio clock: the 10-minute interval is crossed with
 //! `tokio::time::advance`, a background check is awaited by polling the verifier's status
@@ -27,11 +28,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use common::fake_vllm::{FakeVllm, Fault};
+use common::fake_vllm::{toy_tokenize, toy_tokenize_split_digits, FakeVllm, Fault};
 use common::real_tokenizers::{one_token_more, state_of_exactly, state_tokens, tokenizer_path};
 use common::{ask, assert_error, criteria, get, setup, Reply, Service};
-use systemone::models::tokens::build::LoadedTokenizer;
+use systemone::models::tokens::build::{numeral_schemes, LoadedTokenizer};
 use systemone::models::tokens::verify::{Status, Verdict};
+use systemone::models::tokens::TokenTable;
 
 /// The public model name the test configuration serves.
 const MODEL: &str = "glm-5.3-flash";
@@ -554,4 +556,117 @@ async fn a_tokenizer_that_does_not_match_the_table_refuses_to_start() {
     assert!(message.contains("does not match"), "{message}");
     assert!(message.contains("gemma-3"), "{message}");
     assert!(message.contains(qwen), "{message}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. Multi-token labels.
+// ---------------------------------------------------------------------------------------
+
+/// Token ids of `text` by the fake's tokenizer (`split`: every digit its own token).
+fn toy_ids(text: &str, split: bool) -> Vec<u32> {
+    let ids = if split {
+        toy_tokenize_split_digits(text)
+    } else {
+        toy_tokenize(text)
+    };
+    ids.into_iter()
+        .map(|id| u32::try_from(id).expect("small id"))
+        .collect()
+}
+
+/// The `golden-fake` table (cut to labels 0–9 when `split`, since the split tokenizer has
+/// no other single-token numbers) with numeral schemes 00–99 and 000–254 built by the
+/// library from the fake's tokenizer, `tamper` applied, written to a temp file.
+fn numeral_table(split: bool, tamper: impl FnOnce(&mut TokenTable)) -> (TokenTable, String) {
+    let mut table = TokenTable::load("golden-fake").expect("built in");
+    if split {
+        table.labels.truncate(10);
+    }
+    table.multi_token = numeral_schemes(
+        |text| Ok(toy_ids(text, split)),
+        &table.prefix,
+        &table.prefix_ids,
+        &[2, 3],
+        255,
+    )
+    .expect("the fake's numerals are prefix-free");
+    tamper(&mut table);
+    let path = common::temp_file("numerals.json", &table.to_json());
+    (table, path.to_str().expect("utf-8 path").to_string())
+}
+
+/// A service on a fresh fake (splitting digits when `split`) with the table at `path`.
+async fn numeral_service(split: bool, path: &str) -> (FakeVllm, Service) {
+    let fake = FakeVllm::start().await;
+    fake.set_split_digits(split);
+    let service = common::start(common::config_with_table(&fake.base_url(), path, &[])).await;
+    (fake, service)
+}
+
+/// With the golden toy tokenizer, numerals with a leading zero are several tokens (`07` is
+/// `0`, `7`; `191` is `19`, `1`) and others one (`42`): a table holding those ids passes
+/// the live check, whose one tokenizer request carried the prefix, the 191 single-token
+/// labels and all 355 multi-token labels.
+#[tokio::test(start_paused = true)]
+async fn multi_token_labels_are_checked_in_the_same_batch() {
+    let (table, path) = numeral_table(false, |_| {});
+    let two = &table.multi_token[0];
+    assert_eq!(two.labels[7].ids, [1000, 1007]);
+    assert_eq!(two.labels[42].ids, [1042]);
+    assert!(!two.one_token_per_digit);
+    assert_eq!(table.multi_token[1].labels[191].ids, [1019, 1001]);
+    assert_eq!(table.multi_token[1].labels[0].ids, [1000, 1000, 1000]);
+
+    let (fake, service) = numeral_service(false, &path).await;
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(status(&service).verdict, Verdict::Verified);
+    assert_eq!(
+        fake.completion_requests(),
+        1,
+        "one tokenizer request per check"
+    );
+    assert_eq!(fake.completion_prompts(), [1 + 191 + 100 + 255]);
+    assert_ready(&service, 200, "verified").await;
+}
+
+/// One id of one multi-token label changed (`07` says `0`, `777` instead of `0`, `7`): the
+/// first check finds the mismatch and the model is disabled, 503 and no read sent, though
+/// every single-token label still matches.
+#[tokio::test(start_paused = true)]
+async fn a_changed_multi_token_id_disables_the_model() {
+    let (_, path) = numeral_table(false, |t| t.multi_token[0].labels[7].ids[1] = 777);
+    let (fake, service) = numeral_service(false, &path).await;
+    assert_mismatch_503(&ask(&service, &request()).await);
+    assert_eq!(status(&service).verdict, Verdict::Mismatch);
+    assert_eq!(fake.chat_requests(), 0, "a disabled model sends no read");
+    assert_eq!(fake.completion_prompts(), [547]);
+    assert_ready(&service, 503, "mismatch").await;
+    assert_verdict_metric(&service, -1).await;
+}
+
+/// A tokenizer that splits numbers into digits (as Gemma 3 does): with labels 0–9 and
+/// numerals of exactly `width` tokens each, the table is verified. When the serving
+/// tokenizer starts merging digits again (the golden toy tokenizer: `42` one token), only
+/// multi-token labels differ, and the next check disables the model; once digits are split
+/// again, a later check passes and the model answers.
+#[tokio::test(start_paused = true)]
+async fn digit_split_labels_pass_and_a_tokenizer_that_merges_digits_is_caught() {
+    let (table, path) = numeral_table(true, |_| {});
+    assert!(table.multi_token.iter().all(|s| s.one_token_per_digit));
+    assert_eq!(table.multi_token[1].labels[254].ids, [1002, 1005, 1004]);
+
+    let (fake, service) = numeral_service(true, &path).await;
+    assert_answered(&ask(&service, &request()).await);
+    assert_eq!(status(&service).verdict, Verdict::Verified);
+    assert_eq!(fake.completion_prompts(), [1 + 10 + 100 + 255]);
+
+    fake.set_split_digits(false);
+    let (after, _) = next_check(&fake, &service, true).await;
+    assert_eq!(after.verdict, Verdict::Mismatch);
+    assert_mismatch_503(&ask(&service, &request()).await);
+
+    fake.set_split_digits(true);
+    let (after, _) = next_check(&fake, &service, false).await;
+    assert_eq!(after.verdict, Verdict::Verified);
+    assert_answered(&ask(&service, &request()).await);
 }

@@ -9,7 +9,7 @@ mod common;
 
 use serde_json::{json, Map};
 use systemone::models::tokens::build::{build, check, LoadedTokenizer};
-use systemone::models::tokens::TokenTable;
+use systemone::models::tokens::{prefix_conflict, TokenTable};
 
 use common::real_tokenizers::tokenizer_path;
 
@@ -142,4 +142,116 @@ fn a_sparse_tail_is_followed_up_to_255_labels() {
         .expect("checks")
         .iter()
         .any(|p| p.contains("missing")));
+}
+
+/// The committed table `name` and the real tokenizer `tokenizer` it was built from, with the
+/// table rebuilt from that tokenizer by the default build.
+fn rebuilt(name: &str, tokenizer: &str) -> (LoadedTokenizer, TokenTable, TokenTable) {
+    let tk = LoadedTokenizer::from_file(&tokenizer_path(tokenizer)).expect("loads");
+    let table = committed(name);
+    let rebuilt = build(&tk, name, &table.tokenizer.name, "answer=", 255, 10_000).expect("builds");
+    (tk, table, rebuilt)
+}
+
+/// Gemma 3 and Qwen 3 split numbers into digits: the built numeral schemes are `00`…`99`
+/// and `000`…`254`, prefix-free, every label exactly `width` tokens, each token the
+/// single-token id of its digit, and equal to the shipped files.
+#[test]
+fn numeral_schemes_of_the_real_tokenizers_are_prefix_free_digit_sequences() {
+    for (name, tokenizer) in [("gemma-3", "gemma3"), ("qwen-3", "qwen3")] {
+        let (tk, table, rebuilt) = rebuilt(name, tokenizer);
+        assert_eq!(rebuilt.multi_token, table.multi_token, "{name}");
+        let shape: Vec<(usize, usize)> = rebuilt
+            .multi_token
+            .iter()
+            .map(|s| (s.width, s.capacity()))
+            .collect();
+        assert_eq!(shape, [(2, 100), (3, 255)], "{name}");
+        assert_eq!(rebuilt.capacity_multi(), 255);
+        assert_eq!(rebuilt.multi_labels_for(11).map(|s| s.width), Some(2));
+        assert_eq!(rebuilt.multi_labels_for(101).map(|s| s.width), Some(3));
+        for scheme in &rebuilt.multi_token {
+            assert_eq!(prefix_conflict(&scheme.labels), None, "{name}");
+            assert!(scheme.one_token_per_digit, "{name} {}", scheme.describe());
+            assert_eq!(
+                scheme.labels.last().map(|l| l.text.as_str()),
+                Some(if scheme.width == 2 { "99" } else { "254" })
+            );
+            for label in &scheme.labels {
+                assert_eq!(label.ids.len(), scheme.width, "{name} {:?}", label.text);
+                let digits: Vec<u32> = label
+                    .text
+                    .bytes()
+                    .map(|b| table.labels[usize::from(b - b'0')].id)
+                    .collect();
+                assert_eq!(label.ids, digits, "{name} {:?}", label.text);
+                let full = tk
+                    .encode(&format!("answer={}", label.text))
+                    .expect("encodes");
+                assert_eq!(full, [table.prefix_ids.clone(), label.ids.clone()].concat());
+            }
+        }
+        assert!(check(&tk, &table).expect("checks").is_empty(), "{name}");
+    }
+}
+
+/// `tokens check` (the binary) accepts the shipped Gemma 3 table and rejects one whose
+/// multi-token label `"123"` has one id changed, naming the label, the table's ids and the
+/// tokenizer's; the library check finds exactly that one mismatch.
+#[test]
+fn tokens_check_rejects_a_tampered_multi_token_label() {
+    let tokenizer = tokenizer_path("gemma3");
+    let run = |table: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
+            .args(["tokens", "check", "--tokenizer"])
+            .arg(&tokenizer)
+            .arg("--table")
+            .arg(table)
+            .output()
+            .expect("runs")
+    };
+    let shipped = std::path::PathBuf::from(format!(
+        "{}/token-tables/gemma-3.json",
+        env!("CARGO_MANIFEST_DIR")
+    ));
+    let ok = run(&shipped);
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(
+        stdout.contains("10 labels and 355 multi-token labels"),
+        "{stdout}"
+    );
+
+    let mut tampered = committed("gemma-3");
+    let label = &mut tampered.multi_token[1].labels[123];
+    assert_eq!(label.text, "123");
+    let original = label.ids.clone();
+    label.ids[2] = 12_345;
+    let changed = label.ids.clone();
+    let path = common::temp_file("gemma-3-tampered.json", &tampered.to_json());
+    let tk = LoadedTokenizer::from_file(&tokenizer).expect("loads");
+    let problems = check(
+        &tk,
+        &TokenTable::load(path.to_str().expect("utf-8")).expect("loads"),
+    )
+    .expect("checks");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+
+    let out = run(&path);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a tampered table must fail: {stderr}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("mismatch: multi-token label \"123\""))
+        .unwrap_or_else(|| panic!("no mismatch line for \"123\" in {stderr}"));
+    assert!(line.contains(&format!("{changed:?}")), "{line}");
+    assert!(line.contains(&format!("{original:?}")), "{line}");
+    assert_eq!(stderr.matches("mismatch: ").count(), 1, "{stderr}");
 }

@@ -4,13 +4,17 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use crate::models::tokens::build::{build, check, LoadedTokenizer, DEFAULT_SEARCH_LIMIT};
-use crate::models::tokens::TokenTable;
+use crate::models::tokens::build::{
+    build_with_numerals, check, LoadedTokenizer, DEFAULT_SEARCH_LIMIT,
+};
+use crate::models::tokens::{MultiTokenScheme, TokenTable};
 
 /// `systemone tokens …`
 #[derive(Debug, Subcommand)]
 pub enum TokensCommand {
-    /// Write `token-tables/<name>.json`: the integers that are single tokens after the prefix.
+    /// Write `token-tables/<name>.json`: the integers that are single tokens after the
+    /// prefix, and the fixed-width numeral labels (`00`…`99`, `000`…`254`) with the token ids
+    /// each adds after the prefix.
     Build {
         /// The model's `tokenizer.json`.
         #[arg(long)]
@@ -24,9 +28,15 @@ pub enum TokensCommand {
         /// The assistant prefill the labels follow.
         #[arg(long, default_value = "answer=")]
         prefix: String,
-        /// Most labels to collect.
+        /// Most labels to collect (single-token, and per multi-token scheme).
         #[arg(long, default_value_t = 255)]
         max: usize,
+        /// Widths of the fixed-width numeral schemes to write (`2`: `00`…`99`).
+        #[arg(long, value_delimiter = ',', default_value = "2,3")]
+        numeral_widths: Vec<usize>,
+        /// Write no multi-token schemes (single-token labels only).
+        #[arg(long)]
+        no_multi_token: bool,
         /// Integers below this are tried.
         #[arg(long, default_value_t = DEFAULT_SEARCH_LIMIT)]
         search_limit: u32,
@@ -34,7 +44,8 @@ pub enum TokensCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Verify a table against a tokenizer; exits non-zero on any mismatch.
+    /// Verify a table against a tokenizer (prefix, single-token labels and every multi-token
+    /// label); exits non-zero on any mismatch.
     Check {
         /// The model's `tokenizer.json`.
         #[arg(long)]
@@ -54,17 +65,25 @@ pub fn run(command: TokensCommand) -> Result<(), Box<dyn std::error::Error>> {
             tokenizer_name,
             prefix,
             max,
+            numeral_widths,
+            no_multi_token,
             search_limit,
             out,
         } => {
             let tk = LoadedTokenizer::from_file(&tokenizer)?;
-            let table = build(
+            let widths = if no_multi_token {
+                Vec::new()
+            } else {
+                numeral_widths
+            };
+            let table = build_with_numerals(
                 &tk,
                 &name,
                 tokenizer_name.as_deref().unwrap_or(&name),
                 &prefix,
                 max,
                 search_limit,
+                &widths,
             )?;
             let out = out.unwrap_or_else(|| format!("token-tables/{name}.json").into());
             std::fs::write(&out, table.to_json())?;
@@ -75,6 +94,24 @@ pub fn run(command: TokensCommand) -> Result<(), Box<dyn std::error::Error>> {
                 table.labels.last().map_or(0, |l| l.number),
                 tk.sha256
             );
+            for scheme in &table.multi_token {
+                let lengths = match token_lengths(scheme) {
+                    (a, b) if a == b => format!("{a}"),
+                    (a, b) => format!("{a} to {b}"),
+                };
+                println!(
+                    "  {}: {} labels {:?}…{:?}, prefix-free, {lengths} tokens each{}",
+                    scheme.describe(),
+                    scheme.capacity(),
+                    scheme.labels.first().map_or("", |l| l.text.as_str()),
+                    scheme.labels.last().map_or("", |l| l.text.as_str()),
+                    if scheme.one_token_per_digit {
+                        " (one per digit)"
+                    } else {
+                        " (not one per digit)"
+                    }
+                );
+            }
             Ok(())
         }
         TokensCommand::Check { tokenizer, table } => {
@@ -83,8 +120,10 @@ pub fn run(command: TokensCommand) -> Result<(), Box<dyn std::error::Error>> {
             let problems = check(&tk, &table)?;
             if problems.is_empty() {
                 println!(
-                    "ok: {} labels of {} match the tokenizer",
+                    "ok: {} labels and {} multi-token labels ({}) of {} match the tokenizer",
                     table.capacity(),
+                    table.multi_label_count(),
+                    schemes(&table),
                     table.name
                 );
                 Ok(())
@@ -96,4 +135,26 @@ pub fn run(command: TokensCommand) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+}
+
+/// The fewest and most tokens a label of `scheme` has.
+fn token_lengths(scheme: &MultiTokenScheme) -> (usize, usize) {
+    let lengths = scheme.labels.iter().map(|l| l.ids.len());
+    (
+        lengths.clone().min().unwrap_or(0),
+        lengths.max().unwrap_or(0),
+    )
+}
+
+/// The table's schemes for a message: `numerals width 2, numerals width 3` (or `none`).
+fn schemes(table: &TokenTable) -> String {
+    if table.multi_token.is_empty() {
+        return "none".into();
+    }
+    let names: Vec<String> = table
+        .multi_token
+        .iter()
+        .map(MultiTokenScheme::describe)
+        .collect();
+    names.join(", ")
 }

@@ -4,7 +4,9 @@
 //!   derives deterministic log-probabilities from the sha256 of the rendered prompt, exactly
 //!   as the recorded fake did; it refuses what vLLM refuses (`continue_final_message` with
 //!   `add_generation_prompt`, `top_logprobs` > 20, more than 128 `logprob_token_ids`).
-//! * `POST /v1/completions` with `echo: true, max_tokens: 0` tokenizes with the toy tokenizer.
+//! * `POST /v1/completions` with `echo: true, max_tokens: 0` tokenizes with the toy tokenizer
+//!   (or, with [`FakeVllm::set_split_digits`], a variant that splits every number into
+//!   single digits, as Gemma 3 and Qwen 3 do).
 //! * Recorded answers can be installed to replay a golden case verbatim.
 //! * Fault modes turn it into a misbehaving backend; it counts requests and the most it
 //!   ever had in flight at once.
@@ -86,6 +88,11 @@ pub struct FakeState {
     pub mixed_seen: AtomicUsize,
     /// The faults [`Fault::Mixed`] injected: (the request's `messages` as JSON text, fault).
     pub mixed_hits: Mutex<Vec<(String, MixedFault)>>,
+    /// Whether the tokenizer splits every number into single digits (default false: the
+    /// golden toy tokenizer's greedy pieces worth 0..190).
+    pub split_digits: AtomicBool,
+    /// How many prompts each completions (tokenize) request carried, in arrival order.
+    pub completion_prompts: Mutex<Vec<usize>>,
 }
 
 /// A running fake.
@@ -112,6 +119,8 @@ impl FakeVllm {
             keep_bodies: AtomicBool::new(true),
             mixed_seen: AtomicUsize::new(0),
             mixed_hits: Mutex::new(Vec::new()),
+            split_digits: AtomicBool::new(false),
+            completion_prompts: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -153,6 +162,17 @@ impl FakeVllm {
     /// Tokenizer (completions) requests received so far.
     pub fn completion_requests(&self) -> usize {
         self.state.completion_requests.load(Ordering::SeqCst)
+    }
+
+    /// Makes the tokenizer split every number into single digits (`true`), or go back to
+    /// the golden toy tokenizer (`false`, the default).
+    pub fn set_split_digits(&self, split: bool) {
+        self.state.split_digits.store(split, Ordering::SeqCst);
+    }
+
+    /// How many prompts each tokenizer request that got past the fault modes carried.
+    pub fn completion_prompts(&self) -> Vec<usize> {
+        self.state.completion_prompts.lock().expect("lock").clone()
     }
 
     /// Sets a delay before every correct answer.
@@ -454,6 +474,24 @@ pub fn toy_tokenize(text: &str) -> Vec<u64> {
     out
 }
 
+/// The toy tokenizer with every digit its own token (`1000 + d`), as a tokenizer that
+/// splits numbers into digits would; everything else as [`toy_tokenize`].
+pub fn toy_tokenize_split_digits(text: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
+        out.extend(toy_tokenize(&rest[..start]));
+        let digits = &rest[start..];
+        let end = digits
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(digits.len());
+        out.extend(digits[..end].bytes().map(|b| 1000 + u64::from(b - b'0')));
+        rest = &digits[end..];
+    }
+    out.extend(toy_tokenize(rest));
+    out
+}
+
 async fn completions(
     State(state): State<Arc<FakeState>>,
     _headers: HeaderMap,
@@ -489,11 +527,21 @@ async fn completions(
         _ => return error(StatusCode::BAD_REQUEST, "prompt must be a string or a list"),
     };
     let as_ids = body["return_tokens_as_token_ids"] == json!(true);
+    state
+        .completion_prompts
+        .lock()
+        .expect("lock")
+        .push(prompts.len());
+    let tokenize = if state.split_digits.load(Ordering::SeqCst) {
+        toy_tokenize_split_digits
+    } else {
+        toy_tokenize
+    };
     let choices: Vec<Value> = prompts
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let ids: Vec<u64> = toy_tokenize(p)
+            let ids: Vec<u64> = tokenize(p)
                 .into_iter()
                 .map(|id| if id >= 1000 { id + offset } else { id })
                 .collect();

@@ -5,14 +5,28 @@
 //! prefixed string is tokenized, never bare digits, because many tokenizers merge or split
 //! digits differently after `=`. Labels are taken in ascending order, skipping integers that
 //! are not single tokens, so a sparse tail is possible (GLM: 0–190, then 192, 195, …).
+//!
+//! Multi-token numeral schemes (see the [module doc](super)) are built the same way: each
+//! label's text is tokenized after the prefix (`answer=07`, no special tokens), the result
+//! must start with the prefix's own ids, and the rest are the label's ids. A scheme whose
+//! id sequences are not prefix-free, or where a label merges with the prefix, is refused
+//! with an error that names the labels, since chain-rule scoring could not tell its labels
+//! apart.
 
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
-use super::{Label, TokenTable, TokenizerSource};
+use super::{
+    prefix_conflict, Label, MultiLabel, MultiTokenScheme, SchemeKind, TokenTable, TokenizerSource,
+    MAX_NUMERAL_WIDTH,
+};
 
 /// How far `build` looks for usable integers before giving up on finding `max` labels.
 pub const DEFAULT_SEARCH_LIMIT: u32 = 10_000;
+
+/// The widths of the fixed-width numeral schemes [`build`] writes: `00`…`99` and
+/// `000`…`254` (with the default `max` of 255).
+pub const DEFAULT_NUMERAL_WIDTHS: [usize; 2] = [2, 3];
 
 /// Why a table cannot be built or does not match.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +37,10 @@ pub enum BuildError {
     Encode { text: String, reason: String },
     #[error("no integer in 0..{0} is a single token after the prefix")]
     NoLabels(u32),
+    #[error("multi-token scheme {scheme} is unusable for this tokenizer: {reason}")]
+    Scheme { scheme: String, reason: String },
+    #[error("numeral widths {0:?}: each must be 1 to {MAX_NUMERAL_WIDTH}, strictly ascending")]
+    Widths(Vec<usize>),
 }
 
 /// A loaded tokenizer with the sha256 of the file it came from.
@@ -91,7 +109,8 @@ fn single_token(
     )
 }
 
-/// Builds a table of up to `max` labels, looking at integers below `search_limit`.
+/// Builds a table of up to `max` single-token labels, looking at integers below
+/// `search_limit`, with the [`DEFAULT_NUMERAL_WIDTHS`] numeral schemes.
 pub fn build(
     tk: &LoadedTokenizer,
     name: &str,
@@ -99,6 +118,28 @@ pub fn build(
     prefix: &str,
     max: usize,
     search_limit: u32,
+) -> Result<TokenTable, BuildError> {
+    build_with_numerals(
+        tk,
+        name,
+        tokenizer_name,
+        prefix,
+        max,
+        search_limit,
+        &DEFAULT_NUMERAL_WIDTHS,
+    )
+}
+
+/// [`build`] with numeral schemes of the given `widths` (strictly ascending; empty for
+/// none), each of at most `max` labels.
+pub fn build_with_numerals(
+    tk: &LoadedTokenizer,
+    name: &str,
+    tokenizer_name: &str,
+    prefix: &str,
+    max: usize,
+    search_limit: u32,
+    widths: &[usize],
 ) -> Result<TokenTable, BuildError> {
     let prefix_ids = tk.encode(prefix)?;
     let mut labels = Vec::new();
@@ -113,6 +154,7 @@ pub fn build(
     if labels.is_empty() {
         return Err(BuildError::NoLabels(search_limit));
     }
+    let multi_token = numeral_schemes(|text| tk.encode(text), prefix, &prefix_ids, widths, max)?;
     Ok(TokenTable {
         name: name.to_string(),
         tokenizer: TokenizerSource {
@@ -122,11 +164,73 @@ pub fn build(
         prefix: prefix.to_string(),
         prefix_ids,
         labels,
+        multi_token,
     })
 }
 
-/// Checks a table against a tokenizer: the prefix ids, every label's id, and that no usable
-/// integer below the table's last label was skipped. Returns every mismatch found.
+/// Builds numeral schemes of the given `widths` (strictly ascending, 1 to
+/// [`MAX_NUMERAL_WIDTH`]), each of `min(10^width, max)` labels, with `encode` (which must
+/// tokenize without special tokens, as the table's prefix ids were). Refuses a scheme whose
+/// label merges with the prefix, or whose id sequences are not prefix-free.
+pub fn numeral_schemes(
+    mut encode: impl FnMut(&str) -> Result<Vec<u32>, BuildError>,
+    prefix: &str,
+    prefix_ids: &[u32],
+    widths: &[usize],
+    max: usize,
+) -> Result<Vec<MultiTokenScheme>, BuildError> {
+    let kind = SchemeKind::Numerals;
+    let refuse = |width: usize, reason: String| BuildError::Scheme {
+        scheme: format!("{} width {width}", kind.as_str()),
+        reason,
+    };
+    let in_range = widths.iter().all(|w| (1..=MAX_NUMERAL_WIDTH).contains(w));
+    if !in_range || widths.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(BuildError::Widths(widths.to_vec()));
+    }
+    let mut schemes = Vec::with_capacity(widths.len());
+    for &width in widths {
+        let count = kind.max_labels(width).min(max);
+        if count == 0 {
+            continue;
+        }
+        let mut labels = Vec::with_capacity(count);
+        for i in 0..count {
+            let text = kind.text(width, i);
+            let ids = encode(&format!("{prefix}{text}"))?;
+            let rest = match ids.strip_prefix(prefix_ids) {
+                Some(rest) if !rest.is_empty() => rest.to_vec(),
+                _ => {
+                    return Err(refuse(
+                        width,
+                        format!(
+                            "{:?} tokenizes as {ids:?}, which is not the prefix's own ids \
+                             {prefix_ids:?} followed by the label's",
+                            format!("{prefix}{text}")
+                        ),
+                    ))
+                }
+            };
+            labels.push(MultiLabel { text, ids: rest });
+        }
+        if let Some(conflict) = prefix_conflict(&labels) {
+            return Err(refuse(width, conflict.to_string()));
+        }
+        let scheme = MultiTokenScheme {
+            scheme: kind,
+            width,
+            one_token_per_digit: MultiTokenScheme::every_label_has_width_tokens(&labels, width),
+            labels,
+        };
+        scheme.validate().map_err(|reason| refuse(width, reason))?;
+        schemes.push(scheme);
+    }
+    Ok(schemes)
+}
+
+/// Checks a table against a tokenizer: the prefix ids, every label's id, that no usable
+/// integer below the table's last label was skipped, and every multi-token label's ids.
+/// Returns every mismatch found.
 pub fn check(tk: &LoadedTokenizer, table: &TokenTable) -> Result<Vec<String>, BuildError> {
     let mut problems = Vec::new();
     if let Some(sha) = &table.tokenizer.sha256 {
@@ -163,5 +267,152 @@ pub fn check(tk: &LoadedTokenizer, table: &TokenTable) -> Result<Vec<String>, Bu
             (None, None) => {}
         }
     }
+    problems.extend(check_multi(|text| tk.encode(text), table, &prefix_ids)?);
     Ok(problems)
+}
+
+/// Re-encodes every multi-token label of `table` (`prefix + text`) with `encode` and
+/// reports each one whose ids after `prefix_ids` (the tokenizer's own ids for the prefix)
+/// differ from the table's: its text, the table's ids and the tokenizer's.
+pub fn check_multi(
+    mut encode: impl FnMut(&str) -> Result<Vec<u32>, BuildError>,
+    table: &TokenTable,
+    prefix_ids: &[u32],
+) -> Result<Vec<String>, BuildError> {
+    let mut problems = Vec::new();
+    for (scheme, label) in table.multi_labels() {
+        let full = format!("{}{}", table.prefix, label.text);
+        let ids = encode(&full)?;
+        match ids.strip_prefix(prefix_ids) {
+            Some(rest) if rest == label.ids.as_slice() => {}
+            Some(rest) => problems.push(format!(
+                "multi-token label {:?} ({}): table ids {:?}, tokenizer ids {rest:?}",
+                label.text,
+                scheme.describe(),
+                label.ids
+            )),
+            None => problems.push(format!(
+                "multi-token label {:?} ({}): table ids {:?}, but {full:?} tokenizes as \
+                 {ids:?}, which does not start with the prefix ids {prefix_ids:?}",
+                label.text,
+                scheme.describe(),
+                label.ids
+            )),
+        }
+    }
+    Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PREFIX: &str = "answer=";
+    const PREFIX_IDS: [u32; 2] = [500, 61];
+
+    /// A digit-splitting encoder: the prefix's ids, then `100 + d` for each digit `d`.
+    fn split(text: &str) -> Result<Vec<u32>, BuildError> {
+        let rest = text.strip_prefix(PREFIX).expect("prefixed");
+        let mut ids = PREFIX_IDS.to_vec();
+        ids.extend(rest.bytes().map(|b| 100 + u32::from(b - b'0')));
+        Ok(ids)
+    }
+
+    #[test]
+    fn numeral_schemes_of_a_digit_splitting_encoder() {
+        let schemes = numeral_schemes(split, PREFIX, &PREFIX_IDS, &[2, 3], 255).expect("builds");
+        assert_eq!(schemes.len(), 2);
+        let (two, three) = (&schemes[0], &schemes[1]);
+        assert_eq!((two.width, two.capacity()), (2, 100));
+        assert_eq!((three.width, three.capacity()), (3, 255));
+        assert!(two.one_token_per_digit && three.one_token_per_digit);
+        assert_eq!(two.labels[7].text, "07");
+        assert_eq!(two.labels[7].ids, [100, 107]);
+        assert_eq!(three.labels[254].text, "254");
+        assert_eq!(three.labels[254].ids, [102, 105, 104]);
+        assert_eq!(
+            numeral_schemes(split, PREFIX, &PREFIX_IDS, &[3], 40).expect("builds")[0].capacity(),
+            40
+        );
+        assert!(numeral_schemes(split, PREFIX, &PREFIX_IDS, &[], 255)
+            .expect("none")
+            .is_empty());
+        for widths in [&[3, 2][..], &[2, 2], &[0], &[10]] {
+            assert!(
+                matches!(
+                    numeral_schemes(split, PREFIX, &PREFIX_IDS, widths, 255),
+                    Err(BuildError::Widths(_))
+                ),
+                "{widths:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_scheme_that_is_not_prefix_free_is_refused_naming_both_labels() {
+        // "answer=42" stops after the 4: its ids are a prefix of every "4x".
+        let short = |text: &str| {
+            let mut ids = split(text)?;
+            if text == "answer=42" {
+                ids.pop();
+            }
+            Ok(ids)
+        };
+        let err = numeral_schemes(short, PREFIX, &PREFIX_IDS, &[2], 255)
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("numerals width 2"), "{err}");
+        assert!(err.contains("\"42\"") && err.contains("\"40\""), "{err}");
+        assert!(err.contains("prefix-free"), "{err}");
+
+        // "answer=13" tokenizes like "answer=31".
+        let same = |text: &str| {
+            split(if text == "answer=13" {
+                "answer=31"
+            } else {
+                text
+            })
+        };
+        let err = numeral_schemes(same, PREFIX, &PREFIX_IDS, &[2], 255)
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("\"13\"") && err.contains("\"31\""), "{err}");
+        assert!(err.contains("same ids"), "{err}");
+    }
+
+    #[test]
+    fn a_label_that_merges_with_the_prefix_is_refused() {
+        // "=0" is one token: "answer=05" does not start with the prefix's ids.
+        let merged = |text: &str| {
+            let mut ids = split(text)?;
+            if ids[2] == 100 {
+                ids.splice(1..3, [900]);
+            }
+            Ok(ids)
+        };
+        let err = numeral_schemes(merged, PREFIX, &PREFIX_IDS, &[2], 255)
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("numerals width 2"), "{err}");
+        assert!(err.contains("answer=00"), "{err}");
+        assert!(err.contains("[500, 900, 100]"), "{err}");
+    }
+
+    #[test]
+    fn check_multi_reports_each_changed_label() {
+        let mut table = TokenTable::load("golden-fake").expect("built in");
+        table.multi_token =
+            numeral_schemes(split, PREFIX, &PREFIX_IDS, &[2, 3], 255).expect("builds");
+        assert!(check_multi(split, &table, &PREFIX_IDS)
+            .expect("checks")
+            .is_empty());
+        table.multi_token[0].labels[7].ids[1] = 999;
+        table.multi_token[1].labels[200].ids = vec![1];
+        let problems = check_multi(split, &table, &PREFIX_IDS).expect("checks");
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("\"07\""), "{problems:?}");
+        assert!(problems[0].contains("[100, 999]"), "{problems:?}");
+        assert!(problems[0].contains("[100, 107]"), "{problems:?}");
+        assert!(problems[1].contains("\"200\""), "{problems:?}");
+    }
 }

@@ -1,9 +1,42 @@
-//! Token tables: which integers are single-token option labels for a model, and their ids.
+//! Token tables: which option labels a model can read, and their token ids.
 //!
 //! The whole technique rests on one fact: `answer=` + `str(i)` is the tokens of `answer=`
 //! plus exactly one more token, whose id the service masks to and reads. A table is data
 //! (`token-tables/<name>.json`), built from the model's real tokenizer; the tables shipped
 //! in the repository are also compiled into the binary so a name alone finds them.
+//!
+//! # Multi-token labels
+//!
+//! Tokenizers that split numbers into digits (Gemma 3, Qwen 3) have only the ten
+//! single-token labels 0–9. For more options a table may also hold **multi-token label
+//! schemes**, to be scored by the chain rule (the probability of a label is the product of
+//! its tokens' conditional probabilities). The one scheme today is fixed-width numerals:
+//! width 2 is `"00"`…`"99"`, width 3 is `"000"`…`"254"` (at most `--max`, 255, labels per
+//! scheme). Each label records its text and the token ids that text adds right after the
+//! prefix (`answer=` + text, without special tokens, minus the prefix's own ids).
+//!
+//! The section is optional: it is written after `labels` and left out when empty, so
+//! tables without it (`golden-fake`) load and re-serialize unchanged:
+//!
+//! ```json
+//! "multi_token": [
+//!   {"scheme": "numerals", "width": 2, "one_token_per_digit": true, "labels": [
+//!     {"text": "00", "ids": [236771, 236771]},
+//!     …
+//!   ]},
+//!   {"scheme": "numerals", "width": 3, "one_token_per_digit": true, "labels": [
+//!     {"text": "000", "ids": [236771, 236771, 236771]},
+//!     …
+//!   ]}
+//! ]
+//! ```
+//!
+//! Loading a table checks what chain-rule scoring relies on: schemes in strictly ascending
+//! width, each one's label texts exactly `0…` zero-padded to its width in order, every
+//! label with at least one id, and the id sequences **prefix-free** (no label's ids equal
+//! to or a prefix of another's in the same scheme), so a generated sequence names at most
+//! one label. `one_token_per_digit` records whether every label is exactly `width` tokens
+//! (true for Gemma 3 and Qwen 3); it must agree with the labels.
 
 use serde::{Deserialize, Serialize};
 
@@ -83,7 +116,192 @@ pub struct TokenizerSource {
     pub sha256: Option<String>,
 }
 
-/// A model's single-token labels in ascending order.
+/// The kinds of multi-token label scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemeKind {
+    /// Fixed-width decimal numerals with leading zeros: width 2 is `"00"`…`"99"`.
+    Numerals,
+}
+
+impl SchemeKind {
+    /// The scheme's name as written in the table.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemeKind::Numerals => "numerals",
+        }
+    }
+
+    /// The text of label `i` of this scheme at `width`.
+    pub fn text(self, width: usize, i: usize) -> String {
+        match self {
+            SchemeKind::Numerals => format!("{i:0width$}"),
+        }
+    }
+
+    /// How many labels a scheme of `width` can have at most (`10^width` numerals).
+    pub fn max_labels(self, width: usize) -> usize {
+        match self {
+            SchemeKind::Numerals => u32::try_from(width)
+                .ok()
+                .and_then(|w| 10usize.checked_pow(w))
+                .unwrap_or(usize::MAX),
+        }
+    }
+}
+
+/// The widest numerals a scheme may have (`10^9` labels is far beyond any option limit).
+pub const MAX_NUMERAL_WIDTH: usize = 9;
+
+/// One multi-token label: the text written in the prompt and the ids it adds after the
+/// prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MultiLabel {
+    /// The label as it appears in the prompt (`"07"`).
+    pub text: String,
+    /// The token ids of `prefix + text` after the prefix's own ids, in order.
+    pub ids: Vec<u32>,
+}
+
+/// A set of multi-token labels of one kind and width; option `p` uses `labels[p]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MultiTokenScheme {
+    /// What kind of labels these are.
+    pub scheme: SchemeKind,
+    /// Characters per label (`2`: `"00"`…`"99"`).
+    pub width: usize,
+    /// Whether every label is exactly `width` tokens (one per digit), as recorded by the
+    /// build; checked against `labels` on load.
+    pub one_token_per_digit: bool,
+    /// The labels, in option order (`"00"`, `"01"`, …).
+    pub labels: Vec<MultiLabel>,
+}
+
+impl MultiTokenScheme {
+    /// How many options this scheme can label.
+    pub fn capacity(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// A short name for messages: `numerals width 2`.
+    pub fn describe(&self) -> String {
+        format!("{} width {}", self.scheme.as_str(), self.width)
+    }
+
+    /// Whether every label is exactly `width` tokens.
+    pub fn every_label_has_width_tokens(labels: &[MultiLabel], width: usize) -> bool {
+        labels.iter().all(|l| l.ids.len() == width)
+    }
+
+    /// Checks the scheme's invariants (see the module doc).
+    pub fn validate(&self) -> Result<(), String> {
+        let name = self.describe();
+        if self.width == 0 || self.width > MAX_NUMERAL_WIDTH {
+            return Err(format!("{name}: width must be 1 to {MAX_NUMERAL_WIDTH}"));
+        }
+        if self.labels.is_empty() {
+            return Err(format!("{name}: the scheme has no labels"));
+        }
+        if self.labels.len() > self.scheme.max_labels(self.width) {
+            return Err(format!(
+                "{name}: {} labels is more than the width allows",
+                self.labels.len()
+            ));
+        }
+        for (i, label) in self.labels.iter().enumerate() {
+            let expected = self.scheme.text(self.width, i);
+            if label.text != expected {
+                return Err(format!(
+                    "{name}: label {i} is {:?}, expected {expected:?}",
+                    label.text
+                ));
+            }
+            if label.ids.is_empty() {
+                return Err(format!("{name}: label {:?} has no ids", label.text));
+            }
+        }
+        if let Some(conflict) = prefix_conflict(&self.labels) {
+            return Err(format!("{name}: {conflict}"));
+        }
+        let uniform = Self::every_label_has_width_tokens(&self.labels, self.width);
+        if uniform != self.one_token_per_digit {
+            return Err(format!(
+                "{name}: one_token_per_digit is {}, but the labels say {uniform}",
+                self.one_token_per_digit
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Two labels whose id sequences make a scheme ambiguous.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrefixConflict {
+    /// Both labels have exactly these ids.
+    Identical {
+        first: String,
+        second: String,
+        ids: Vec<u32>,
+    },
+    /// `shorter`'s ids are a proper prefix of `longer`'s.
+    Prefix {
+        shorter: String,
+        shorter_ids: Vec<u32>,
+        longer: String,
+        longer_ids: Vec<u32>,
+    },
+}
+
+impl std::fmt::Display for PrefixConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrefixConflict::Identical { first, second, ids } => write!(
+                f,
+                "labels {first:?} and {second:?} have the same ids {ids:?}"
+            ),
+            PrefixConflict::Prefix {
+                shorter,
+                shorter_ids,
+                longer,
+                longer_ids,
+            } => write!(
+                f,
+                "the ids of label {shorter:?} {shorter_ids:?} are a prefix of those of \
+                 label {longer:?} {longer_ids:?}, so the labels are not prefix-free"
+            ),
+        }
+    }
+}
+
+/// The first pair of labels (in sorted id order) whose ids are identical or one a prefix of
+/// the other, if any; `None` means the labels are prefix-free. Sorted lexicographically,
+/// every sequence between a sequence and one it is a prefix of shares that prefix, so
+/// comparing neighbours finds a conflict whenever there is one.
+pub fn prefix_conflict(labels: &[MultiLabel]) -> Option<PrefixConflict> {
+    let mut sorted: Vec<&MultiLabel> = labels.iter().collect();
+    sorted.sort_by(|a, b| a.ids.cmp(&b.ids).then_with(|| a.text.cmp(&b.text)));
+    sorted.windows(2).find_map(|w| {
+        let (a, b) = (w[0], w[1]);
+        if a.ids == b.ids {
+            Some(PrefixConflict::Identical {
+                first: a.text.clone(),
+                second: b.text.clone(),
+                ids: a.ids.clone(),
+            })
+        } else if b.ids.starts_with(&a.ids) {
+            Some(PrefixConflict::Prefix {
+                shorter: a.text.clone(),
+                shorter_ids: a.ids.clone(),
+                longer: b.text.clone(),
+                longer_ids: b.ids.clone(),
+            })
+        } else {
+            None
+        }
+    })
+}
+
+/// A model's single-token labels in ascending order, and its multi-token label schemes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenTable {
     /// The table's name (`gemma-3`, `golden-fake`).
@@ -96,6 +314,9 @@ pub struct TokenTable {
     pub prefix_ids: Vec<u32>,
     /// Usable labels, ascending; option `p` of a question uses `labels[p]`.
     pub labels: Vec<Label>,
+    /// Multi-token label schemes in ascending width (empty: none; left out of the JSON).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub multi_token: Vec<MultiTokenScheme>,
 }
 
 /// Why a table could not be loaded.
@@ -127,6 +348,16 @@ impl TokenTable {
         if table.labels.windows(2).any(|w| w[0].number >= w[1].number) {
             return Err("label numbers must be strictly ascending".into());
         }
+        if table
+            .multi_token
+            .windows(2)
+            .any(|w| w[0].width >= w[1].width)
+        {
+            return Err("multi_token schemes must be in strictly ascending width".into());
+        }
+        for scheme in &table.multi_token {
+            scheme.validate()?;
+        }
         Ok(table)
     }
 
@@ -144,17 +375,83 @@ impl TokenTable {
         });
         let head = serde_json::to_string_pretty(&head).unwrap_or_default();
         let head = head.trim_end().trim_end_matches('}').trim_end();
+        let multi = if self.multi_token.is_empty() {
+            String::new()
+        } else {
+            let schemes: Vec<String> = self.multi_token.iter().map(scheme_json).collect();
+            format!(",\n  \"multi_token\": [\n{}\n  ]", schemes.join(",\n"))
+        };
         format!(
-            "{head},\n  \"prefix_ids\": {},\n  \"labels\": [\n{}\n  ]\n}}\n",
-            serde_json::to_string(&self.prefix_ids).unwrap_or_default(),
+            "{head},\n  \"prefix_ids\": {},\n  \"labels\": [\n{}\n  ]{multi}\n}}\n",
+            ids_json(&self.prefix_ids),
             labels.join(",\n")
         )
     }
 
-    /// How many options one question may have on this model.
+    /// How many options one question may have on this model with single-token labels.
     pub fn capacity(&self) -> usize {
         self.labels.len()
     }
+
+    /// The most options a multi-token scheme of this table can label (0 without any).
+    pub fn capacity_multi(&self) -> usize {
+        self.multi_token
+            .iter()
+            .map(MultiTokenScheme::capacity)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The narrowest multi-token scheme with at least `n` labels, if any.
+    pub fn multi_labels_for(&self, n: usize) -> Option<&MultiTokenScheme> {
+        self.multi_token
+            .iter()
+            .filter(|s| s.capacity() >= n)
+            .min_by_key(|s| s.width)
+    }
+
+    /// Every multi-token label with its scheme, schemes in table order.
+    pub fn multi_labels(&self) -> impl Iterator<Item = (&MultiTokenScheme, &MultiLabel)> {
+        self.multi_token
+            .iter()
+            .flat_map(|s| s.labels.iter().map(move |l| (s, l)))
+    }
+
+    /// How many multi-token labels the table holds, over all schemes.
+    pub fn multi_label_count(&self) -> usize {
+        self.multi_token
+            .iter()
+            .map(MultiTokenScheme::capacity)
+            .sum()
+    }
+}
+
+/// Token ids as written in a table: `[1, 2]`.
+fn ids_json(ids: &[u32]) -> String {
+    let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+    format!("[{}]", ids.join(", "))
+}
+
+/// One scheme as written in a table: its header on one line, then one label per line.
+fn scheme_json(scheme: &MultiTokenScheme) -> String {
+    let labels: Vec<String> = scheme
+        .labels
+        .iter()
+        .map(|l| {
+            format!(
+                "      {{\"text\": {}, \"ids\": {}}}",
+                serde_json::Value::String(l.text.clone()),
+                ids_json(&l.ids)
+            )
+        })
+        .collect();
+    format!(
+        "    {{\"scheme\": \"{}\", \"width\": {}, \"one_token_per_digit\": {}, \"labels\": [\n{}\n    ]}}",
+        scheme.scheme.as_str(),
+        scheme.width,
+        scheme.one_token_per_digit,
+        labels.join(",\n")
+    )
 }
 
 #[cfg(test)]
@@ -177,5 +474,170 @@ mod tests {
         ));
         let bad = r#"{"name":"x","tokenizer":{"name":"t","sha256":null},"prefix":"answer=","prefix_ids":[],"labels":[{"number":2,"id":1},{"number":1,"id":2}]}"#;
         assert!(TokenTable::parse(bad).is_err());
+    }
+
+    fn label(text: &str, ids: &[u32]) -> MultiLabel {
+        MultiLabel {
+            text: text.into(),
+            ids: ids.to_vec(),
+        }
+    }
+
+    #[test]
+    fn prefix_free_detection_on_hand_made_ids() {
+        let clean = [
+            label("00", &[1, 1]),
+            label("01", &[1, 2]),
+            label("10", &[2, 1]),
+            label("11", &[3]),
+        ];
+        assert_eq!(prefix_conflict(&clean), None);
+        assert_eq!(prefix_conflict(&[]), None);
+
+        // "0" = [2] is a prefix of "3" = [2, 5] and of "1" = [2, 5, 7]; the pair reported
+        // is the first in sorted id order.
+        let prefix = [
+            label("0", &[2]),
+            label("1", &[2, 5, 7]),
+            label("2", &[1, 9]),
+            label("3", &[2, 5]),
+        ];
+        match prefix_conflict(&prefix) {
+            Some(PrefixConflict::Prefix {
+                shorter, longer, ..
+            }) => assert_eq!((shorter.as_str(), longer.as_str()), ("0", "3")),
+            other => panic!("expected a prefix pair, got {other:?}"),
+        }
+        let message = prefix_conflict(&prefix).expect("conflict").to_string();
+        assert!(
+            message.contains("\"0\"") && message.contains("\"3\""),
+            "{message}"
+        );
+        assert!(message.contains("prefix-free"), "{message}");
+
+        let identical = [label("a", &[4, 4]), label("b", &[1]), label("c", &[4, 4])];
+        match prefix_conflict(&identical) {
+            Some(PrefixConflict::Identical { first, second, ids }) => {
+                assert_eq!((first.as_str(), second.as_str()), ("a", "c"));
+                assert_eq!(ids, [4, 4]);
+            }
+            other => panic!("expected an identical pair, got {other:?}"),
+        }
+    }
+
+    /// A small table with a 2-wide numeral scheme of `n` labels, ids `[1000 + tens, 1000 + ones]`.
+    fn with_scheme(n: usize) -> TokenTable {
+        let mut t = TokenTable::load("golden-fake").expect("built in");
+        t.labels.truncate(10);
+        let labels = (0..n)
+            .map(|i| {
+                label(
+                    &format!("{i:02}"),
+                    &[1000 + (i / 10) as u32, 1000 + (i % 10) as u32],
+                )
+            })
+            .collect();
+        t.multi_token = vec![MultiTokenScheme {
+            scheme: SchemeKind::Numerals,
+            width: 2,
+            one_token_per_digit: true,
+            labels,
+        }];
+        t
+    }
+
+    #[test]
+    fn json_round_trip_with_and_without_the_multi_token_section() {
+        let without = TokenTable::load("golden-fake").expect("built in");
+        assert!(without.multi_token.is_empty());
+        let text = without.to_json();
+        assert!(!text.contains("multi_token"));
+        assert_eq!(TokenTable::parse(&text).expect("parses"), without);
+
+        let with = with_scheme(100);
+        let text = with.to_json();
+        assert!(text.contains("\"multi_token\""), "{text}");
+        assert!(
+            text.contains("\n      {\"text\": \"07\", \"ids\": [1000, 1007]},\n"),
+            "{text}"
+        );
+        let back = TokenTable::parse(&text).expect("parses");
+        assert_eq!(back, with);
+        assert_eq!(back.to_json(), text);
+        // serde's own writer gives the same table too.
+        let via_serde = serde_json::to_string(&with).expect("serializes");
+        assert_eq!(TokenTable::parse(&via_serde).expect("parses"), with);
+    }
+
+    #[test]
+    fn golden_fake_re_serializes_byte_identical() {
+        let file = shipped::TOKEN_TABLES
+            .iter()
+            .find(|(n, _)| *n == "golden-fake")
+            .map(|(_, text)| *text)
+            .expect("shipped");
+        let table = TokenTable::parse(file).expect("parses");
+        assert_eq!(table.to_json(), file);
+    }
+
+    #[test]
+    fn multi_labels_for_picks_the_narrowest_scheme_that_fits() {
+        let mut t = with_scheme(100);
+        assert_eq!(t.capacity(), 10);
+        assert_eq!(t.capacity_multi(), 100);
+        assert_eq!(t.multi_labels_for(11).map(|s| s.width), Some(2));
+        assert_eq!(t.multi_labels_for(100).map(|s| s.width), Some(2));
+        assert!(t.multi_labels_for(101).is_none());
+        t.multi_token.push(MultiTokenScheme {
+            scheme: SchemeKind::Numerals,
+            width: 3,
+            one_token_per_digit: false,
+            labels: (0..255)
+                .map(|i| label(&format!("{i:03}"), &[2000 + i as u32]))
+                .collect(),
+        });
+        assert_eq!(t.capacity_multi(), 255);
+        assert_eq!(t.multi_label_count(), 355);
+        assert_eq!(t.multi_labels_for(50).map(|s| s.width), Some(2));
+        assert_eq!(t.multi_labels_for(101).map(|s| s.width), Some(3));
+        assert_eq!(t.multi_labels_for(255).map(|s| s.width), Some(3));
+        assert!(t.multi_labels_for(256).is_none());
+        assert!(TokenTable::parse(&t.to_json()).is_ok());
+        assert_eq!(
+            TokenTable::load("golden-fake")
+                .expect("built in")
+                .capacity_multi(),
+            0
+        );
+    }
+
+    #[test]
+    fn malformed_multi_token_sections_are_refused() {
+        let refused = |t: &TokenTable, needle: &str| {
+            let err = TokenTable::parse(&t.to_json()).expect_err("refused");
+            assert!(err.contains(needle), "{err}");
+        };
+        let mut t = with_scheme(12);
+        t.multi_token[0].labels[11].ids = vec![1000, 1001];
+        refused(&t, "same ids");
+        let mut t = with_scheme(12);
+        t.multi_token[0].labels[11].ids = vec![1000];
+        refused(&t, "prefix-free");
+        let mut t = with_scheme(12);
+        t.multi_token[0].labels[3].text = "3".into();
+        refused(&t, "expected \"03\"");
+        let mut t = with_scheme(12);
+        t.multi_token[0].one_token_per_digit = false;
+        refused(&t, "one_token_per_digit");
+        let mut t = with_scheme(12);
+        t.multi_token[0].labels[5].ids.clear();
+        refused(&t, "no ids");
+        let mut t = with_scheme(12);
+        t.multi_token.push(t.multi_token[0].clone());
+        refused(&t, "ascending width");
+        let unknown = with_scheme(3)
+            .to_json()
+            .replace("\"numerals\"", "\"letters\"");
+        assert!(TokenTable::parse(&unknown).is_err());
     }
 }

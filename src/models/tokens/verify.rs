@@ -2,9 +2,11 @@
 //!
 //! A wrong table gives plausible, wrong probabilities, so the service checks it against the
 //! backend at a model's first request and every `interval` after (technique §3): one batched
-//! tokenize request for `prefix` and `prefix + label` for every label, compared with the
+//! tokenize request for `prefix`, `prefix + label` for every single-token label and
+//! `prefix + text` for every multi-token label (see [`check_texts`]), compared with the
 //! table. The comparison is relative to the backend's own tokens for the prefix, so a BOS
-//! the backend adds is neither required nor forbidden.
+//! the backend adds is neither required nor forbidden. A multi-token label must tokenize as
+//! the prefix's tokens followed by exactly the label's ids.
 //!
 //! * No lock is held while a check runs; requests that arrive meanwhile go by the last
 //!   verdict and never wait, except before the very first verdict, when they wait for the
@@ -254,14 +256,7 @@ pub async fn check_once(
         Ok(None) => {}
         Err(e) => return CheckOutcome::Inconclusive(e.to_string()),
     }
-    let mut texts = Vec::with_capacity(table.labels.len() + 1);
-    texts.push(table.prefix.clone());
-    texts.extend(
-        table
-            .labels
-            .iter()
-            .map(|l| format!("{}{}", table.prefix, l.number)),
-    );
+    let texts = check_texts(table);
     let permit = in_flight.acquire().await;
     let tokens = match backend.tokenize(&texts, permit).await {
         Ok(tokens) => tokens,
@@ -270,12 +265,32 @@ pub async fn check_once(
     compare(table, &tokens)
 }
 
-/// Compares a backend's tokens for `[prefix, prefix+label…]` with the table.
+/// The texts one check tokenizes, in one batch: the prefix, `prefix + number` for every
+/// single-token label, then `prefix + text` for every multi-token label (schemes in table
+/// order).
+pub fn check_texts(table: &TokenTable) -> Vec<String> {
+    let mut texts = Vec::with_capacity(1 + table.labels.len() + table.multi_label_count());
+    texts.push(table.prefix.clone());
+    texts.extend(
+        table
+            .labels
+            .iter()
+            .map(|l| format!("{}{}", table.prefix, l.number)),
+    );
+    texts.extend(
+        table
+            .multi_labels()
+            .map(|(_, l)| format!("{}{}", table.prefix, l.text)),
+    );
+    texts
+}
+
+/// Compares a backend's tokens for [`check_texts`] with the table.
 pub fn compare(table: &TokenTable, tokens: &[Vec<u32>]) -> CheckOutcome {
-    if tokens.len() != table.labels.len() + 1 {
+    let expected = 1 + table.labels.len() + table.multi_label_count();
+    if tokens.len() != expected {
         return CheckOutcome::Inconclusive(format!(
-            "asked to tokenize {} texts, got {}",
-            table.labels.len() + 1,
+            "asked to tokenize {expected} texts, got {}",
             tokens.len()
         ));
     }
@@ -286,12 +301,24 @@ pub fn compare(table: &TokenTable, tokens: &[Vec<u32>]) -> CheckOutcome {
             table.prefix_ids
         ));
     }
-    for (label, got) in table.labels.iter().zip(&tokens[1..]) {
+    let (singles, multi) = tokens[1..].split_at(table.labels.len());
+    for (label, got) in table.labels.iter().zip(singles) {
         let single = got.len() == prefix.len() + 1 && got.starts_with(prefix);
         if !single || got.last() != Some(&label.id) {
             return CheckOutcome::Mismatch(format!(
                 "label {} tokenizes as {got:?} after the prefix {prefix:?}; the table says id {}",
                 label.number, label.id
+            ));
+        }
+    }
+    for ((scheme, label), got) in table.multi_labels().zip(multi) {
+        if got.strip_prefix(prefix.as_slice()) != Some(label.ids.as_slice()) {
+            return CheckOutcome::Mismatch(format!(
+                "multi-token label {:?} ({}) tokenizes as {got:?} after the prefix {prefix:?}; \
+                 the table says ids {:?}",
+                label.text,
+                scheme.describe(),
+                label.ids
             ));
         }
     }
@@ -306,7 +333,8 @@ mod tests {
         TokenTable::load("gemma-3").expect("ships")
     }
 
-    /// What a serving tokenizer that matches `t` returns: the prefix, then prefix + label.
+    /// What a serving tokenizer that matches `t` returns: the prefix, then prefix + label
+    /// for the single-token labels, then prefix + ids for the multi-token ones.
     fn serving_tokens(t: &TokenTable) -> Vec<Vec<u32>> {
         let mut tokens = vec![t.prefix_ids.clone()];
         tokens.extend(
@@ -314,7 +342,58 @@ mod tests {
                 .iter()
                 .map(|l| [t.prefix_ids.clone(), vec![l.id]].concat()),
         );
+        tokens.extend(
+            t.multi_labels()
+                .map(|(_, l)| [t.prefix_ids.clone(), l.ids.clone()].concat()),
+        );
         tokens
+    }
+
+    #[test]
+    fn the_batch_holds_the_prefix_every_label_and_every_multi_token_label() {
+        let t = table();
+        assert_eq!(t.multi_label_count(), 355, "00–99 and 000–254");
+        let texts = check_texts(&t);
+        assert_eq!(texts.len(), 1 + 10 + 100 + 255);
+        assert_eq!(texts[0], "answer=");
+        assert_eq!(texts[1], "answer=0");
+        assert_eq!(texts[10], "answer=9");
+        assert_eq!(texts[11], "answer=00");
+        assert_eq!(texts[110], "answer=99");
+        assert_eq!(texts[111], "answer=000");
+        assert_eq!(texts[365], "answer=254");
+        let golden = TokenTable::load("golden-fake").expect("ships");
+        assert_eq!(check_texts(&golden).len(), 192, "no multi-token section");
+    }
+
+    #[test]
+    fn a_changed_multi_token_label_is_a_mismatch_with_or_without_bos() {
+        let t = table();
+        let tokens = serving_tokens(&t);
+        let with_bos: Vec<Vec<u32>> = tokens
+            .iter()
+            .map(|ts| [vec![2], ts.clone()].concat())
+            .collect();
+        assert_eq!(compare(&t, &with_bos), CheckOutcome::Match);
+        // "answer=07" (index 1 + 10 + 7) now ends in another id.
+        let mut changed = with_bos.clone();
+        *changed[18].last_mut().expect("ids") += 1;
+        match compare(&t, &changed) {
+            CheckOutcome::Mismatch(why) => assert!(why.contains("\"07\""), "{why}"),
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+        // "answer=254" (the last) split into one token more.
+        let mut split = tokens.clone();
+        split[365].push(9);
+        match compare(&t, &split) {
+            CheckOutcome::Mismatch(why) => assert!(why.contains("\"254\""), "{why}"),
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+        // One text short: the multi-token labels were not all answered.
+        assert!(matches!(
+            compare(&t, &tokens[..365]),
+            CheckOutcome::Inconclusive(_)
+        ));
     }
 
     #[test]
