@@ -135,28 +135,7 @@ impl Models {
     ) -> Result<Model, ConfigError> {
         let invalid = |e: String| ConfigError::Invalid(format!("model {}: {e}", c.name));
         let table = TokenTable::load(&c.token_table).map_err(|e| invalid(e.to_string()))?;
-        let counter = match &c.tokenizer {
-            None => TokenCounter::Estimate,
-            Some(path) => {
-                let started = Instant::now();
-                let tk = LoadedTokenizer::from_file(std::path::Path::new(path))
-                    .map_err(|e| invalid(e.to_string()))?;
-                let problems = check(&tk, &table).map_err(|e| invalid(e.to_string()))?;
-                if !problems.is_empty() {
-                    return Err(invalid(format!(
-                        "token table {} does not match tokenizer {path}: {}",
-                        c.token_table,
-                        problems.join("; ")
-                    )));
-                }
-                tracing::info!(
-                    model = %c.name,
-                    load_ms = started.elapsed().as_secs_f64() * 1e3,
-                    "tokenizer loaded and token table checked"
-                );
-                TokenCounter::Tokenizer(Arc::new(tk))
-            }
-        };
+        let counter = Self::token_counter(c, &table).map_err(invalid)?;
         let calibration = match &c.calibration {
             Some(path) => Calibration::load(path).map_err(invalid)?,
             None => {
@@ -166,29 +145,7 @@ impl Models {
             }
         };
         let upstream_model = c.upstream_model.clone().unwrap_or_else(|| c.name.clone());
-        let thinking_off = c
-            .disable_thinking
-            .then(|| serde_json::json!({"enable_thinking": false}));
-        let backend: Arc<dyn Backend> = match c.backend {
-            BackendKind::Vllm => Arc::new(
-                VllmBackend::new(
-                    client.clone(),
-                    &c.backend_url,
-                    upstream_model.clone(),
-                    c.backend_api_key.clone(),
-                    c.max_ids_per_read,
-                )
-                .with_chat_template_kwargs(thinking_off),
-            ),
-            BackendKind::Llamacpp => Arc::new(LlamaCppBackend::new(
-                client.clone(),
-                &c.backend_url,
-                upstream_model.clone(),
-                c.backend_api_key.clone(),
-                c.cache_prompt,
-                thinking_off,
-            )),
-        };
+        let backend = Self::backend(c, client, &upstream_model);
         Ok(Model {
             aliases: c.aliases.clone(),
             upstream_model,
@@ -202,6 +159,61 @@ impl Models {
             )),
             ..Model::new(c.name.clone(), backend, table)
         })
+    }
+
+    /// The configured tokenizer (loaded, and `table` checked against it), or the estimate.
+    fn token_counter(c: &ModelConfig, table: &TokenTable) -> Result<TokenCounter, String> {
+        let Some(path) = &c.tokenizer else {
+            return Ok(TokenCounter::Estimate);
+        };
+        let started = Instant::now();
+        let tk =
+            LoadedTokenizer::from_file(std::path::Path::new(path)).map_err(|e| e.to_string())?;
+        let problems = check(&tk, table).map_err(|e| e.to_string())?;
+        if !problems.is_empty() {
+            return Err(format!(
+                "token table {} does not match tokenizer {path}: {}",
+                c.token_table,
+                problems.join("; ")
+            ));
+        }
+        tracing::info!(
+            model = %c.name,
+            load_ms = started.elapsed().as_secs_f64() * 1e3,
+            "tokenizer loaded and token table checked"
+        );
+        Ok(TokenCounter::Tokenizer(Arc::new(tk)))
+    }
+
+    /// The backend of the configured dialect.
+    fn backend(
+        c: &ModelConfig,
+        client: &reqwest::Client,
+        upstream_model: &str,
+    ) -> Arc<dyn Backend> {
+        let thinking_off = c
+            .disable_thinking
+            .then(|| serde_json::json!({"enable_thinking": false}));
+        match c.backend {
+            BackendKind::Vllm => Arc::new(
+                VllmBackend::new(
+                    client.clone(),
+                    &c.backend_url,
+                    upstream_model.to_string(),
+                    c.backend_api_key.clone(),
+                    c.max_ids_per_read,
+                )
+                .with_chat_template_kwargs(thinking_off),
+            ),
+            BackendKind::Llamacpp => Arc::new(LlamaCppBackend::new(
+                client.clone(),
+                &c.backend_url,
+                upstream_model.to_string(),
+                c.backend_api_key.clone(),
+                c.cache_prompt,
+                thinking_off,
+            )),
+        }
     }
 
     /// A registry from ready models (tests build backends of their own).
