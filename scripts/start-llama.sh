@@ -17,7 +17,7 @@ log="$cache/llama-server-$port.log"
 # One slot (best for one caller on 2 cores), full SWA cache so a shared prompt head is
 # reused, and a bounded prompt cache (the default let RSS grow to several GB).
 "$LLAMA_SERVER" -m "$GEMMA_GGUF" --chat-template-file "$GEMMA_TEMPLATE" \
-  --alias gemma-3-270m --host 127.0.0.1 --port "$port" -np 1 -c 8192 --swa-full --cache-ram 512 \
+  --alias gemma-3-270m --host 127.0.0.1 --port "$port" -np 1 -c 16384 --swa-full --cache-ram 512 \
   --no-webui -t "${SYSTEMONE_LLAMA_THREADS:-2}" >"$log" 2>&1 &
 pid=$!
 for _ in $(seq 1 240); do

@@ -158,6 +158,25 @@ async fn the_official_python_sdk_round_trips_compresses_and_surfaces_422s() {
         zstd.len
     );
 
+    // 40 options on Gemma 3 (10 single-token labels): the numerals 00–39, read as a trie
+    // (root 0–3, then four nodes of the second digit), 40 probabilities back.
+    let forty = scenario(&lines, "forty");
+    let p = forty["probabilities"].as_object().expect("probabilities");
+    assert_eq!(p.len(), 40, "{forty}");
+    let sum: f64 = p.values().map(|v| v.as_f64().expect("p")).sum();
+    assert!((sum - 1.0).abs() < 1e-9, "{sum}");
+    assert!(p.contains_key(forty["choice"].as_str().expect("choice")));
+    // Five node reads; a node whose digits are not all in llama.cpp's raw top-K takes a
+    // second (post-sampling) request.
+    let requests = forty["raw"]["usage"]["upstream_requests"]
+        .as_u64()
+        .expect("usage");
+    assert!(
+        (5..=10).contains(&requests),
+        "{requests} upstream requests for 5 nodes"
+    );
+    assert_eq!(seen_for(&seen, "forty").status, 200);
+
     // A 422 surfaces as the SDK's UnprocessableEntity error naming the field.
     let invalid = scenario(&lines, "invalid");
     assert_eq!(
@@ -177,7 +196,7 @@ async fn the_official_python_sdk_round_trips_compresses_and_surfaces_422s() {
     assert_request_id(invalid["request_id"].as_str().expect("error request_id"));
     assert_eq!(seen_for(&seen, "invalid").status, 422);
     eprintln!(
-        "sdk: 3 scenarios through the Python SDK in {:.2?}",
+        "sdk: 4 scenarios through the Python SDK in {:.2?}",
         started.elapsed()
     );
 }

@@ -1,6 +1,6 @@
 //! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (technique §7):
 //! the llama.cpp dialect answers a noul, a choice and a score in the contract's shapes, fits
-//! Gemma 3's ten single-token labels, and refuses what Gemma cannot do (an eleventh option,
+//! Gemma 3's ten single-token labels, and refuses what it cannot do (a 256th option,
 //! images) before any upstream call, which a recording proxy (`tests/common/proxy.rs`) in
 //! front of llama-server sees.
 //!
@@ -53,25 +53,30 @@ async fn noul_choice_and_score_come_back_in_the_contracts_shapes() {
 }
 
 /// Proves Gemma 3's label capacity end to end: a 10-option choice (labels 0–9, all single
-/// tokens) is answered 200 with ten probabilities; an 11-option choice is a 422
-/// `system_one_too_many_options` whose message names the capacity 10 and whose `detail`
+/// tokens) is answered 200 with ten probabilities in one read; with `--max-options 300`, a
+/// 256-option choice is a 422 `system_one_too_many_options` whose message names the
+/// capacity 255 (10 single-token labels, then the numerals 000–254) and whose `detail`
 /// points at the criteria; `images` sent to this text-only model is a 422
 /// `system_one_images_unsupported`. Neither 422 sends anything upstream (a proxy in front of
 /// llama-server sees no request at all until the 10-option question).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_options_fit_while_eleven_options_and_images_are_refused_before_any_upstream_call() {
+async fn ten_options_fit_while_256_options_and_images_are_refused_before_any_upstream_call() {
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
     let proxy = Proxy::start(llama_root(&url)).await;
-    let service = common::start(llama_config(&format!("{}/v1", proxy.url()), &[])).await;
+    let service = common::start(llama_config(
+        &format!("{}/v1", proxy.url()),
+        &["--max-options", "300"],
+    ))
+    .await;
     const LABELS: [&str; 11] = [
         "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
         "juliett", "kilo",
     ];
     let choice_of = |n: usize| {
-        let criteria: Map<String, Value> = LABELS[..n]
-            .iter()
-            .map(|l| (l.to_string(), Value::Null))
+        let criteria: Map<String, Value> = (0..n)
+            .map(|i| LABELS.get(i).map_or(format!("word-{i}"), |l| l.to_string()))
+            .map(|l| (l, Value::Null))
             .collect();
         json!({
             "state": "The caller spelled the word with the NATO alphabet.",
@@ -83,17 +88,17 @@ async fn ten_options_fit_while_eleven_options_and_images_are_refused_before_any_
         })
     };
 
-    let eleven = ask(&service, &choice_of(11)).await;
-    assert_eq!(eleven.status, 422, "{}", eleven.body);
-    assert_request_id_headers(&eleven);
-    let error = &eleven.body["error"];
+    let over = ask(&service, &choice_of(256)).await;
+    assert_eq!(over.status, 422, "{}", over.body);
+    assert_request_id_headers(&over);
+    let error = &over.body["error"];
     assert_eq!(
         error["code"], "system_one_too_many_options",
         "{}",
-        eleven.body
+        over.body
     );
     assert_eq!(
-        eleven.header("x-systemone-error-code"),
+        over.header("x-systemone-error-code"),
         Some("system_one_too_many_options")
     );
     assert_eq!(error["type"], "invalid");
@@ -103,12 +108,12 @@ async fn ten_options_fit_while_eleven_options_and_images_are_refused_before_any_
         .filter(|s| !s.is_empty())
         .collect();
     assert!(
-        numbers.contains(&"10") && numbers.contains(&"11"),
-        "the message names the capacity 10 and the 11 options sent: {message:?}"
+        numbers.contains(&"255") && numbers.contains(&"256") && numbers.contains(&"10"),
+        "the message names the capacity 255, its 10 single-token labels and the 256 options sent: {message:?}"
     );
     assert!(message.contains("questions.word.criteria"), "{message:?}");
     assert_eq!(
-        eleven.body["detail"][0]["loc"],
+        over.body["detail"][0]["loc"],
         json!(["body", "questions", "word", "criteria"])
     );
 
@@ -156,7 +161,7 @@ async fn ten_options_fit_while_eleven_options_and_images_are_refused_before_any_
         proxy.seen()
     );
     eprintln!(
-        "capacity: 11 options and images refused, 10 options answered in {:.2?}",
+        "capacity: 256 options and images refused, 10 options answered in {:.2?}",
         started.elapsed()
     );
 }

@@ -505,8 +505,9 @@ async fn gemma3_state_limit_is_exact() {
 
 /// With the real Gemma 3 tokenizer, a question whose instructions alone are over 16,384
 /// tokens is 413 `system_one_question_too_large` (naming 16384); Gemma 3 has 10
-/// single-token labels, so a 10-option choice is answered and an 11-option choice is 422
-/// `system_one_too_many_options` naming the capacity 10.
+/// single-token labels, so a 10-option choice is one read, an 11-option choice takes the
+/// numerals 00–10 (three reads: the root and the nodes `0` and `1`), and a 256-option choice
+/// is 422 `system_one_too_many_options` naming the limit 255.
 #[tokio::test]
 async fn gemma3_question_and_option_limits() {
     let tk = LoadedTokenizer::from_file(&tokenizer_path("gemma3")).expect("loads");
@@ -523,7 +524,14 @@ async fn gemma3_question_and_option_limits() {
     assert!(reply.message().contains("16384"), "{}", reply.text);
 
     assert_answered(&ask(&service, &choice_about(json!("A short state."), 10)).await);
-    let reply = ask(&service, &choice_about(json!("A short state."), 11)).await;
+    assert_eq!(fake.chat_requests(), 1, "the 10-option choice is one read");
+    assert_answered(&ask(&service, &choice_about(json!("A short state."), 11)).await);
+    assert_eq!(
+        fake.chat_requests(),
+        4,
+        "the 11-option choice is three reads"
+    );
+    let reply = ask(&service, &choice_about(json!("A short state."), 256)).await;
     assert_eq!(reply.status, 422, "{}", reply.text);
     assert_eq!(
         reply.body["error"]["code"],
@@ -531,12 +539,12 @@ async fn gemma3_question_and_option_limits() {
         "{}",
         reply.text
     );
-    assert!(reply.message().contains("10"), "{}", reply.text);
-    assert!(reply.message().contains("11"), "{}", reply.text);
+    assert!(reply.message().contains("255"), "{}", reply.text);
+    assert!(reply.message().contains("256"), "{}", reply.text);
     assert_eq!(
         fake.chat_requests(),
-        1,
-        "only the 10-option choice was read"
+        4,
+        "the 256-option choice was not read"
     );
 }
 

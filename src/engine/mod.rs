@@ -3,11 +3,9 @@
 //! * [`pipeline`]: fans the reads out under the process-wide in-flight cap, stages the
 //!   first question when a prefix is shared, bounds each read and the whole request, and
 //!   cancels everything on the first failure;
-//! * [`decode`]: log-probabilities become option mass and calibrated probabilities;
-//! * [`trie`]: the reads of multi-token labels, and the chain rule that joins them.
+//! * [`decode`]: log-probabilities become option mass and calibrated probabilities.
 
 pub mod decode;
 pub mod pipeline;
-pub mod trie;
 
 pub use pipeline::{Outcome, Pipeline, PipelineError, Usage};

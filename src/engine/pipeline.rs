@@ -24,6 +24,7 @@ use crate::models::circuit::{Health, Ticket};
 use crate::models::tokens::estimate_tokens_for_bytes;
 use crate::models::tokens::verify::Verdict;
 use crate::request::prompt::{plan, Ask};
+use crate::request::trie::ReadPlan;
 use crate::request::ValidRequest;
 
 /// Token accounting of one request.
@@ -254,7 +255,8 @@ impl Pipeline {
         Ok(reads)
     }
 
-    /// Sends every read of one question (each order, each slice of ids) and merges them.
+    /// Sends every read of one question (each order, each node of its read plan, each
+    /// slice of ids) and merges them: all at once, or, for a trie, the root first.
     async fn ask_question(
         &self,
         req: &ValidRequest,
@@ -262,27 +264,46 @@ impl Pipeline {
         asks: &[Ask],
     ) -> Result<QuestionReads, PipelineError> {
         let model = req.model();
-        let n = req.questions()[question].options.len();
-        let ids: Vec<u32> = model.table.labels[..n].iter().map(|l| l.id).collect();
+        let plan = &req.rendered()[question].reads;
         let per_read = model.backend.max_ids_per_read().max(1);
-        let slices: Vec<(usize, std::ops::Range<usize>)> = (0..asks.len())
-            .flat_map(|a| {
-                (0..n)
-                    .step_by(per_read)
-                    .map(move |s| (a, s..(s + per_read).min(n)))
+        let slices: Vec<Slice> = (0..asks.len())
+            .flat_map(|ask| {
+                plan.nodes.iter().enumerate().flat_map(move |(node, n)| {
+                    (0..n.ids.len()).step_by(per_read).map(move |s| Slice {
+                        ask,
+                        node,
+                        ids: s..(s + per_read).min(n.ids.len()),
+                    })
+                })
             })
             .collect();
-        let replies = try_join_all(slices.iter().map(|(a, range)| {
-            let request = ReadRequest {
-                content: &asks[*a].content,
-                prefix: &model.table.prefix,
-                allowed_ids: &ids,
-                read_ids: &ids[range.clone()],
-            };
-            self.read(model.backend.as_ref(), request)
-        }))
-        .await?;
-        Ok(merge_replies(asks, &slices, replies, n))
+        let send = |slices: &'_ [Slice]| {
+            try_join_all(slices.iter().map(|slice| {
+                let node = &plan.nodes[slice.node];
+                let request = ReadRequest {
+                    content: &asks[slice.ask].content,
+                    prefix: &node.prefill,
+                    allowed_ids: &node.ids,
+                    read_ids: &node.ids[slice.ids.clone()],
+                };
+                self.read(model.backend.as_ref(), request)
+            }))
+        };
+        // A trie's reads share the whole prompt but the prefill: the root's slices go
+        // first, alone, so the backend's prefix cache holds the prompt before the other
+        // nodes arrive (on a one-slot server they would otherwise all queue behind one cold
+        // prompt, each against its own read timeout).
+        let first = if plan.nodes.len() > 1 {
+            slices
+                .iter()
+                .take_while(|s| s.ask == 0 && s.node == 0)
+                .count()
+        } else {
+            slices.len()
+        };
+        let mut replies = send(&slices[..first]).await?;
+        replies.extend(send(&slices[first..]).await?);
+        Ok(merge_replies(asks, plan, &slices, replies))
     }
 
     /// One upstream request: wait for a slot, then read within the read timeout.
@@ -335,31 +356,42 @@ fn status_class(result: &Result<ReadReply, BackendError>) -> &'static str {
     }
 }
 
-/// Merges one question's replies, slice by slice, into one read per order, with their
-/// usage (estimated from the message size for a reply that reported none).
+/// One upstream read of a question: which order, which node of the read plan, which ids
+/// of that node.
+struct Slice {
+    ask: usize,
+    node: usize,
+    ids: std::ops::Range<usize>,
+}
+
+/// Merges one question's replies, slice by slice, into one read per order (each option's
+/// log-probability joined over the plan's nodes), with their usage (estimated from the
+/// message size for a reply that reported none).
 fn merge_replies(
     asks: &[Ask],
-    slices: &[(usize, std::ops::Range<usize>)],
+    plan: &ReadPlan,
+    slices: &[Slice],
     replies: Vec<ReadReply>,
-    n: usize,
 ) -> QuestionReads {
-    let mut orders: Vec<OrderRead> = asks
+    let mut node_reads: Vec<Vec<Vec<f64>>> = asks
         .iter()
-        .map(|a| OrderRead {
-            shift: a.shift,
-            logprobs: Vec::with_capacity(n),
-            pre_mask: true,
+        .map(|_| {
+            plan.nodes
+                .iter()
+                .map(|n| Vec::with_capacity(n.ids.len()))
+                .collect()
         })
         .collect();
+    let mut pre_mask = vec![true; asks.len()];
     let mut usage = Usage::default();
     let mut reported = None;
-    for ((a, _), reply) in slices.iter().zip(replies) {
-        orders[*a].logprobs.extend_from_slice(&reply.logprobs);
-        orders[*a].pre_mask &= reply.pre_mask;
+    for (slice, reply) in slices.iter().zip(replies) {
+        node_reads[slice.ask][slice.node].extend_from_slice(&reply.logprobs);
+        pre_mask[slice.ask] &= reply.pre_mask;
         let u = reply.usage.unwrap_or_else(|| {
             usage.estimated = true;
             ReadUsage {
-                prompt_tokens: estimate_tokens_for_bytes(asks[*a].content.text_len()) as u64,
+                prompt_tokens: estimate_tokens_for_bytes(asks[slice.ask].content.text_len()) as u64,
                 completion_tokens: 1,
                 cached_tokens: 0,
             }
@@ -370,6 +402,16 @@ fn merge_replies(
         usage.upstream_requests += reply.http_requests;
         reported = reported.or(reply.model);
     }
+    let orders = asks
+        .iter()
+        .zip(node_reads)
+        .zip(pre_mask)
+        .map(|((a, reads), pre_mask)| OrderRead {
+            shift: a.shift,
+            logprobs: plan.join(reads),
+            pre_mask,
+        })
+        .collect();
     QuestionReads {
         orders,
         usage,

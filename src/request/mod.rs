@@ -3,10 +3,13 @@
 //! * [`validate`](mod@validate): a body becomes a [`ValidRequest`] (every schema and size rule), the
 //!   only thing the engine runs;
 //! * [`images`]: image bytes from data URLs, base64 and multipart parts, sniffed;
-//! * [`prompt`]: a valid request becomes the exact user-message bytes of each read.
+//! * [`prompt`]: a valid request becomes the exact user-message bytes of each read;
+//! * [`trie`]: which masked reads answer a question (one, or one per node of its labels'
+//!   trie) and how their log-probabilities join into one per option.
 
 pub mod images;
 pub mod prompt;
+pub mod trie;
 pub mod validate;
 
 use std::sync::Arc;
@@ -33,12 +36,14 @@ pub enum History {
 }
 
 /// One question as the prompt sends it, in each option order asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RenderedQuestion {
     /// Order `r` holds the caller's option `(p + shifts[r]) mod n` at position `p`.
     pub shifts: Vec<usize>,
     /// The question object (Python JSON) of each order, aligned with `shifts`.
     pub json: Vec<String>,
+    /// The masked reads of one order, and how they join into one log-probability per option.
+    pub reads: trie::ReadPlan,
 }
 
 /// A request that passed every rule. Fields are private: [`validate()`] (and, for

@@ -10,11 +10,12 @@
 
 use std::sync::Arc;
 
+use super::trie::ReadPlan;
 use super::{History, RenderedQuestion, ValidRequest};
 use crate::backend::{Part, UserContent};
 use crate::config::Layout;
 use crate::json::{write_python, write_python_str, NonFiniteNumber};
-use crate::models::tokens::TokenTable;
+use crate::models::tokens::{OptionLabels, TokenTable};
 use crate::question::{LoweredQuestion, PREAMBLE};
 
 /// One question asked in one option order: one user message, read in one or more slices.
@@ -55,6 +56,7 @@ pub fn question_json(
     table: &TokenTable,
 ) -> Result<String, NonFiniteNumber> {
     let n = q.options.len();
+    let labels = table.labels_for(n);
     let mut out = String::with_capacity(64 + 64 * n);
     out.push_str("{\"question\": ");
     write_python(&mut out, &q.instructions)?;
@@ -69,7 +71,7 @@ pub fn question_json(
             out.push_str(", ");
         }
         out.push_str("{\"number\": ");
-        out.push_str(&table.labels[p].number.to_string());
+        write_number(&mut out, labels, p);
         out.push_str(", \"label\": ");
         write_python_str(&mut out, &option.label);
         out.push_str(", \"description\": ");
@@ -78,6 +80,18 @@ pub fn question_json(
     }
     out.push_str("]}");
     Ok(out)
+}
+
+/// Option `p`'s number as the prompt writes it: the JSON integer of its single-token label
+/// (the reference's bytes), or the JSON string of its multi-token label (`"07"`: the
+/// leading zero is part of what the model must answer). Without labels (validation refuses
+/// such a question first) the position itself is written.
+fn write_number(out: &mut String, labels: Option<OptionLabels<'_>>, p: usize) {
+    match labels {
+        Some(OptionLabels::Single(l)) => out.push_str(&l[p].number.to_string()),
+        Some(OptionLabels::Multi(l)) => write_python_str(out, &l[p].text),
+        None => out.push_str(&p.to_string()),
+    }
 }
 
 /// `{"state": S, <keys of the question object>}` without re-rendering either.
@@ -98,13 +112,21 @@ pub fn render_orders(
     permutations: usize,
     table: &TokenTable,
 ) -> Result<RenderedQuestion, NonFiniteNumber> {
-    let shifts = shifts(q.options.len(), permutations);
+    let n = q.options.len();
+    let shifts = shifts(n, permutations);
     let mut json = Vec::with_capacity(shifts.len());
     json.push(first);
     for shift in &shifts[1..] {
         json.push(question_json(q, *shift, table)?);
     }
-    Ok(RenderedQuestion { shifts, json })
+    // Validation refuses a question the table cannot label; were one to get here, it
+    // would read nothing and decoding would refuse it as a protocol break.
+    let reads = ReadPlan::new(table, n).unwrap_or_else(ReadPlan::nothing);
+    Ok(RenderedQuestion {
+        shifts,
+        json,
+        reads,
+    })
 }
 
 /// Every ask of every question, in logical order (question, then order).

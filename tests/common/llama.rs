@@ -368,3 +368,25 @@ pub fn check_mixed(body: &Value) -> Vec<(&'static str, Vec<f64>)> {
         ),
     ]
 }
+
+/// The raw (pre-mask) log-probabilities of `ids` from llama-server's `top_logprobs`.
+pub fn raw_logprobs(response: &Value, ids: &[u32]) -> Vec<f64> {
+    let top = response["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no top_logprobs in {response}"));
+    ids.iter()
+        .map(|id| {
+            top.iter()
+                .find(|e| e["id"].as_u64() == Some(u64::from(*id)))
+                .map(|e| num(&e["logprob"]))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "option id {id} is not among the {} raw top log-probabilities; this \
+                         prompt cannot be checked exactly (the service would fall back to \
+                         post-sampling probabilities)",
+                        top.len()
+                    )
+                })
+        })
+        .collect()
+}

@@ -9,7 +9,8 @@ tell which wire request belongs to which scenario.
 Scenarios, in order:
   roundtrip   a noul, a choice and a score in one small (< 1 KiB, uncompressed) body
   compressed  a body over 1 KiB, which the SDK sends zstd-compressed
-  invalid     an 11-option choice (Gemma 3 has 10 single-token labels): a 422
+  forty       a 40-option choice: numerals 00-39 after Gemma 3's ten single-token labels
+  invalid     a 256-option choice (more than the contract's 255): a 422
 """
 
 import json
@@ -83,13 +84,30 @@ with TypeSafeClient(timeout=120.0, retry=RetryPolicy(max_retries=0)) as client:
         raw=r.raw_http_response.json(),
     )
 
+    r = client.system_one(
+        state="The customer ordered the product with the code printed on the invoice.",
+        questions={
+            "product": Choice(
+                instructions="Which product did the customer order?",
+                criteria={f"product {i}": None for i in range(40)},
+            )
+        },
+        extra_headers=scenario("forty"),
+    )
+    emit(
+        "forty",
+        choice=r.choices["product"].choice,
+        probabilities=r.choices["product"].probabilities,
+        raw=r.raw_http_response.json(),
+    )
+
     try:
         client.system_one(
             state="Invoice 1042 was charged twice.",
             questions={
                 "team": Choice(
                     instructions="Which team?",
-                    criteria={f"team{i}": None for i in range(11)},
+                    criteria={f"team{i}": None for i in range(256)},
                 )
             },
             extra_headers=scenario("invalid"),

@@ -410,6 +410,33 @@ impl TokenTable {
             .min_by_key(|s| s.width)
     }
 
+    /// The labels a question of `n` options is asked with: the single-token labels when
+    /// they suffice (the prompt and reads are then exactly the reference's), else the
+    /// narrowest multi-token scheme whose labels are one token per character (so every
+    /// trie node's prefill is the label text so far); `None` when nothing can label `n`.
+    pub fn labels_for(&self, n: usize) -> Option<OptionLabels<'_>> {
+        if n <= self.capacity() {
+            return Some(OptionLabels::Single(&self.labels[..n]));
+        }
+        self.multi_token
+            .iter()
+            .filter(|s| s.one_token_per_digit && s.capacity() >= n)
+            .min_by_key(|s| s.width)
+            .map(|s| OptionLabels::Multi(&s.labels[..n]))
+    }
+
+    /// The most options a question may have on this model, with any labels.
+    pub fn option_capacity(&self) -> usize {
+        let multi = self
+            .multi_token
+            .iter()
+            .filter(|s| s.one_token_per_digit)
+            .map(MultiTokenScheme::capacity)
+            .max()
+            .unwrap_or(0);
+        self.capacity().max(multi)
+    }
+
     /// Every multi-token label with its scheme, schemes in table order.
     pub fn multi_labels(&self) -> impl Iterator<Item = (&MultiTokenScheme, &MultiLabel)> {
         self.multi_token
@@ -424,6 +451,15 @@ impl TokenTable {
             .map(MultiTokenScheme::capacity)
             .sum()
     }
+}
+
+/// The labels of one question's options, in option order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionLabels<'a> {
+    /// One token each: the number is written as a JSON integer, read in one masked read.
+    Single(&'a [Label]),
+    /// Several tokens each (`"07"`): written as a JSON string, read by the chain rule.
+    Multi(&'a [MultiLabel]),
 }
 
 /// Token ids as written in a table: `[1, 2]`.

@@ -231,18 +231,29 @@ fn check_option_count(
             format!("{n} options is more than the limit of {limit}"),
         );
     }
-    let capacity = model.table.capacity();
+    let capacity = model.table.option_capacity();
     if n > capacity {
-        return refuse(
-            Code::TooManyOptions,
-            at.to_vec(),
-            format!(
-                "{n} options is more than the {capacity} single-token option labels model {} has",
-                model.name
-            ),
-        );
+        return refuse(Code::TooManyOptions, at.to_vec(), over_capacity(n, model));
     }
     Ok(())
+}
+
+/// Why `n` options cannot be labelled on `model`: how many single-token labels its
+/// tokenizer gives, and how many multi-token ones its table holds (none: its table was
+/// built without them, or its tokenizer's numerals are not one token per digit).
+fn over_capacity(n: usize, model: &Model) -> String {
+    let single = model.table.capacity();
+    let capacity = model.table.option_capacity();
+    if capacity == single {
+        return format!(
+            "{n} options is more than the {single} single-token option labels model {} has",
+            model.name
+        );
+    }
+    format!(
+        "{n} options is more than the {capacity} option labels model {} has ({single} single-token, {capacity} multi-token numerals)",
+        model.name
+    )
 }
 
 /// A label is written on one line of the prompt and echoed in the answer: it must say
@@ -326,7 +337,7 @@ mod tests {
         ))
     }
 
-    /// `body` asked of the 10-label [`VISION`] model.
+    /// `body` asked of the [`VISION`] model (gemma-3: 10 single-token labels, then numerals).
     fn on_vision(mut body: Value) -> Value {
         body["model"] = json!(VISION);
         body
@@ -368,7 +379,12 @@ mod tests {
             reject("choice with 255 options (191 labels)", choice_n(255), Code::TooManyOptions, AT, over_labels(255, 191, TEXT)),
             reject("choice with 192 options (191 labels)", choice_n(192), Code::TooManyOptions, AT, over_labels(192, 191, TEXT)),
             reject("choice over max_options", choice_n(4), Code::TooManyOptions, AT, "4 options is more than the limit of 3").limits(|l| l.max_options = 3),
-            reject("11 options on a 10-label model", on_vision(choice_n(11)), Code::TooManyOptions, AT, over_labels(11, 10, VISION)),
+            reject("256 options on the 10 + 255 numeral labels of gemma-3", on_vision(choice_n(256)), Code::TooManyOptions, AT, format!("256 options is more than the 255 option labels model {VISION} has (10 single-token, 255 multi-token numerals)")).limits(|l| l.max_options = 300),
+            accept("11 options on gemma-3: numerals 00-10", on_vision(choice_n(11))).holds(|r| r.rendered()[0].reads.nodes.len() == 3),
+            // 30 reads of ~29k estimated tokens each: over the default request limit.
+            accept("255 options on gemma-3: numerals 000-254", on_vision(choice_n(255))).holds(|r| r.rendered()[0].reads.nodes.len() == 30).limits(|l| l.max_request_tokens = 1_000_000),
+            reject("255 options on gemma-3 count 30 reads", on_vision(choice_n(255)), Code::RequestTooLarge, &[], "the request needs about 878010 upstream prompt tokens, more than the limit of 200000"),
+            accept("10 options on gemma-3: one single-token read", on_vision(choice_n(10))).holds(|r| r.rendered()[0].reads.nodes.len() == 1),
             reject("empty label", label(""), Code::InvalidLabel, AT, "label #1 is blank"),
             reject("blank label", label("   "), Code::InvalidLabel, AT, "label #1 is blank"),
             reject("label of 129 characters", label(&"l".repeat(129)), Code::InvalidLabel, AT, "label #1 has 129 characters, more than the limit of 128"),
@@ -445,7 +461,7 @@ mod tests {
             reject("score with 0 levels", levels(json!([])), Code::InvalidCriteria, AT, "criteria must hold at least 1 option, got 0"),
             reject("score with 11 levels", score_n(11), Code::TooManyLevels, AT, "11 options is more than the limit of 10"),
             reject("score over max_levels", score_n(4), Code::TooManyLevels, AT, "4 options is more than the limit of 3").limits(|l| l.max_levels = 3),
-            reject("levels over the model's labels", on_vision(score_n(11)), Code::TooManyOptions, AT, "11 options is more than the 10 single-token option labels model eye has").limits(|l| l.max_levels = 20),
+            accept("levels over the single-token labels take numerals", on_vision(score_n(11))).holds(|r| r.rendered()[0].reads.nodes.len() == 3).limits(|l| l.max_levels = 20),
             reject("score with a null level", levels(json!(["low", null, "high"])), Code::InvalidCriteria, AT, level(1, "null")),
             reject("score with a numeric level", levels(json!(["low", 1, "high"])), Code::InvalidCriteria, AT, level(1, "a number")),
             reject("score with a boolean level", levels(json!([true, "high"])), Code::InvalidCriteria, AT, level(0, "a boolean")),

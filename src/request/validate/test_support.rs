@@ -19,7 +19,7 @@ use crate::request::ValidRequest;
 
 /// The default model: text only, on the 191-label `golden-fake` table.
 pub const TEXT: &str = "glm-5.3-flash";
-/// A vision-capable model on `gemma-3`, whose table has only 10 labels.
+/// A vision-capable model on `gemma-3`: 10 single-token labels, then 00–99 and 000–254.
 pub const VISION: &str = "eye";
 /// A text model that reads one option id per upstream request (`golden-fake` table) and
 /// whose configured layout is `cost`.

@@ -129,7 +129,8 @@ fn upstream_prompt_tokens(
         } else {
             question_tokens[qi]
         };
-        let reads = req.rendered[qi].shifts.len() * n.div_ceil(per_read_ids);
+        let rendered = &req.rendered[qi];
+        let reads = rendered.shifts.len() * rendered.reads.requests(per_read_ids);
         let one = base + lead + question_tokens[qi] + history;
         total = total.saturating_add(reads.saturating_mul(one));
     }

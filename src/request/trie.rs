@@ -1,5 +1,6 @@
-//! The reads of a question whose options carry multi-token labels (`00`…`99`, `000`…`254`
-//! on a tokenizer that splits numbers into digits).
+//! The reads of a question. With single-token labels (every question a model's table can
+//! label that way) it is one masked read, exactly the reference's. With multi-token labels
+//! (`00`…`99`, `000`…`254` on a tokenizer that splits numbers into digits) it is a trie.
 //!
 //! The labels form a trie of token ids. Each node is one masked read: the assistant turn
 //! is prefilled with the prefix (`answer=`) plus the node's label text so far (`answer=1`
@@ -9,6 +10,8 @@
 //! renormalises over the question's labels and sums their mass, exactly as it does for
 //! single-token labels. Every node depends only on the label texts, never on another
 //! node's answer, so all of a question's reads go out together.
+
+use crate::models::tokens::{OptionLabels, TokenTable};
 
 /// One label: its text (one character per token: a numeral) and its token ids after the
 /// prefix.
@@ -122,6 +125,92 @@ impl Trie {
     }
 }
 
+/// One masked read of a question (per option order): the assistant prefill and the ids
+/// the generation is masked to, whose log-probabilities it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadNode {
+    /// `answer=` plus the label text so far.
+    pub prefill: String,
+    /// The mask, which is also what is read (in slices of at most the backend's limit).
+    pub ids: Vec<u32>,
+}
+
+/// Every read one question needs in one option order, and how they join into one
+/// log-probability per option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadPlan {
+    /// Root first.
+    pub nodes: Vec<ReadNode>,
+    /// Multi-token labels: each option's path through `nodes`; `None` for single-token
+    /// labels, where option `i` is the root's id `i`.
+    paths: Option<Trie>,
+}
+
+impl ReadPlan {
+    /// The reads of a question of `n` options on `table`; `None` when the table cannot
+    /// label `n` options (validation refuses such a question first).
+    pub fn new(table: &TokenTable, n: usize) -> Option<Self> {
+        match table.labels_for(n)? {
+            OptionLabels::Single(labels) => Some(ReadPlan {
+                nodes: vec![ReadNode {
+                    prefill: table.prefix.clone(),
+                    ids: labels.iter().map(|l| l.id).collect(),
+                }],
+                paths: None,
+            }),
+            OptionLabels::Multi(labels) => {
+                let labels: Vec<TrieLabel> = labels
+                    .iter()
+                    .map(|l| TrieLabel {
+                        text: &l.text,
+                        ids: &l.ids,
+                    })
+                    .collect();
+                let trie = Trie::build(&labels).ok()?;
+                let nodes = trie
+                    .nodes
+                    .iter()
+                    .map(|node| ReadNode {
+                        prefill: format!("{}{}", table.prefix, node.text),
+                        ids: node.children.clone(),
+                    })
+                    .collect();
+                Some(ReadPlan {
+                    nodes,
+                    paths: Some(trie),
+                })
+            }
+        }
+    }
+
+    /// A plan that reads nothing.
+    pub fn nothing() -> Self {
+        ReadPlan {
+            nodes: Vec::new(),
+            paths: None,
+        }
+    }
+
+    /// Upstream requests per option order when a read may carry `per_read` ids at most.
+    pub fn requests(&self, per_read: usize) -> usize {
+        let per_read = per_read.max(1);
+        self.nodes
+            .iter()
+            .map(|n| n.ids.len().div_ceil(per_read))
+            .sum()
+    }
+
+    /// Each option's log-probability from the reads of every node (`reads[node]` aligned
+    /// with that node's `ids`): the root's own for single-token labels, the sum along the
+    /// label's path (the chain rule) for multi-token ones.
+    pub fn join(&self, reads: Vec<Vec<f64>>) -> Vec<f64> {
+        match &self.paths {
+            None => reads.into_iter().next().unwrap_or_default(),
+            Some(trie) => trie.label_logprobs(&reads),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,17 +279,30 @@ mod tests {
         let (a, b) = (vec![101u32], vec![101u32, 102]);
         let err = Trie::build(&[
             TrieLabel { text: "1", ids: &a },
-            TrieLabel { text: "12", ids: &b },
+            TrieLabel {
+                text: "12",
+                ids: &b,
+            },
         ])
         .expect_err("1 is a prefix of 12");
         assert_eq!(err, TrieError::NotPrefixFree("1".into(), "12".into()));
         let same = vec![101u32, 102];
         assert!(Trie::build(&[
-            TrieLabel { text: "12", ids: &b },
-            TrieLabel { text: "13", ids: &same },
+            TrieLabel {
+                text: "12",
+                ids: &b
+            },
+            TrieLabel {
+                text: "13",
+                ids: &same
+            },
         ])
         .is_err());
-        let err = Trie::build(&[TrieLabel { text: "12", ids: &a }]).expect_err("1 token, 2 chars");
+        let err = Trie::build(&[TrieLabel {
+            text: "12",
+            ids: &a,
+        }])
+        .expect_err("1 token, 2 chars");
         assert!(matches!(err, TrieError::Unaligned(..)));
     }
 }
