@@ -38,8 +38,10 @@
 //!    counts the key's questions per minute and per day, and hands both to
 //!    [`engine::Pipeline::run`].
 //! 4. The pipeline renders each (question, option order) with [`request::prompt::plan`],
-//!    sends one read per slice of ≤128 ids through the model's [`backend::Backend`] while
-//!    holding an in-flight permit ([`limits`]), and merges the slices.
+//!    sends one read per node of the question's [`request::trie::ReadPlan`] (one node for
+//!    single-token labels, a trie for multi-token ones) and slice of ≤128 ids through the
+//!    model's [`backend::Backend`] while holding an in-flight permit ([`limits`]), and
+//!    joins them into one log-probability per option.
 //! 5. [`engine::decode`] turns log-probabilities into answers calibrated by
 //!    [`calibration`] (the model's temperature formula, or a named profile).
 //! 6. [`http::wire`] writes answers in question order with full `f64` precision; every
