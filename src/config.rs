@@ -53,6 +53,20 @@ pub enum Layout {
     Cost,
 }
 
+/// Which labels a model asks with once a question has more options than its single-token
+/// labels (technique §3; a question that fits them is asked with them, byte for byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LabelScheme {
+    /// Fixed-width numerals (`00`…`99`, `000`…`254`), scored by the chain rule: the prompt
+    /// numbers the options as the reference does.
+    #[default]
+    Numerals,
+    /// Single letters (`A`…`Z`, `a`…`z`) for up to 52 options, one read each order; numerals
+    /// beyond. Needs a table built with `tokens build --letters`.
+    Letters,
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -137,6 +151,10 @@ pub struct ModelFlags {
     /// Default prompt layout for the model (a request's `layout` overrides it).
     #[arg(long, env = "SYSTEMONE_LAYOUT", value_enum, default_value_t = Layout::Accuracy)]
     pub layout: Layout,
+
+    /// Labels for questions with more options than the single-token labels.
+    #[arg(long, env = "SYSTEMONE_LABEL_SCHEME", value_enum, default_value_t = LabelScheme::Numerals)]
+    pub label_scheme: LabelScheme,
 
     /// The model's `tokenizer.json`: token limits are then counted exactly, and the token
     /// table is checked against it at startup. Without it, limits use a byte estimate.
@@ -358,6 +376,9 @@ pub struct ModelConfig {
     /// Default prompt layout.
     #[serde(default)]
     pub layout: Layout,
+    /// Labels for questions with more options than the single-token labels.
+    #[serde(default)]
+    pub label_scheme: LabelScheme,
     /// Most token ids read per upstream request.
     #[serde(default = "default_max_ids")]
     pub max_ids_per_read: usize,
@@ -432,6 +453,7 @@ impl ModelFlags {
             token_table: self.token_table.clone(),
             calibration: self.calibration.clone(),
             layout: self.layout,
+            label_scheme: self.label_scheme,
             max_ids_per_read: self.max_ids_per_read,
             tokenizer: self.tokenizer.clone(),
             token_check_interval_secs: self.token_check_interval_secs,

@@ -14,6 +14,9 @@
 //! * A missing id at a node is a 502; the first failing node cancels the nodes still
 //!   waiting; the in-flight cap holds across every node read and is reached.
 //! * A 10-option question still goes out as one read of the ten single-token ids.
+//! * `--label-scheme letters`: 11–52 options are one read of the letters `A`… (the table's
+//!   ids), 53 fall back to numerals; the default never writes a letter; Qwen 3's table has
+//!   no letters, so a model asking for them does not start.
 
 mod common;
 
@@ -239,4 +242,98 @@ async fn the_in_flight_cap_holds_across_node_reads() {
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(fake.chat_requests(), 35);
     assert_eq!(fake.max_in_flight(), 3, "the cap is held and reached");
+}
+
+/// The letter ids of the shipped Gemma 3 table, read from the file itself.
+fn letter_ids() -> Vec<(String, u64)> {
+    let path = format!("{}/token-tables/gemma-3.json", env!("CARGO_MANIFEST_DIR"));
+    let table: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("table")).expect("json");
+    let letters = table["multi_token"]
+        .as_array()
+        .expect("schemes")
+        .iter()
+        .find(|s| s["scheme"] == "letters")
+        .expect("a letters scheme");
+    letters["labels"]
+        .as_array()
+        .expect("labels")
+        .iter()
+        .map(|l| {
+            let ids = ids_of(&l["ids"]);
+            assert_eq!(ids.len(), 1, "{l}");
+            (l["text"].as_str().expect("text").to_string(), ids[0])
+        })
+        .collect()
+}
+
+/// `--label-scheme letters`: 11 to 52 options are one read at `answer=` masked to the
+/// first `n` letters, the prompt numbers them `"A"`, `"B"`, …, and the answer is the
+/// read's probabilities renormalised; 53 options fall back to the numerals' trie. The
+/// default scheme never writes a letter.
+#[tokio::test]
+async fn letters_answer_up_to_52_options_in_one_read() {
+    let letters = letter_ids();
+    assert_eq!(letters.len(), 52);
+    let (fake, service) = setup(&["--label-scheme", "letters"]).await;
+    for n in [11, 26, 52] {
+        let before = fake.chat_bodies().len();
+        let reply = ask(&service, &one_choice(n)).await;
+        assert_eq!(reply.status, 200, "{n} options: {}", reply.text);
+        let bodies: Vec<Value> = fake.chat_bodies()[before..].to_vec();
+        assert_eq!(bodies.len(), 1, "{n}: one read");
+        assert_eq!(reply.body["usage"]["upstream_requests"], json!(1));
+        let (prefilled, ids) = node_of(&bodies[0]);
+        assert_eq!(prefilled, "");
+        let want_ids: Vec<u64> = letters[..n].iter().map(|(_, id)| *id).collect();
+        assert_eq!(ids, want_ids, "{n}: masked to the first {n} letters");
+        let lps = toy_logprobs(&render_toy_prompt(&bodies[0]), &ids, &ids);
+        let mass: f64 = lps.iter().map(|lp| lp.exp()).sum();
+        for (i, (g, lp)) in probabilities(&reply, n).iter().zip(&lps).enumerate() {
+            let w = lp.exp() / mass;
+            assert!((g - w).abs() < 1e-12, "{n} options, option {i}: {g} vs {w}");
+        }
+        let content = bodies[0]["messages"][0]["content"].as_str().expect("text");
+        let (last, _) = &letters[n - 1];
+        assert!(
+            content.contains(&format!(
+                "{{\"number\": \"{last}\", \"label\": \"opt_{}\"",
+                n - 1
+            )),
+            "{n}: option {} is numbered \"{last}\"",
+            n - 1
+        );
+    }
+    let before = fake.chat_bodies().len();
+    let reply = ask(&service, &one_choice(53)).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let sent: BTreeMap<String, Vec<u64>> =
+        fake.chat_bodies()[before..].iter().map(node_of).collect();
+    assert_eq!(sent, expected_nodes(&label_texts(53)), "53: numerals");
+
+    let (fake, service) = setup(&[]).await;
+    let reply = ask(&service, &one_choice(26)).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let content = fake.chat_bodies()[0]["messages"][0]["content"]
+        .as_str()
+        .expect("text")
+        .to_string();
+    assert!(content.contains("{\"number\": \"25\", \"label\": \"opt_25\""));
+    assert!(!content.contains("\"number\": \"A\""), "default: numerals");
+}
+
+/// A model asked to use letters whose table has none (Qwen 3's, where `=` merges with
+/// most letters) does not start, and the error says which table and why.
+#[test]
+fn letters_on_a_table_without_them_refuse_to_start() {
+    let config = config_with_table(
+        "http://127.0.0.1:9/v1",
+        "qwen-3",
+        &["--label-scheme", "letters"],
+    );
+    let err = match systemone::build_state(&config) {
+        Ok(_) => panic!("letters on qwen-3 must not start"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("letters") && err.contains("qwen-3"), "{err}");
 }

@@ -1,7 +1,8 @@
 //! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M: questions with
 //! more options than Gemma 3's ten single-token labels are answered with the multi-token
 //! numerals (`00`…, `000`…), read as a trie, and the answer is exactly the chain rule over
-//! the backend's own log-probabilities.
+//! the backend's own log-probabilities; with `--label-scheme letters`, 26 options are one
+//! read of the letters `A`…`Z`.
 //!
 //! Needs, as exported by `scripts/test.sh`:
 //! * `SYSTEMONE_LLAMA_URL`: base URL of a llama-server with Gemma 3 270M, ending in `/v1`.
@@ -15,8 +16,9 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use systemone::backend::llamacpp::LlamaCppBackend;
-use systemone::backend::ReadRequest;
+use systemone::backend::{ReadRequest, UserContent};
 use systemone::request::prompt::plan;
+use systemone::request::trie::ReadNode;
 use systemone::request::validate;
 
 use common::llama::{
@@ -61,7 +63,6 @@ async fn multi_token_answers_are_the_chain_rule_over_the_backends_logprobs() {
         false,
         None,
     );
-    let client = reqwest::Client::new();
     for (n, nodes) in [(11, 3), (37, 5)] {
         let reply = ask(&service, &choice_of(n, Some(json!(1)))).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
@@ -85,25 +86,7 @@ async fn multi_token_answers_are_the_chain_rule_over_the_backends_logprobs() {
         assert_eq!(reads.nodes.len(), nodes);
         let mut node_lps: Vec<Vec<f64>> = Vec::new();
         for node in &reads.nodes {
-            let read = ReadRequest {
-                content: &asks[0][0].content,
-                prefix: &node.prefill,
-                allowed_ids: &node.ids,
-                read_ids: &node.ids,
-            };
-            let body = serde_json::to_value(direct.body(&read, false)).expect("serialises");
-            let response: Value = client
-                .post(format!("{url}/chat/completions"))
-                .json(&body)
-                .send()
-                .await
-                .expect("llama-server answers")
-                .error_for_status()
-                .expect("accepted")
-                .json()
-                .await
-                .expect("JSON");
-            node_lps.push(raw_logprobs(&response, &node.ids));
+            node_lps.push(read_directly(&direct, &url, &asks[0][0].content, node).await);
         }
         // Independently of the service's trie: label i's digits, the node of each prefix.
         let width = 2;
@@ -143,6 +126,131 @@ async fn multi_token_answers_are_the_chain_rule_over_the_backends_logprobs() {
         eprintln!("labels: {n} options in {nodes} reads, mass {mass:.4}");
     }
     eprintln!("labels: chain rule checked in {:.2?}", started.elapsed());
+}
+
+/// llama-server's answer to `node`'s read, asked directly with the body the service's own
+/// dialect writes (`post_sampling`: the fallback read).
+async fn ask_directly(
+    direct: &LlamaCppBackend,
+    url: &str,
+    content: &UserContent,
+    node: &ReadNode,
+    post_sampling: bool,
+) -> Value {
+    let read = ReadRequest {
+        content,
+        prefix: &node.prefill,
+        allowed_ids: &node.ids,
+        read_ids: &node.ids,
+    };
+    let body = serde_json::to_value(direct.body(&read, post_sampling)).expect("serialises");
+    reqwest::Client::new()
+        .post(format!("{url}/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .expect("llama-server answers")
+        .error_for_status()
+        .expect("accepted")
+        .json()
+        .await
+        .expect("JSON")
+}
+
+/// The raw log-probabilities of `node`'s ids (the read without fallback).
+async fn read_directly(
+    direct: &LlamaCppBackend,
+    url: &str,
+    content: &UserContent,
+    node: &ReadNode,
+) -> Vec<f64> {
+    let response = ask_directly(direct, url, content, node, false).await;
+    raw_logprobs(&response, &node.ids)
+}
+
+/// `--label-scheme letters` with `--cache-prompt false`: a 26-option choice is asked at
+/// `answer=` masked to the letters `A`…`Z` (the prompt numbers the options `"A"`…`"Z"`).
+/// At T = 1 the answer is that read's raw probabilities renormalised when every letter is
+/// in the raw top-K (one read), else the post-sampling fallback's masked distribution with
+/// `option_mass_unknown` (two reads); either way equal to llama-server's own numbers for
+/// the same body to 1e-6.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn letters_answer_26_options_at_one_node() {
+    let (url, _turn) = backend_turn().await;
+    let service = common::start(llama_config(
+        &url,
+        &["--cache-prompt", "false", "--label-scheme", "letters"],
+    ))
+    .await;
+    let direct = LlamaCppBackend::new(
+        reqwest::Client::new(),
+        &url,
+        "gemma-3-270m".to_string(),
+        None,
+        false,
+        None,
+    );
+    let body = choice_of(26, Some(json!(1)));
+    let reply = ask(&service, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let names = labels(26);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let p = check_answer(answer(&reply.body, "product"), "choice", &names);
+
+    let request = validate(body, &service.state.models, &service.state.limits).expect("valid");
+    let asks = plan(&request);
+    let UserContent::Text(prompt) = &*asks[0][0].content else {
+        panic!("a text prompt")
+    };
+    assert!(prompt.contains("{\"number\": \"Z\", \"label\": \"product 25\""));
+    let reads = &request.rendered()[0].reads;
+    assert_eq!(reads.nodes.len(), 1);
+    assert_eq!(reads.nodes[0].prefill, "answer=");
+    let node = &reads.nodes[0];
+    let raw = ask_directly(&direct, &url, &asks[0][0].content, node, false).await;
+    let top = raw["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        .as_array()
+        .expect("top_logprobs")
+        .clone();
+    let in_top = node
+        .ids
+        .iter()
+        .filter(|id| {
+            top.iter()
+                .any(|e| e["id"].as_u64() == Some(u64::from(**id)))
+        })
+        .count();
+    let requests = reply.body["usage"]["upstream_requests"].clone();
+    let unknown = answer(&reply.body, "product")["option_mass_unknown"] == true;
+    let want: Vec<f64> = if in_top == node.ids.len() {
+        assert_eq!((requests, unknown), (json!(1), false), "{}", reply.body);
+        let lps = raw_logprobs(&raw, &node.ids);
+        let mass: f64 = lps.iter().map(|lp| lp.exp()).sum();
+        lps.iter().map(|lp| lp.exp() / mass).collect()
+    } else {
+        assert_eq!((requests, unknown), (json!(2), true), "{}", reply.body);
+        let post = ask_directly(&direct, &url, &asks[0][0].content, node, true).await;
+        let probs = post["choices"][0]["logprobs"]["content"][0]["top_probs"]
+            .as_array()
+            .expect("top_probs")
+            .clone();
+        node.ids
+            .iter()
+            .map(|id| {
+                probs
+                    .iter()
+                    .find(|e| e["id"].as_u64() == Some(u64::from(*id)))
+                    .map_or(0.0, |e| num(&e["prob"]))
+            })
+            .collect()
+    };
+    for (i, (got, want)) in p.iter().zip(&want).enumerate() {
+        assert_close(*got, *want, 1e-6, &format!("letters: p[{i}]"));
+    }
+    eprintln!(
+        "labels: 26 options as letters, {in_top} of 26 letters in the raw top-{}",
+        top.len()
+    );
 }
 
 /// A 255-option choice (numerals 000–254: 30 reads, the root first, then 29 on the prefix

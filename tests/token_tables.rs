@@ -9,7 +9,7 @@ mod common;
 
 use serde_json::{json, Map};
 use systemone::models::tokens::build::{build, check, LoadedTokenizer};
-use systemone::models::tokens::{prefix_conflict, TokenTable};
+use systemone::models::tokens::{prefix_conflict, SchemeKind, TokenTable};
 
 use common::real_tokenizers::tokenizer_path;
 
@@ -161,16 +161,23 @@ fn numeral_schemes_of_the_real_tokenizers_are_prefix_free_digit_sequences() {
     for (name, tokenizer) in [("gemma-3", "gemma3"), ("qwen-3", "qwen3")] {
         let (tk, table, rebuilt) = rebuilt(name, tokenizer);
         assert_eq!(rebuilt.multi_token, table.multi_token, "{name}");
-        let shape: Vec<(usize, usize)> = rebuilt
-            .multi_token
-            .iter()
-            .map(|s| (s.width, s.capacity()))
-            .collect();
+        let numerals = || {
+            rebuilt
+                .multi_token
+                .iter()
+                .filter(|s| s.scheme == SchemeKind::Numerals)
+        };
+        let shape: Vec<(usize, usize)> = numerals().map(|s| (s.width, s.capacity())).collect();
         assert_eq!(shape, [(2, 100), (3, 255)], "{name}");
         assert_eq!(rebuilt.capacity_multi(), 255);
-        assert_eq!(rebuilt.multi_labels_for(11).map(|s| s.width), Some(2));
-        assert_eq!(rebuilt.multi_labels_for(101).map(|s| s.width), Some(3));
-        for scheme in &rebuilt.multi_token {
+        // What a model with the default `label_scheme` (numerals) asks 11 and 101 with.
+        let served = rebuilt
+            .clone()
+            .with_label_scheme(systemone::config::LabelScheme::Numerals)
+            .expect("numerals");
+        assert_eq!(served.multi_labels_for(11).map(|s| s.width), Some(2));
+        assert_eq!(served.multi_labels_for(101).map(|s| s.width), Some(3));
+        for scheme in numerals() {
             assert_eq!(prefix_conflict(&scheme.labels), None, "{name}");
             assert!(scheme.one_token_per_digit, "{name} {}", scheme.describe());
             assert_eq!(
@@ -193,6 +200,43 @@ fn numeral_schemes_of_the_real_tokenizers_are_prefix_free_digit_sequences() {
         }
         assert!(check(&tk, &table).expect("checks").is_empty(), "{name}");
     }
+}
+
+/// Every letter `A`…`Z`, `a`…`z` is one token after `answer=` on Gemma 3, so its table has
+/// the letters scheme (each id the tokenizer's own); on Qwen 3 `=A` is one token, so the
+/// build leaves letters out and a model asking for them is refused at startup.
+#[test]
+fn letters_are_built_where_each_is_one_token_and_left_out_where_not() {
+    let (tk, table, _) = rebuilt("gemma-3", "gemma3");
+    let letters = &table.multi_token[0];
+    assert_eq!(
+        (letters.scheme, letters.width, letters.capacity()),
+        (SchemeKind::Letters, 1, 52)
+    );
+    let alphabet: String = letters.labels.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(
+        alphabet,
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    );
+    for label in &letters.labels {
+        let full = tk
+            .encode(&format!("answer={}", label.text))
+            .expect("encodes");
+        assert_eq!(full, [table.prefix_ids.clone(), label.ids.clone()].concat());
+        assert_eq!(label.ids.len(), 1, "{:?}", label.text);
+    }
+    assert_eq!(prefix_conflict(&letters.labels), None);
+
+    let (qwen_tk, qwen, _) = rebuilt("qwen-3", "qwen3");
+    assert!(qwen
+        .multi_token
+        .iter()
+        .all(|s| s.scheme == SchemeKind::Numerals));
+    assert_eq!(qwen_tk.encode("answer=A").expect("encodes").len(), 2);
+    let err = qwen
+        .with_label_scheme(systemone::config::LabelScheme::Letters)
+        .expect_err("qwen-3 has no letters");
+    assert!(err.contains("qwen-3"), "{err}");
 }
 
 /// `tokens check` (the binary) accepts the shipped Gemma 3 table and rejects one whose
@@ -222,12 +266,13 @@ fn tokens_check_rejects_a_tampered_multi_token_label() {
         String::from_utf8_lossy(&ok.stderr)
     );
     assert!(
-        stdout.contains("10 labels and 355 multi-token labels"),
+        stdout.contains("10 labels and 407 multi-token labels"),
         "{stdout}"
     );
 
     let mut tampered = committed("gemma-3");
-    let label = &mut tampered.multi_token[1].labels[123];
+    let widest = tampered.multi_token.iter_mut().find(|s| s.width == 3);
+    let label = &mut widest.expect("numerals width 3").labels[123];
     assert_eq!(label.text, "123");
     let original = label.ids.clone();
     label.ids[2] = 12_345;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use crate::models::tokens::build::{
-    build_with_numerals, check, LoadedTokenizer, DEFAULT_SEARCH_LIMIT,
+    build_with, check, letters_scheme, BuildOptions, LoadedTokenizer, DEFAULT_SEARCH_LIMIT,
 };
 use crate::models::tokens::{MultiTokenScheme, TokenTable};
 
@@ -13,8 +13,9 @@ use crate::models::tokens::{MultiTokenScheme, TokenTable};
 #[derive(Debug, Subcommand)]
 pub enum TokensCommand {
     /// Write `token-tables/<name>.json`: the integers that are single tokens after the
-    /// prefix, and the fixed-width numeral labels (`00`…`99`, `000`…`254`) with the token ids
-    /// each adds after the prefix.
+    /// prefix, the fixed-width numeral labels (`00`…`99`, `000`…`254`) with the token ids
+    /// each adds after the prefix, and the letters `A`…`Z`, `a`…`z` when each is one token
+    /// after the prefix.
     Build {
         /// The model's `tokenizer.json`.
         #[arg(long)]
@@ -37,6 +38,9 @@ pub enum TokensCommand {
         /// Write no multi-token schemes (single-token labels only).
         #[arg(long)]
         no_multi_token: bool,
+        /// Leave the letters scheme out even where the tokenizer allows it.
+        #[arg(long)]
+        no_letters: bool,
         /// Integers below this are tried.
         #[arg(long, default_value_t = DEFAULT_SEARCH_LIMIT)]
         search_limit: u32,
@@ -67,23 +71,27 @@ pub fn run(command: TokensCommand) -> Result<(), Box<dyn std::error::Error>> {
             max,
             numeral_widths,
             no_multi_token,
+            no_letters,
             search_limit,
             out,
         } => {
             let tk = LoadedTokenizer::from_file(&tokenizer)?;
-            let widths = if no_multi_token {
-                Vec::new()
-            } else {
-                numeral_widths
+            let options = BuildOptions {
+                max,
+                search_limit,
+                numeral_widths: if no_multi_token {
+                    Vec::new()
+                } else {
+                    numeral_widths
+                },
+                letters: !(no_multi_token || no_letters),
             };
-            let table = build_with_numerals(
+            let table = build_with(
                 &tk,
                 &name,
                 tokenizer_name.as_deref().unwrap_or(&name),
                 &prefix,
-                max,
-                search_limit,
-                &widths,
+                &options,
             )?;
             let out = out.unwrap_or_else(|| format!("token-tables/{name}.json").into());
             std::fs::write(&out, table.to_json())?;
@@ -94,6 +102,12 @@ pub fn run(command: TokensCommand) -> Result<(), Box<dyn std::error::Error>> {
                 table.labels.last().map_or(0, |l| l.number),
                 tk.sha256
             );
+            if options.letters {
+                if let Err(why) = letters_scheme(|t| tk.encode(t), &prefix, &table.prefix_ids, max)
+                {
+                    println!("  letters: left out, {why}");
+                }
+            }
             for scheme in &table.multi_token {
                 let lengths = match token_lengths(scheme) {
                     (a, b) if a == b => format!("{a}"),
@@ -106,9 +120,9 @@ pub fn run(command: TokensCommand) -> Result<(), Box<dyn std::error::Error>> {
                     scheme.labels.first().map_or("", |l| l.text.as_str()),
                     scheme.labels.last().map_or("", |l| l.text.as_str()),
                     if scheme.one_token_per_digit {
-                        " (one per digit)"
+                        " (one per character)"
                     } else {
-                        " (not one per digit)"
+                        " (not one per character)"
                     }
                 );
             }

@@ -66,8 +66,9 @@ pub struct Model {
 
 impl Model {
     /// A model with defaults: upstream id = name, no aliases, the default calibration, the
-    /// `accuracy` layout, estimated token counts, a check every 10 minutes, no images, the
-    /// default circuit breaker and no fallback.
+    /// `accuracy` layout, the default label scheme (numerals: any letters in `table` are
+    /// dropped), estimated token counts, a check every 10 minutes, no images, the default
+    /// circuit breaker and no fallback.
     pub fn new(name: impl Into<String>, backend: Arc<dyn Backend>, table: TokenTable) -> Self {
         let name = name.into();
         Model {
@@ -76,7 +77,7 @@ impl Model {
             name,
             aliases: Vec::new(),
             backend,
-            table: Arc::new(table),
+            table: Arc::new(table.numerals_only()),
             counter: TokenCounter::Estimate,
             calibration: DEFAULT_FORMULA,
             layout: Layout::Accuracy,
@@ -134,7 +135,11 @@ impl Models {
         check_timeout: Duration,
     ) -> Result<Model, ConfigError> {
         let invalid = |e: String| ConfigError::Invalid(format!("model {}: {e}", c.name));
-        let table = TokenTable::load(&c.token_table).map_err(|e| invalid(e.to_string()))?;
+        let table = TokenTable::load(&c.token_table)
+            .map_err(|e| invalid(e.to_string()))?
+            .with_label_scheme(c.label_scheme)
+            .map_err(invalid)?;
+        let served = Arc::new(table.clone());
         let counter = Self::token_counter(c, &table).map_err(invalid)?;
         let calibration = match &c.calibration {
             Some(path) => Calibration::load(path).map_err(invalid)?,
@@ -157,6 +162,7 @@ impl Models {
                 Duration::from_secs(c.token_check_interval_secs),
                 check_timeout,
             )),
+            table: served,
             ..Model::new(c.name.clone(), backend, table)
         })
     }

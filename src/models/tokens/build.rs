@@ -109,8 +109,34 @@ fn single_token(
     )
 }
 
+/// What [`build_with`] builds besides the single-token labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// Most labels to collect: single-token, and per multi-token scheme.
+    pub max: usize,
+    /// Integers below this are tried as single-token labels.
+    pub search_limit: u32,
+    /// Widths of the fixed-width numeral schemes (strictly ascending; empty for none).
+    pub numeral_widths: Vec<usize>,
+    /// Add the letters scheme when every letter is one token after the prefix.
+    pub letters: bool,
+}
+
+impl Default for BuildOptions {
+    /// 255 labels, integers below [`DEFAULT_SEARCH_LIMIT`], [`DEFAULT_NUMERAL_WIDTHS`], and
+    /// letters where the tokenizer allows them.
+    fn default() -> Self {
+        BuildOptions {
+            max: 255,
+            search_limit: DEFAULT_SEARCH_LIMIT,
+            numeral_widths: DEFAULT_NUMERAL_WIDTHS.to_vec(),
+            letters: true,
+        }
+    }
+}
+
 /// Builds a table of up to `max` single-token labels, looking at integers below
-/// `search_limit`, with the [`DEFAULT_NUMERAL_WIDTHS`] numeral schemes.
+/// `search_limit`, with the default multi-token schemes of [`BuildOptions`].
 pub fn build(
     tk: &LoadedTokenizer,
     name: &str,
@@ -119,32 +145,27 @@ pub fn build(
     max: usize,
     search_limit: u32,
 ) -> Result<TokenTable, BuildError> {
-    build_with_numerals(
-        tk,
-        name,
-        tokenizer_name,
-        prefix,
+    let options = BuildOptions {
         max,
         search_limit,
-        &DEFAULT_NUMERAL_WIDTHS,
-    )
+        ..BuildOptions::default()
+    };
+    build_with(tk, name, tokenizer_name, prefix, &options)
 }
 
-/// [`build`] with numeral schemes of the given `widths` (strictly ascending; empty for
-/// none), each of at most `max` labels.
-pub fn build_with_numerals(
+/// [`build`] with the given options. The letters scheme, when asked for, is left out
+/// silently where the tokenizer cannot have one (see [`letters_scheme`] for why).
+pub fn build_with(
     tk: &LoadedTokenizer,
     name: &str,
     tokenizer_name: &str,
     prefix: &str,
-    max: usize,
-    search_limit: u32,
-    widths: &[usize],
+    options: &BuildOptions,
 ) -> Result<TokenTable, BuildError> {
     let prefix_ids = tk.encode(prefix)?;
     let mut labels = Vec::new();
-    for i in 0..search_limit {
-        if labels.len() >= max {
+    for i in 0..options.search_limit {
+        if labels.len() >= options.max {
             break;
         }
         if let Some(id) = single_token(tk, prefix, &prefix_ids, i)? {
@@ -152,9 +173,20 @@ pub fn build_with_numerals(
         }
     }
     if labels.is_empty() {
-        return Err(BuildError::NoLabels(search_limit));
+        return Err(BuildError::NoLabels(options.search_limit));
     }
-    let multi_token = numeral_schemes(|text| tk.encode(text), prefix, &prefix_ids, widths, max)?;
+    let encode = |text: &str| tk.encode(text);
+    let letters = options
+        .letters
+        .then(|| letters_scheme(encode, prefix, &prefix_ids, options.max).ok())
+        .flatten();
+    let numerals = numeral_schemes(
+        encode,
+        prefix,
+        &prefix_ids,
+        &options.numeral_widths,
+        options.max,
+    )?;
     Ok(TokenTable {
         name: name.to_string(),
         tokenizer: TokenizerSource {
@@ -164,7 +196,7 @@ pub fn build_with_numerals(
         prefix: prefix.to_string(),
         prefix_ids,
         labels,
-        multi_token,
+        multi_token: letters.into_iter().chain(numerals).collect(),
     })
 }
 
@@ -179,53 +211,89 @@ pub fn numeral_schemes(
     widths: &[usize],
     max: usize,
 ) -> Result<Vec<MultiTokenScheme>, BuildError> {
-    let kind = SchemeKind::Numerals;
-    let refuse = |width: usize, reason: String| BuildError::Scheme {
-        scheme: format!("{} width {width}", kind.as_str()),
-        reason,
-    };
     let in_range = widths.iter().all(|w| (1..=MAX_NUMERAL_WIDTH).contains(w));
     if !in_range || widths.windows(2).any(|w| w[0] >= w[1]) {
         return Err(BuildError::Widths(widths.to_vec()));
     }
+    let kind = SchemeKind::Numerals;
     let mut schemes = Vec::with_capacity(widths.len());
     for &width in widths {
         let count = kind.max_labels(width).min(max);
-        if count == 0 {
-            continue;
+        if count > 0 {
+            schemes.push(scheme(&mut encode, prefix, prefix_ids, kind, width, count)?);
         }
-        let mut labels = Vec::with_capacity(count);
-        for i in 0..count {
-            let text = kind.text(width, i);
-            let ids = encode(&format!("{prefix}{text}"))?;
-            let rest = match ids.strip_prefix(prefix_ids) {
-                Some(rest) if !rest.is_empty() => rest.to_vec(),
-                _ => {
-                    return Err(refuse(
-                        width,
-                        format!(
-                            "{:?} tokenizes as {ids:?}, which is not the prefix's own ids \
-                             {prefix_ids:?} followed by the label's",
-                            format!("{prefix}{text}")
-                        ),
-                    ))
-                }
-            };
-            labels.push(MultiLabel { text, ids: rest });
-        }
-        if let Some(conflict) = prefix_conflict(&labels) {
-            return Err(refuse(width, conflict.to_string()));
-        }
-        let scheme = MultiTokenScheme {
-            scheme: kind,
-            width,
-            one_token_per_digit: MultiTokenScheme::every_label_has_width_tokens(&labels, width),
-            labels,
-        };
-        scheme.validate().map_err(|reason| refuse(width, reason))?;
-        schemes.push(scheme);
     }
     Ok(schemes)
+}
+
+/// The letters scheme (`A`…`Z`, `a`…`z`, at most `max`), refused like a numeral scheme when
+/// a letter merges with the prefix (Qwen 3's `=A` is one token) or is not one token.
+pub fn letters_scheme(
+    mut encode: impl FnMut(&str) -> Result<Vec<u32>, BuildError>,
+    prefix: &str,
+    prefix_ids: &[u32],
+    max: usize,
+) -> Result<MultiTokenScheme, BuildError> {
+    let kind = SchemeKind::Letters;
+    let count = kind.max_labels(1).min(max);
+    let built = scheme(&mut encode, prefix, prefix_ids, kind, 1, count)?;
+    if !built.one_token_per_digit {
+        let long: Vec<&str> = built
+            .labels
+            .iter()
+            .filter(|l| l.ids.len() != 1)
+            .map(|l| l.text.as_str())
+            .collect();
+        return Err(BuildError::Scheme {
+            scheme: built.describe(),
+            reason: format!("letters {long:?} are more than one token after {prefix:?}"),
+        });
+    }
+    Ok(built)
+}
+
+/// One scheme of `count` labels of `kind` at `width`: each label's text tokenized after the
+/// prefix, the prefix's own ids stripped; refused when a label merges with the prefix or
+/// the sequences are not prefix-free.
+fn scheme(
+    encode: &mut impl FnMut(&str) -> Result<Vec<u32>, BuildError>,
+    prefix: &str,
+    prefix_ids: &[u32],
+    kind: SchemeKind,
+    width: usize,
+    count: usize,
+) -> Result<MultiTokenScheme, BuildError> {
+    let refuse = |reason: String| BuildError::Scheme {
+        scheme: format!("{} width {width}", kind.as_str()),
+        reason,
+    };
+    let mut labels = Vec::with_capacity(count);
+    for i in 0..count {
+        let text = kind.text(width, i);
+        let full = format!("{prefix}{text}");
+        let ids = encode(&full)?;
+        let rest = match ids.strip_prefix(prefix_ids) {
+            Some(rest) if !rest.is_empty() => rest.to_vec(),
+            _ => {
+                return Err(refuse(format!(
+                    "{full:?} tokenizes as {ids:?}, which is not the prefix's own ids \
+                     {prefix_ids:?} followed by the label's"
+                )))
+            }
+        };
+        labels.push(MultiLabel { text, ids: rest });
+    }
+    if let Some(conflict) = prefix_conflict(&labels) {
+        return Err(refuse(conflict.to_string()));
+    }
+    let scheme = MultiTokenScheme {
+        scheme: kind,
+        width,
+        one_token_per_digit: MultiTokenScheme::every_label_has_width_tokens(&labels, width),
+        labels,
+    };
+    scheme.validate().map_err(refuse)?;
+    Ok(scheme)
 }
 
 /// Checks a table against a tokenizer: the prefix ids, every label's id, that no usable

@@ -10,10 +10,13 @@
 //! Tokenizers that split numbers into digits (Gemma 3, Qwen 3) have only the ten
 //! single-token labels 0–9. For more options a table may also hold **multi-token label
 //! schemes**, to be scored by the chain rule (the probability of a label is the product of
-//! its tokens' conditional probabilities). The one scheme today is fixed-width numerals:
-//! width 2 is `"00"`…`"99"`, width 3 is `"000"`…`"254"` (at most `--max`, 255, labels per
-//! scheme). Each label records its text and the token ids that text adds right after the
-//! prefix (`answer=` + text, without special tokens, minus the prefix's own ids).
+//! its tokens' conditional probabilities). Two kinds of scheme exist: fixed-width numerals
+//! (width 2 is `"00"`…`"99"`, width 3 is `"000"`…`"254"`; at most `--max`, 255, labels per
+//! scheme), the default, and letters (`"A"`…`"Z"`, `"a"`…`"z"`, width 1), written only
+//! where every letter is one token after the prefix and used only by a model configured
+//! with `label_scheme = "letters"` ([`TokenTable::with_label_scheme`]). Each label records
+//! its text and the token ids that text adds right after the prefix (`answer=` + text,
+//! without special tokens, minus the prefix's own ids).
 //!
 //! The section is optional: it is written after `labels` and left out when empty, so
 //! tables without it (`golden-fake`) load and re-serialize unchanged:
@@ -31,8 +34,8 @@
 //! ]
 //! ```
 //!
-//! Loading a table checks what chain-rule scoring relies on: schemes in strictly ascending
-//! width, each one's label texts exactly `0…` zero-padded to its width in order, every
+//! Loading a table checks what chain-rule scoring relies on: schemes in ascending width
+//! (one per kind and width), each one's label texts exactly its kind's in order, every
 //! label with at least one id, and the id sequences **prefix-free** (no label's ids equal
 //! to or a prefix of another's in the same scheme), so a generated sequence names at most
 //! one label. `one_token_per_digit` records whether every label is exactly `width` tokens
@@ -40,6 +43,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::LabelScheme;
 use crate::shipped::{self, read_path_or_shipped};
 
 pub mod build;
@@ -122,30 +126,52 @@ pub struct TokenizerSource {
 pub enum SchemeKind {
     /// Fixed-width decimal numerals with leading zeros: width 2 is `"00"`…`"99"`.
     Numerals,
+    /// Single letters, width 1 only: `"A"`…`"Z"` then `"a"`…`"z"` (52 labels). One read
+    /// answers up to 52 options where every letter is one token after the prefix (Gemma 3;
+    /// not Qwen 3, whose `=` merges with most letters).
+    Letters,
 }
+
+/// The letters of [`SchemeKind::Letters`], in label order.
+const LETTERS: &[u8; 52] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 impl SchemeKind {
     /// The scheme's name as written in the table.
     pub fn as_str(self) -> &'static str {
         match self {
             SchemeKind::Numerals => "numerals",
+            SchemeKind::Letters => "letters",
         }
     }
 
-    /// The text of label `i` of this scheme at `width`.
+    /// The text of label `i` of this scheme at `width` (`i` below [`Self::max_labels`]).
     pub fn text(self, width: usize, i: usize) -> String {
         match self {
             SchemeKind::Numerals => format!("{i:0width$}"),
+            SchemeKind::Letters => LETTERS
+                .get(i)
+                .map(|&b| char::from(b).to_string())
+                .unwrap_or_default(),
         }
     }
 
-    /// How many labels a scheme of `width` can have at most (`10^width` numerals).
+    /// The widths a scheme of this kind may have.
+    pub fn widths(self) -> std::ops::RangeInclusive<usize> {
+        match self {
+            SchemeKind::Numerals => 1..=MAX_NUMERAL_WIDTH,
+            SchemeKind::Letters => 1..=1,
+        }
+    }
+
+    /// How many labels a scheme of `width` can have at most (`10^width` numerals, 52
+    /// letters).
     pub fn max_labels(self, width: usize) -> usize {
         match self {
             SchemeKind::Numerals => u32::try_from(width)
                 .ok()
                 .and_then(|w| 10usize.checked_pow(w))
                 .unwrap_or(usize::MAX),
+            SchemeKind::Letters => LETTERS.len(),
         }
     }
 }
@@ -196,8 +222,13 @@ impl MultiTokenScheme {
     /// Checks the scheme's invariants (see the module doc).
     pub fn validate(&self) -> Result<(), String> {
         let name = self.describe();
-        if self.width == 0 || self.width > MAX_NUMERAL_WIDTH {
-            return Err(format!("{name}: width must be 1 to {MAX_NUMERAL_WIDTH}"));
+        let widths = self.scheme.widths();
+        if !widths.contains(&self.width) {
+            return Err(format!(
+                "{name}: width must be {} to {}",
+                widths.start(),
+                widths.end()
+            ));
         }
         if self.labels.is_empty() {
             return Err(format!("{name}: the scheme has no labels"));
@@ -348,12 +379,17 @@ impl TokenTable {
         if table.labels.windows(2).any(|w| w[0].number >= w[1].number) {
             return Err("label numbers must be strictly ascending".into());
         }
+        let out_of_order = |a: &MultiTokenScheme, b: &MultiTokenScheme| {
+            a.width > b.width || (a.width == b.width && a.scheme == b.scheme)
+        };
         if table
             .multi_token
             .windows(2)
-            .any(|w| w[0].width >= w[1].width)
+            .any(|w| out_of_order(&w[0], &w[1]))
         {
-            return Err("multi_token schemes must be in strictly ascending width".into());
+            return Err(
+                "multi_token schemes must be in ascending width, one per kind and width".into(),
+            );
         }
         for scheme in &table.multi_token {
             scheme.validate()?;
@@ -386,6 +422,38 @@ impl TokenTable {
             ids_json(&self.prefix_ids),
             labels.join(",\n")
         )
+    }
+
+    /// The table a model with `scheme` asks with. `Numerals` drops any letters scheme, so
+    /// every prompt numbers its options; `Letters` keeps it (the narrowest labels that fit
+    /// win, so letters answer 11–52 options) and refuses a table without one.
+    pub fn with_label_scheme(self, scheme: LabelScheme) -> Result<Self, String> {
+        let has_letters = |t: &Self| {
+            t.multi_token
+                .iter()
+                .any(|s| s.scheme == SchemeKind::Letters && s.one_token_per_digit)
+        };
+        match scheme {
+            LabelScheme::Numerals => return Ok(self.numerals_only()),
+            LabelScheme::Letters if !has_letters(&self) => {
+                return Err(format!(
+                    "label_scheme letters needs a letters scheme in token table {}, which has \
+                     none: `systemone tokens build` adds one only when every letter is one \
+                     token after {:?} (not so for Qwen 3, whose `=` merges with most letters)",
+                    self.name, self.prefix
+                ))
+            }
+            LabelScheme::Letters => {}
+        }
+        Ok(self)
+    }
+
+    /// The table without any letters scheme: what a model with the default `label_scheme`
+    /// asks with.
+    pub fn numerals_only(mut self) -> Self {
+        self.multi_token
+            .retain(|s| s.scheme == SchemeKind::Numerals);
+        self
     }
 
     /// How many options one question may have on this model with single-token labels.
@@ -427,14 +495,16 @@ impl TokenTable {
 
     /// The most options a question may have on this model, with any labels.
     pub fn option_capacity(&self) -> usize {
-        let multi = self
-            .multi_token
+        let multi = self.widest_scheme().map_or(0, MultiTokenScheme::capacity);
+        self.capacity().max(multi)
+    }
+
+    /// The usable multi-token scheme (one token per character) with the most labels.
+    pub fn widest_scheme(&self) -> Option<&MultiTokenScheme> {
+        self.multi_token
             .iter()
             .filter(|s| s.one_token_per_digit)
-            .map(MultiTokenScheme::capacity)
-            .max()
-            .unwrap_or(0);
-        self.capacity().max(multi)
+            .max_by_key(|s| s.capacity())
     }
 
     /// Every multi-token label with its scheme, schemes in table order.
@@ -582,6 +652,63 @@ mod tests {
         t
     }
 
+    /// [`with_scheme`]`(100)` with a letters scheme of `n` labels first, ids `3000 + i`.
+    fn with_letters(n: usize) -> TokenTable {
+        let mut t = with_scheme(100);
+        let labels = (0..n)
+            .map(|i| label(&SchemeKind::Letters.text(1, i), &[3000 + i as u32]))
+            .collect();
+        t.multi_token.insert(
+            0,
+            MultiTokenScheme {
+                scheme: SchemeKind::Letters,
+                width: 1,
+                one_token_per_digit: true,
+                labels,
+            },
+        );
+        t
+    }
+
+    #[test]
+    fn letters_answer_up_to_their_count_and_numerals_beyond() {
+        let t = with_letters(52);
+        assert_eq!(TokenTable::parse(&t.to_json()).expect("parses"), t);
+        let texts = |n: usize| match t.labels_for(n) {
+            Some(OptionLabels::Multi(l)) => l.iter().map(|l| l.text.clone()).collect(),
+            other => panic!("{n}: {other:?}"),
+        };
+        assert!(matches!(t.labels_for(10), Some(OptionLabels::Single(_))));
+        let eleven: Vec<String> = texts(11);
+        assert_eq!(eleven.first().map(String::as_str), Some("A"));
+        assert_eq!(eleven.last().map(String::as_str), Some("K"));
+        let all: Vec<String> = texts(52);
+        assert_eq!(all[25..27], ["Z".to_string(), "a".to_string()]);
+        assert_eq!(all[51], "z");
+        assert_eq!(texts(53)[52], "52");
+        assert_eq!(t.option_capacity(), 100);
+        assert_eq!(
+            t.widest_scheme().map(|s| s.scheme),
+            Some(SchemeKind::Numerals)
+        );
+
+        let numerals = t
+            .clone()
+            .with_label_scheme(LabelScheme::Numerals)
+            .expect("ok");
+        assert_eq!(numerals.multi_token.len(), 1);
+        assert_eq!(numerals.multi_token[0].scheme, SchemeKind::Numerals);
+        let letters = t.with_label_scheme(LabelScheme::Letters).expect("ok");
+        assert_eq!(letters.multi_token.len(), 2);
+        let err = with_scheme(100)
+            .with_label_scheme(LabelScheme::Letters)
+            .expect_err("no letters");
+        assert!(
+            err.contains("letters scheme") && err.contains("golden-fake"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn json_round_trip_with_and_without_the_multi_token_section() {
         let without = TokenTable::load("golden-fake").expect("built in");
@@ -673,7 +800,15 @@ mod tests {
         refused(&t, "ascending width");
         let unknown = with_scheme(3)
             .to_json()
-            .replace("\"numerals\"", "\"letters\"");
+            .replace("\"numerals\"", "\"runes\"");
         assert!(TokenTable::parse(&unknown).is_err());
+        // Letters are one character wide, and their texts are the alphabet in order.
+        let mut t = with_letters(26);
+        t.multi_token[0].width = 2;
+        t.multi_token[0].one_token_per_digit = false;
+        refused(&t, "width must be 1 to 1");
+        let mut t = with_letters(26);
+        t.multi_token[0].labels.swap(0, 1);
+        refused(&t, "expected \"A\"");
     }
 }

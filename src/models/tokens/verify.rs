@@ -329,8 +329,9 @@ pub fn compare(table: &TokenTable, tokens: &[Vec<u32>]) -> CheckOutcome {
 mod tests {
     use super::*;
 
+    /// The shipped Gemma 3 table as the default model serves it (numerals, no letters).
     fn table() -> TokenTable {
-        TokenTable::load("gemma-3").expect("ships")
+        TokenTable::load("gemma-3").expect("ships").numerals_only()
     }
 
     /// What a serving tokenizer that matches `t` returns: the prefix, then prefix + label
@@ -364,6 +365,17 @@ mod tests {
         assert_eq!(texts[365], "answer=254");
         let golden = TokenTable::load("golden-fake").expect("ships");
         assert_eq!(check_texts(&golden).len(), 192, "no multi-token section");
+        // A model with `label_scheme = "letters"` checks its letters too.
+        let letters = TokenTable::load("gemma-3")
+            .expect("ships")
+            .with_label_scheme(crate::config::LabelScheme::Letters)
+            .expect("gemma-3 has letters");
+        let texts = check_texts(&letters);
+        assert_eq!(texts.len(), 1 + 10 + 52 + 100 + 255);
+        assert_eq!(
+            (texts[11].as_str(), texts[62].as_str()),
+            ("answer=A", "answer=z")
+        );
     }
 
     #[test]

@@ -243,17 +243,18 @@ fn check_option_count(
 /// built without them, or its tokenizer's numerals are not one token per digit).
 fn over_capacity(n: usize, model: &Model) -> String {
     let single = model.table.capacity();
-    let capacity = model.table.option_capacity();
-    if capacity == single {
-        return format!(
+    match model.table.widest_scheme() {
+        Some(widest) if widest.capacity() > single => format!(
+            "{n} options is more than the {capacity} option labels model {} has ({single} single-token, {capacity} multi-token {kind})",
+            model.name,
+            capacity = widest.capacity(),
+            kind = widest.scheme.as_str(),
+        ),
+        _ => format!(
             "{n} options is more than the {single} single-token option labels model {} has",
             model.name
-        );
+        ),
     }
-    format!(
-        "{n} options is more than the {capacity} option labels model {} has ({single} single-token, {capacity} multi-token numerals)",
-        model.name
-    )
 }
 
 /// A label is written on one line of the prompt and echoed in the answer: it must say
