@@ -585,12 +585,15 @@ backend_url = "http://127.0.0.1:2/v1"
 upstream_model = "org/b"
 token_table = "golden-fake"
 layout = "cost"
+label_scheme = "letters"
 "#,
         )
         .expect("write");
         let models = load_registry(&path).expect("loads");
         assert_eq!(models.len(), 2);
         assert_eq!(models[1].layout, Layout::Cost);
+        assert_eq!(models[0].label_scheme, LabelScheme::Numerals);
+        assert_eq!(models[1].label_scheme, LabelScheme::Letters);
         assert_eq!(models[1].aliases, vec!["bee".to_string()]);
         std::fs::write(&path, "[[model]]\nname = \"a\"\nbogus = 1\n").expect("write");
         assert!(load_registry(&path).is_err());
