@@ -139,6 +139,7 @@ impl Models {
             .map_err(|e| invalid(e.to_string()))?
             .with_label_scheme(c.label_scheme)
             .map_err(invalid)?;
+        // Model::new serves the default scheme; this model serves its configured one.
         let served = Arc::new(table.clone());
         let counter = Self::token_counter(c, &table).map_err(invalid)?;
         let calibration = match &c.calibration {
