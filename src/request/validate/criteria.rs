@@ -63,15 +63,21 @@ trait Counted: Sized {
     fn count(&self) -> usize;
     /// The type's own limit on that count, and the code for going over it.
     fn limit(limits: &Limits) -> (usize, Code);
+    /// What the messages call one of them, plural (`options`, `levels`).
+    const NOUN: &'static str;
+    /// The flag that sets the limit, named in the message so an operator knows what to raise.
+    const FLAG: &'static str;
 }
 
 /// Implements [`Counted`] for the criteria held in `Value::$variant`, bounded by
 /// `Limits::$limit` (over it: `Code::$over`).
 macro_rules! counted {
-    ($ty:ty, $variant:ident, $kind:literal, $shape:literal, $limit:ident, $over:ident) => {
+    ($ty:ty, $variant:ident, $kind:literal, $shape:literal, $noun:literal, $limit:ident, $flag:literal, $over:ident) => {
         impl Counted for $ty {
             const KIND: &'static str = $kind;
             const SHAPE: &'static str = $shape;
+            const NOUN: &'static str = $noun;
+            const FLAG: &'static str = $flag;
             fn take(criteria: Value) -> Result<Self, Value> {
                 match criteria {
                     Value::$variant(criteria) => Ok(criteria),
@@ -93,7 +99,9 @@ counted!(
     Object,
     "choice",
     "an object label -> description",
+    "options",
     max_options,
+    "--max-options",
     TooManyOptions
 );
 counted!(
@@ -101,7 +109,9 @@ counted!(
     Array,
     "score",
     "an array of levels, lowest first",
+    "levels",
     max_levels,
+    "--max-levels",
     TooManyLevels
 );
 
@@ -127,7 +137,13 @@ fn counted<C: Counted>(
         }
     };
     let (limit, over_limit) = C::limit(limits);
-    check_option_count(criteria.count(), limit, model, &at, over_limit)?;
+    let over = OverLimit {
+        limit,
+        code: over_limit,
+        noun: C::NOUN,
+        flag: C::FLAG,
+    };
+    check_option_count(criteria.count(), &over, model, &at)?;
     Ok((criteria, at))
 }
 
@@ -207,15 +223,22 @@ fn is_nothing(v: &Value) -> bool {
     }
 }
 
-/// At least one option; at most the type's own `limit` (refused with `over_limit`); and at
-/// most the model's single-token labels, since each option is read as one label token
-/// (always [`Code::TooManyOptions`], whatever the type).
+/// A question type's own bound on its options: the limit, the code for going over it, and
+/// how the message names them (`11 levels is more than the limit of 10 (--max-levels)`).
+struct OverLimit {
+    limit: usize,
+    code: Code,
+    noun: &'static str,
+    flag: &'static str,
+}
+
+/// At least one option; at most the type's own limit (refused with its code); and at most
+/// the labels the model can ask with (always [`Code::TooManyOptions`], whatever the type).
 fn check_option_count(
     n: usize,
-    limit: usize,
+    over: &OverLimit,
     model: &Model,
     at: &[String],
-    over_limit: Code,
 ) -> Result<(), ApiError> {
     if n == 0 {
         return refuse(
@@ -224,11 +247,14 @@ fn check_option_count(
             "criteria must hold at least 1 option, got 0",
         );
     }
-    if n > limit {
+    if n > over.limit {
+        let OverLimit {
+            limit, noun, flag, ..
+        } = over;
         return refuse(
-            over_limit,
+            over.code,
             at.to_vec(),
-            format!("{n} options is more than the limit of {limit}"),
+            format!("{n} {noun} is more than the limit of {limit} ({flag})"),
         );
     }
     let capacity = model.table.option_capacity();
@@ -376,15 +402,15 @@ mod tests {
             reject("choice criteria is a string", choice_criteria(json!("a")), Code::InvalidCriteria, AT, shape("a string")),
             reject("choice criteria is null", choice_criteria(Value::Null), Code::InvalidCriteria, AT, shape("null")),
             reject("choice with 0 options", choice_n(0), Code::InvalidCriteria, AT, "criteria must hold at least 1 option, got 0"),
-            reject("choice with 256 options", choice_n(256), Code::TooManyOptions, AT, "256 options is more than the limit of 255"),
+            reject("choice with 256 options", choice_n(256), Code::TooManyOptions, AT, "256 options is more than the limit of 255 (--max-options)"),
             reject("choice with 255 options (191 labels)", choice_n(255), Code::TooManyOptions, AT, over_labels(255, 191, TEXT)),
             reject("choice with 192 options (191 labels)", choice_n(192), Code::TooManyOptions, AT, over_labels(192, 191, TEXT)),
-            reject("choice over max_options", choice_n(4), Code::TooManyOptions, AT, "4 options is more than the limit of 3").limits(|l| l.max_options = 3),
+            reject("choice over max_options", choice_n(4), Code::TooManyOptions, AT, "4 options is more than the limit of 3 (--max-options)").limits(|l| l.max_options = 3),
             reject("256 options on the 10 + 255 numeral labels of gemma-3", on_vision(choice_n(256)), Code::TooManyOptions, AT, format!("256 options is more than the 255 option labels model {VISION} has (10 single-token, 255 multi-token numerals)")).limits(|l| l.max_options = 300),
             accept("11 options on gemma-3: numerals 00-10", on_vision(choice_n(11))).holds(|r| r.rendered()[0].reads.nodes.len() == 3),
             // 30 reads of ~29k estimated tokens each: over the default request limit.
             accept("255 options on gemma-3: numerals 000-254", on_vision(choice_n(255))).holds(|r| r.rendered()[0].reads.nodes.len() == 30).limits(|l| l.max_request_tokens = 1_000_000),
-            reject("255 options on gemma-3 count 30 reads", on_vision(choice_n(255)), Code::RequestTooLarge, &[], "the request needs about 878010 upstream prompt tokens, more than the limit of 200000"),
+            reject("255 options on gemma-3 count 30 reads", on_vision(choice_n(255)), Code::RequestTooLarge, &[], "the request needs about 878010 upstream prompt tokens, more than the limit of 200000 (--max-request-tokens); estimated at one token per UTF-8 byte (an upper bound), since the model has no tokenizer configured (--tokenizer counts exactly)"),
             accept("10 options on gemma-3: one single-token read", on_vision(choice_n(10))).holds(|r| r.rendered()[0].reads.nodes.len() == 1),
             reject("empty label", label(""), Code::InvalidLabel, AT, "label #1 is blank"),
             reject("blank label", label("   "), Code::InvalidLabel, AT, "label #1 is blank"),
@@ -403,7 +429,7 @@ mod tests {
             reject("description is a boolean", choice_criteria(json!({"a": true, "b": "y"})), Code::InvalidDescription, AT, desc(0, "a boolean")),
             reject("an option's label before its description", choice_criteria(json!({"": 1, "b": "y"})), Code::InvalidLabel, AT, "label #0 is blank"),
             reject("option #0's description before option #1's label", choice_criteria(json!({"a": 1, "": "y"})), Code::InvalidDescription, AT, desc(0, "a number")),
-            reject("the count before any label", choice_criteria(json!({"": 1, " ": 2})), Code::TooManyOptions, AT, "2 options is more than the limit of 1").limits(|l| l.max_options = 1),
+            reject("the count before any label", choice_criteria(json!({"": 1, " ": 2})), Code::TooManyOptions, AT, "2 options is more than the limit of 1 (--max-options)").limits(|l| l.max_options = 1),
             accept("191 options (the model's capacity)", choice_n(191)).holds(|r| r.questions()[0].options.len() == 191),
             accept("1-option choice", choice_n(1)).holds(|r| labels(r) == ["o0"]),
             accept("10 options on a 10-label model", on_vision(choice_n(10))).holds(|r| r.questions()[0].options.len() == 10),
@@ -460,14 +486,14 @@ mod tests {
             reject("score criteria is an object", levels(json!({"0": "low"})), Code::InvalidCriteria, AT, shape),
             reject("score criteria is null", levels(Value::Null), Code::InvalidCriteria, AT, "a score's criteria must be an array of levels, lowest first, got null"),
             reject("score with 0 levels", levels(json!([])), Code::InvalidCriteria, AT, "criteria must hold at least 1 option, got 0"),
-            reject("score with 11 levels", score_n(11), Code::TooManyLevels, AT, "11 options is more than the limit of 10"),
-            reject("score over max_levels", score_n(4), Code::TooManyLevels, AT, "4 options is more than the limit of 3").limits(|l| l.max_levels = 3),
+            reject("score with 11 levels", score_n(11), Code::TooManyLevels, AT, "11 levels is more than the limit of 10 (--max-levels)"),
+            reject("score over max_levels", score_n(4), Code::TooManyLevels, AT, "4 levels is more than the limit of 3 (--max-levels)").limits(|l| l.max_levels = 3),
             accept("levels over the single-token labels take numerals", on_vision(score_n(11))).holds(|r| r.rendered()[0].reads.nodes.len() == 3).limits(|l| l.max_levels = 20),
             reject("score with a null level", levels(json!(["low", null, "high"])), Code::InvalidCriteria, AT, level(1, "null")),
             reject("score with a numeric level", levels(json!(["low", 1, "high"])), Code::InvalidCriteria, AT, level(1, "a number")),
             reject("score with a boolean level", levels(json!([true, "high"])), Code::InvalidCriteria, AT, level(0, "a boolean")),
             reject("the first bad level", levels(json!(["low", 1, null])), Code::InvalidCriteria, AT, level(1, "a number")),
-            reject("the count before the levels", levels(json!([1, 2, 3, 4])), Code::TooManyLevels, AT, "4 options is more than the limit of 3").limits(|l| l.max_levels = 3),
+            reject("the count before the levels", levels(json!([1, 2, 3, 4])), Code::TooManyLevels, AT, "4 levels is more than the limit of 3 (--max-levels)").limits(|l| l.max_levels = 3),
             accept("valid score", q1(score())).holds(|r| labels(r) == ["level_0", "level_1", "level_2"]),
             accept("score with 10 levels", score_n(10)).holds(|r| r.questions()[0].options.len() == 10),
             accept("score with 10 levels on a 10-label model", on_vision(score_n(10))),

@@ -23,22 +23,45 @@ fn about(counter: &TokenCounter) -> &'static str {
     }
 }
 
-/// `count` within `limit`, or `code` at `at`: `what` says what was counted and how much
-/// (`the state is about 7 tokens`), and the message adds the limit.
+/// What an estimated count adds to its message, so the caller knows why a short text may
+/// count high and what makes it exact.
+const ESTIMATE_NOTE: &str = "; estimated at one token per UTF-8 byte (an upper bound), \
+     since the model has no tokenizer configured (--tokenizer counts exactly)";
+
+/// A token limit: its value, the flag that sets it and the code for going over it.
+struct TokenLimit {
+    limit: usize,
+    flag: &'static str,
+    code: Code,
+}
+
+/// `count` within the limit, or its code at `at`: `what` says what was counted and how
+/// much (`the state is about 7 tokens`), and the message adds the limit, its flag, and,
+/// for an estimate, how it was estimated.
 fn within(
     count: usize,
-    limit: usize,
-    code: Code,
+    bound: TokenLimit,
+    counter: &TokenCounter,
     at: Vec<String>,
     what: impl FnOnce() -> String,
 ) -> Result<(), ApiError> {
-    if count <= limit {
+    if count <= bound.limit {
         return Ok(());
     }
+    let note = if counter.is_exact() {
+        ""
+    } else {
+        ESTIMATE_NOTE
+    };
     refuse(
-        code,
+        bound.code,
         at,
-        format!("{}, more than the limit of {limit}", what()),
+        format!(
+            "{}, more than the limit of {} ({}){note}",
+            what(),
+            bound.limit,
+            bound.flag
+        ),
     )
 }
 
@@ -53,14 +76,16 @@ pub(super) fn question_tokens(
 ) -> Result<(usize, String), ApiError> {
     let rendered = prompt::question_json(lowered, 0, &model.table)
         .map_err(|e| ApiError::at(Code::InvalidNumber, at.whole(), e.to_string()))?;
-    let tokens = model.counter.count(&rendered);
-    within(
-        tokens,
-        limits.max_question_tokens,
-        Code::QuestionTooLarge,
-        at.whole(),
-        || format!("the question is about {tokens} tokens"),
-    )?;
+    let counter = &model.counter;
+    let tokens = counter.count(&rendered);
+    let bound = TokenLimit {
+        limit: limits.max_question_tokens,
+        flag: "--max-question-tokens",
+        code: Code::QuestionTooLarge,
+    };
+    within(tokens, bound, counter, at.whole(), || {
+        format!("the question is {}{tokens} tokens", about(counter))
+    })?;
     Ok((tokens, rendered))
 }
 
@@ -73,26 +98,26 @@ pub(super) fn check_token_limits(
 ) -> Result<(), ApiError> {
     let counter = &req.model.counter;
     let state_tokens = counter.count(&req.state_json);
-    within(
-        state_tokens,
-        limits.max_state_tokens,
-        Code::StateTooLarge,
-        loc(&["state"]),
-        || format!("the state is {}{state_tokens} tokens", about(counter)),
-    )?;
+    let bound = TokenLimit {
+        limit: limits.max_state_tokens,
+        flag: "--max-state-tokens",
+        code: Code::StateTooLarge,
+    };
+    within(state_tokens, bound, counter, loc(&["state"]), || {
+        format!("the state is {}{state_tokens} tokens", about(counter))
+    })?;
     let total = upstream_prompt_tokens(req, question_tokens, state_tokens);
-    within(
-        total,
-        limits.max_request_tokens,
-        Code::RequestTooLarge,
-        vec![],
-        || {
-            format!(
-                "the request needs {}{total} upstream prompt tokens",
-                about(counter)
-            )
-        },
-    )
+    let bound = TokenLimit {
+        limit: limits.max_request_tokens,
+        flag: "--max-request-tokens",
+        code: Code::RequestTooLarge,
+    };
+    within(total, bound, counter, vec![], || {
+        format!(
+            "the request needs {}{total} upstream prompt tokens",
+            about(counter)
+        )
+    })
 }
 
 /// Prompt tokens over every upstream request the plan will send. Each question of two or
@@ -142,6 +167,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::test_support::*;
+    use super::ESTIMATE_NOTE;
     use crate::error::Code;
 
     /// What every read carries with the estimated counter (one token per byte): the
@@ -156,11 +182,15 @@ mod tests {
     const ONE_NOUL: usize = BASE + 2 * NOUL;
 
     fn needs(total: usize, limit: usize) -> String {
-        format!("the request needs about {total} upstream prompt tokens, more than the limit of {limit}")
+        format!("the request needs about {total} upstream prompt tokens, more than the limit of {limit} (--max-request-tokens){ESTIMATE_NOTE}")
     }
 
     fn question_over(tokens: usize, limit: usize) -> String {
-        format!("the question is about {tokens} tokens, more than the limit of {limit}")
+        format!("the question is about {tokens} tokens, more than the limit of {limit} (--max-question-tokens){ESTIMATE_NOTE}")
+    }
+
+    fn state_over(tokens: usize, limit: usize) -> String {
+        format!("the state is about {tokens} tokens, more than the limit of {limit} (--max-state-tokens){ESTIMATE_NOTE}")
     }
 
     /// `choice()` as `q1` and `noul()` as `q2`, with these top-level fields set.
@@ -191,12 +221,12 @@ mod tests {
             reject("a number beyond f64 in instructions", raw(non_finite), Code::InvalidNumber, &["questions", "q1"], "the number 1e+400 is outside the range of a 64-bit float"),
             reject("a number beyond f64 in a description", raw(non_finite_desc), Code::InvalidNumber, &["questions", "q1"], "the number 1e+400 is outside the range of a 64-bit float"),
             reject("a question's size before the next question", then_bad, Code::QuestionTooLarge, &["questions", "q1"], question_over(132 + 600, 400)).limits(|l| l.max_question_tokens = 400),
-            reject("state over max_state_tokens", top("state", json!("s".repeat(200))), Code::StateTooLarge, &["state"], "the state is about 202 tokens, more than the limit of 100").limits(|l| l.max_state_tokens = 100),
-            reject("state one token over", top("state", json!("s".repeat(99))), Code::StateTooLarge, &["state"], "the state is about 101 tokens, more than the limit of 100").limits(|l| l.max_state_tokens = 100),
+            reject("state over max_state_tokens", top("state", json!("s".repeat(200))), Code::StateTooLarge, &["state"], state_over(202, 100)).limits(|l| l.max_state_tokens = 100),
+            reject("state one token over", top("state", json!("s".repeat(99))), Code::StateTooLarge, &["state"], state_over(101, 100)).limits(|l| l.max_state_tokens = 100),
             accept("state at max_state_tokens", top("state", json!("s".repeat(98)))).limits(|l| l.max_state_tokens = 100),
             reject("the questions before the state's size", big_state_bad_q, Code::UnsupportedQuestionType, &["questions", "q1", "type"], "type must be \"choice\", \"noul\" or \"score\"").limits(|l| l.max_state_tokens = 100),
             reject("the images before the state's size", big_state_images, Code::ImagesUnsupported, &["images"], "model glm-5.3-flash is not configured as vision-capable, so it takes no images").limits(|l| l.max_state_tokens = 100),
-            reject("the state's size before the request's", top("state", json!("s".repeat(200))), Code::StateTooLarge, &["state"], "the state is about 202 tokens, more than the limit of 100").limits(|l| { l.max_state_tokens = 100; l.max_request_tokens = 0; }),
+            reject("the state's size before the request's", top("state", json!("s".repeat(200))), Code::StateTooLarge, &["state"], state_over(202, 100)).limits(|l| { l.max_state_tokens = 100; l.max_request_tokens = 0; }),
             reject("request one token over", base(), Code::RequestTooLarge, &[], needs(ONE_CHOICE, ONE_CHOICE - 1)).limits(|l| l.max_request_tokens = ONE_CHOICE - 1),
             accept("request at max_request_tokens", base()).limits(|l| l.max_request_tokens = ONE_CHOICE),
             reject("each order is a read", top("permutations", json!(2)), Code::RequestTooLarge, &[], needs(2 * ONE_CHOICE, ONE_CHOICE)).limits(|l| l.max_request_tokens = ONE_CHOICE),
