@@ -45,5 +45,27 @@ pub fn read_path_or_shipped(
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, text)| (*text).to_string())
-        .ok_or_else(|| format!("{path_or_name}: not a file and not the name of a shipped one"))
+        .ok_or_else(|| {
+            let names: Vec<&str> = shipped.iter().map(|(n, _)| *n).collect();
+            format!(
+                "{path_or_name}: not a file and not the name of a shipped one (shipped: {})",
+                names.join(", ")
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_name_lists_the_shipped_ones() {
+        let err = read_path_or_shipped("gemma3", TOKEN_TABLES).expect_err("not shipped");
+        assert!(err.starts_with("gemma3: not a file"), "{err}");
+        for name in ["gemma-3", "qwen-3", "golden-fake"] {
+            assert!(err.contains(name), "{err}");
+        }
+        let text = read_path_or_shipped("token-tables/gemma-3.json", TOKEN_TABLES);
+        assert!(text.expect("by path or name").contains("\"gemma-3\""));
+    }
 }

@@ -33,10 +33,13 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
             model = %model.name,
             dialect = model.backend.dialect(),
             labels = model.table.capacity(),
+            options = model.table.option_capacity(),
             "serving model"
         );
     }
-    let listener = TcpListener::bind(config.listen).await?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {} (--listen): {e}", config.listen))?;
     // Scripts wait for this line to learn the bound address (useful with port 0).
     tracing::info!(address = %listener.local_addr()?, "listening");
     if state.keys.is_open() {

@@ -1,0 +1,31 @@
+//! What the binary says when it cannot start: each error names what to change.
+
+/// `serve` on an address already taken exits with an error that names the address and the
+/// flag, rather than a bare "Address already in use".
+#[test]
+fn serve_on_a_taken_address_names_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let address = taken.local_addr().expect("address").to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
+        .args([
+            "serve",
+            "--listen",
+            &address,
+            "--token-table",
+            "golden-fake",
+        ])
+        .args([
+            "--backend-url",
+            "http://127.0.0.1:9/v1",
+            "--token-check-interval-secs",
+            "0",
+        ])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {address} (--listen)")),
+        "{stderr}"
+    );
+}
