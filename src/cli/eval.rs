@@ -53,14 +53,15 @@ pub struct EvalArgs {
     /// Also write the raw rows here (the input of `systemone calibrate`).
     #[arg(long)]
     pub raw_out: Option<PathBuf>,
-    /// The machine-readable report.
-    #[arg(long, default_value = "eval-report.json")]
-    pub report: PathBuf,
-    /// The reliability diagram (SVG).
-    #[arg(long, default_value = "eval-reliability.svg")]
-    pub diagram: PathBuf,
-    /// Requests in flight at once.
-    #[arg(long, default_value_t = 8)]
+    /// Also write the machine-readable report (JSON) here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Also write the reliability diagram (SVG) here.
+    #[arg(long)]
+    pub diagram: Option<PathBuf>,
+    /// Requests in flight at once. The default suits the local one-slot llama-server, where
+    /// more callers only queue at the backend (and may time out there).
+    #[arg(long, default_value_t = 2)]
     pub concurrency: usize,
     /// Seed of the excess-ECE draws.
     #[arg(long, default_value_t = 0)]
@@ -443,11 +444,11 @@ pub fn run_command(args: &EvalArgs) -> Result<(), String> {
         .block_on(run(args))
         .map_err(|e| format!("eval: {e}"))?;
     print!("{}", outcome.table);
-    println!(
-        "report: {}, diagram: {}",
-        args.report.display(),
-        args.diagram.display()
-    );
+    for (what, path) in [("report", &args.report), ("diagram", &args.diagram)] {
+        if let Some(path) = path {
+            println!("{what}: {}", path.display());
+        }
+    }
     Ok(())
 }
 
@@ -479,6 +480,7 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
         questions as f64 / seconds.max(1e-9),
         failures.len()
     ));
+    table.push_str(&failure_lines(&failures));
     let calibration = args.profile.as_deref();
     let report = json!({
         "data": args.data.display().to_string(),
@@ -495,9 +497,30 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
     });
     let mut body = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     body.push('\n');
-    write(&args.report, &body)?;
-    write(&args.diagram, &reliability_svg(&summary.rows, 10))?;
+    if let Some(path) = &args.report {
+        write(path, &body)?;
+    }
+    if let Some(path) = &args.diagram {
+        write(path, &reliability_svg(&summary.rows, 10))?;
+    }
     Ok(Outcome { report, table })
+}
+
+/// The first few failures, so a run that lost lines says why without opening the report.
+fn failure_lines(failures: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut out: String = failures
+        .iter()
+        .take(SHOWN)
+        .map(|f| format!("  failed: {f}\n"))
+        .collect();
+    if failures.len() > SHOWN {
+        out.push_str(&format!(
+            "  … and {} more (all in --report)\n",
+            failures.len() - SHOWN
+        ));
+    }
+    out
 }
 
 /// One input line: its number, the request body and the gold answers.
