@@ -111,6 +111,11 @@ fn probes() -> Vec<Probe> {
             .to_string(),
             200,
         ),
+        probe(
+            "answered, an ignored top-level field",
+            canary_request(&[(CANARY, json!(c(" ignored")))]).to_string(),
+            200,
+        ),
         probe("label with a line break", bad_label.to_string(), 422),
         probe("label too long", big_label.to_string(), 422),
         probe("unknown field", unknown_field.to_string(), 422),

@@ -2,14 +2,14 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::auth::Caller;
 use super::{blocking, body, count_rejection, wire, AppState};
 use crate::calibration::Decoded;
 use crate::error::{ApiError, Code};
-use crate::request::validate_with_parts;
+use crate::request::{validate_with_parts, Ignored};
 
 pub(super) async fn handle(
     State(state): State<AppState>,
@@ -57,12 +57,42 @@ async fn answer(
             tracing::error!(error = %e, "cannot encode the answer");
             ApiError::new(Code::Internal, "internal error")
         })?;
-    Ok((
+    let mut response = (
         StatusCode::OK,
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         body,
     )
-        .into_response())
+        .into_response();
+    say_ignored(request.ignored(), response.headers_mut());
+    Ok(response)
+}
+
+/// The header that names the top-level fields a request held and this service ignored.
+pub const IGNORED_FIELDS_HEADER: &str = "x-systemone-ignored-fields";
+
+/// Names the ignored top-level fields in [`IGNORED_FIELDS_HEADER`] (to the caller, who sent
+/// them) and counts them in a debug line (the log gets no names: they are the caller's).
+fn say_ignored(ignored: &Ignored, headers: &mut HeaderMap) {
+    if ignored.count == 0 {
+        return;
+    }
+    tracing::debug!(
+        ignored_fields = ignored.count,
+        "the body has top-level fields this service does not read"
+    );
+    let listed = ignored.names.join(", ");
+    let value = if ignored.names.len() == ignored.count {
+        listed
+    } else {
+        let unlisted = ignored.count - ignored.names.len();
+        format!(
+            "{listed}{}({unlisted} more)",
+            if listed.is_empty() { "" } else { ", " }
+        )
+    };
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(IGNORED_FIELDS_HEADER, value);
+    }
 }
 
 /// Records each answer's option mass and the profile that covered it, if any.

@@ -60,6 +60,16 @@ pub struct ValidRequest {
     permutations: usize,
     history: History,
     images: Vec<Arc<str>>,
+    ignored: Ignored,
+}
+
+/// The top-level fields of a body that no rule reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ignored {
+    /// Their names, where a response header can repeat them as they are.
+    pub names: Vec<String>,
+    /// How many there were, listed or not.
+    pub count: usize,
 }
 
 impl ValidRequest {
@@ -104,6 +114,10 @@ impl ValidRequest {
     /// every planned request holds the same allocation.
     pub fn images(&self) -> &[Arc<str>] {
         &self.images
+    }
+    /// The top-level fields the body held that this service does not read.
+    pub fn ignored(&self) -> &Ignored {
+        &self.ignored
     }
     /// Whether the first question goes alone to seat the shared prefix (technique §6).
     pub fn staged(&self) -> bool {
@@ -154,6 +168,7 @@ impl ValidRequest {
             permutations,
             history,
             images: images.into_iter().map(Arc::from).collect(),
+            ignored: Ignored::default(),
         })
     }
 }

@@ -27,6 +27,42 @@ pub(super) fn body_object(body: Value) -> Result<Map<String, Value>, ApiError> {
     }
 }
 
+/// The top-level fields this service reads; any other is ignored (clients send their own).
+const TOP_LEVEL_FIELDS: [&str; 10] = [
+    "model",
+    "state",
+    "questions",
+    "temperature",
+    "calibration",
+    "layout",
+    "permutations",
+    "history",
+    "images",
+    "assets",
+];
+
+/// Longest field name [`ignored_fields`] repeats back.
+const MAX_ECHOED_NAME: usize = 64;
+
+/// The top-level fields of `body` this service does not read, so the answer can say which
+/// were ignored (a misspelled `"temprature"` would otherwise pass unnoticed). Only names a
+/// header can carry as they are (printable ASCII without commas, at most 64 characters)
+/// are listed; the second value counts every ignored field.
+pub(super) fn ignored_fields(body: &Map<String, Value>) -> (Vec<String>, usize) {
+    let ignored: Vec<&String> = body
+        .keys()
+        .filter(|k| !TOP_LEVEL_FIELDS.contains(&k.as_str()))
+        .collect();
+    let echoable = ignored
+        .iter()
+        .filter(|k| {
+            k.len() <= MAX_ECHOED_NAME && k.bytes().all(|b| b.is_ascii_graphic() && b != b',')
+        })
+        .map(|k| k.to_string())
+        .collect();
+    (echoable, ignored.len())
+}
+
 /// `model`: absent or null is the registry's default; a name must be a public name or an
 /// alias served here, and the refusal lists the served public names so the caller can pick.
 pub(super) fn requested_model<'m>(

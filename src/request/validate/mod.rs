@@ -31,7 +31,7 @@ mod tokens;
 
 use serde_json::Value;
 
-use super::{RenderedQuestion, ValidRequest};
+use super::{Ignored, RenderedQuestion, ValidRequest};
 
 use super::prompt;
 use crate::config::Limits;
@@ -59,6 +59,7 @@ pub fn validate_with_parts(
     limits: &Limits,
 ) -> Result<ValidRequest, ApiError> {
     let mut body = fields::body_object(body)?;
+    let (ignored_fields, ignored_count) = fields::ignored_fields(&body);
     let requested = fields::requested_model(body.get("model"), models)?;
     let model = models.serving(requested).clone();
     let state_json = fields::state_json(body.remove("state"))?;
@@ -82,6 +83,10 @@ pub fn validate_with_parts(
         permutations,
         history,
         images,
+        ignored: Ignored {
+            names: ignored_fields,
+            count: ignored_count,
+        },
     };
     tokens::check_token_limits(&request, &question_tokens, limits)?;
     Ok(request)
