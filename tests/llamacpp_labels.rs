@@ -55,14 +55,7 @@ async fn multi_token_answers_are_the_chain_rule_over_the_backends_logprobs() {
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
     let service = common::start(llama_config(&url, &["--cache-prompt", "false"])).await;
-    let direct = LlamaCppBackend::new(
-        reqwest::Client::new(),
-        &url,
-        "gemma-3-270m".to_string(),
-        None,
-        false,
-        None,
-    );
+    let direct = direct_backend(&url);
     for (n, nodes) in [(11, 3), (37, 5)] {
         let reply = ask(&service, &choice_of(n, Some(json!(1)))).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
@@ -128,6 +121,19 @@ async fn multi_token_answers_are_the_chain_rule_over_the_backends_logprobs() {
     eprintln!("labels: chain rule checked in {:.2?}", started.elapsed());
 }
 
+/// The llama.cpp dialect pointed at `url` with the prefix cache off, to build the very
+/// bodies the service sends and send them here.
+fn direct_backend(url: &str) -> LlamaCppBackend {
+    LlamaCppBackend::new(
+        reqwest::Client::new(),
+        url,
+        "gemma-3-270m".to_string(),
+        None,
+        false,
+        None,
+    )
+}
+
 /// llama-server's answer to `node`'s read, asked directly with the body the service's own
 /// dialect writes (`post_sampling`: the fallback read).
 async fn ask_directly(
@@ -182,14 +188,7 @@ async fn letters_answer_26_options_at_one_node() {
         &["--cache-prompt", "false", "--label-scheme", "letters"],
     ))
     .await;
-    let direct = LlamaCppBackend::new(
-        reqwest::Client::new(),
-        &url,
-        "gemma-3-270m".to_string(),
-        None,
-        false,
-        None,
-    );
+    let direct = direct_backend(&url);
     let body = choice_of(26, Some(json!(1)));
     let reply = ask(&service, &body).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
