@@ -569,3 +569,50 @@ fn type_name(v: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_said_in_the_rerank_bodys_terms() {
+        let docs = [(7, "d")];
+        let state = ApiError::at(
+            Code::StateTooLarge,
+            loc(&["state"]),
+            "the state is about 9 tokens",
+        );
+        let e = in_rerank_terms(state, &docs);
+        assert_eq!(
+            (e.loc, e.msg.as_str()),
+            (
+                loc(&["query"]),
+                "the query (as the state) is about 9 tokens"
+            )
+        );
+        let big = ApiError::new(
+            Code::RequestTooLarge,
+            "the request needs 900 upstream prompt tokens",
+        );
+        let e = in_rerank_terms(big, &docs);
+        assert_eq!(e.loc, loc(&["documents", "7"]));
+        assert!(
+            e.msg.starts_with("reading this document needs 900"),
+            "{}",
+            e.msg
+        );
+        let question = ApiError::at(Code::QuestionTooLarge, loc(&["questions", "7"]), "too long");
+        assert_eq!(
+            in_rerank_terms(question, &docs).loc,
+            loc(&["documents", "7"])
+        );
+    }
+
+    #[test]
+    fn a_document_is_its_python_json_history() {
+        assert_eq!(
+            document_history("a \"b\"\n é"),
+            "{\"document\": \"a \\\"b\\\"\\n é\"}"
+        );
+    }
+}

@@ -591,6 +591,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_estimate_truncates_to_bytes_at_a_character_boundary() {
+        let counter = TokenCounter::Estimate;
+        assert_eq!(counter.truncate("short", 5), None);
+        assert_eq!(counter.truncate("longer text", 6), Some("longer"));
+        // "é" is two bytes: a cut inside it moves back before it.
+        assert_eq!(counter.truncate("aé b", 2), Some("a"));
+        assert_eq!(counter.truncate("é", 1), Some(""));
+    }
+
+    #[test]
     fn builtin_golden_table_has_191_contiguous_labels() {
         let t = TokenTable::load("golden-fake").expect("built in");
         assert_eq!(t.capacity(), 191);
