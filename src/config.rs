@@ -21,6 +21,10 @@ pub const DEFAULT_TOKEN_CHECK_INTERVAL_SECS: u64 = 600;
 pub const DEFAULT_TOKEN_CHECK_TIMEOUT_SECS: f64 = 30.0;
 /// Token ids read per upstream request, unless configured (flag and registry alike).
 pub const DEFAULT_MAX_IDS_PER_READ: usize = 128;
+/// The noul `/v2/rerank` asks of each document, unless a model configures its own
+/// (`rerank_question`). The query is the state; the document follows it (README "Rerank").
+pub const DEFAULT_RERANK_QUESTION: &str =
+    "Is the document after the state relevant to the query in the state, that is, does it help answer the query?";
 
 /// A flag group with every flag at its `#[arg(default_value…)]`, the environment ignored:
 /// the defaults are written once, in the attributes `--help` shows.
@@ -187,6 +191,11 @@ pub struct ModelFlags {
     /// as `image_url` parts. Without it any image is a 422 `system_one_images_unsupported`.
     #[arg(long, env = "SYSTEMONE_VISION")]
     pub vision: bool,
+
+    /// The yes/no question `/v2/rerank` asks of each document (the instructions of its
+    /// noul); callers cannot change it.
+    #[arg(long, env = "SYSTEMONE_RERANK_QUESTION", default_value = DEFAULT_RERANK_QUESTION)]
+    pub rerank_question: String,
 }
 
 /// Request limits (contract "Limits"). Every one is configurable.
@@ -213,6 +222,10 @@ pub struct Limits {
     /// Most bytes in a request body, after decompression.
     #[arg(long, env = "SYSTEMONE_MAX_BODY_BYTES", default_value_t = 24 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Most documents in one `/v2/rerank` call (Cohere recommends at most 1,000); they are
+    /// asked in batches of `--max-questions`.
+    #[arg(long, env = "SYSTEMONE_MAX_RERANK_DOCUMENTS", default_value_t = 1000)]
+    pub max_rerank_documents: usize,
     /// Most images in one request (`images` entries plus `assets` entries).
     #[arg(long, env = "SYSTEMONE_MAX_IMAGES", default_value_t = 4)]
     pub max_images: usize,
@@ -396,6 +409,13 @@ pub struct ModelConfig {
     /// The model reads images (`images` / `assets` are refused otherwise).
     #[serde(default)]
     pub vision: bool,
+    /// The yes/no question `/v2/rerank` asks of each document.
+    #[serde(default = "default_rerank_question")]
+    pub rerank_question: String,
+}
+
+fn default_rerank_question() -> String {
+    DEFAULT_RERANK_QUESTION.to_string()
 }
 
 fn default_true() -> bool {
@@ -460,6 +480,7 @@ impl ModelFlags {
             cache_prompt: self.cache_prompt,
             disable_thinking: self.disable_thinking,
             vision: self.vision,
+            rerank_question: self.rerank_question.clone(),
         })
     }
 }
@@ -528,6 +549,8 @@ mod tests {
         assert_eq!(cfg.upstream.request_timeout(), Duration::from_secs(120));
         assert_eq!(cfg.limits.max_body_bytes, 24 * 1024 * 1024);
         assert_eq!(cfg.model.max_ids_per_read, 128);
+        assert_eq!(cfg.model.rerank_question, DEFAULT_RERANK_QUESTION);
+        assert_eq!(cfg.limits.max_rerank_documents, 1000);
     }
 
     #[test]
@@ -586,6 +609,7 @@ upstream_model = "org/b"
 token_table = "golden-fake"
 layout = "cost"
 label_scheme = "letters"
+rerank_question = "Does the document answer the query?"
 "#,
         )
         .expect("write");
@@ -595,6 +619,11 @@ label_scheme = "letters"
         assert_eq!(models[0].label_scheme, LabelScheme::Numerals);
         assert_eq!(models[1].label_scheme, LabelScheme::Letters);
         assert_eq!(models[1].aliases, vec!["bee".to_string()]);
+        assert_eq!(models[0].rerank_question, DEFAULT_RERANK_QUESTION);
+        assert_eq!(
+            models[1].rerank_question,
+            "Does the document answer the query?"
+        );
         std::fs::write(&path, "[[model]]\nname = \"a\"\nbogus = 1\n").expect("write");
         assert!(load_registry(&path).is_err());
     }

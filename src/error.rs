@@ -92,6 +92,13 @@ codes! {
     UnsupportedImageFormat => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_unsupported_image_format"),
     ImageUrlRefused => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_image_url_refused"),
     InvalidAsset => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_asset"),
+    // 422: the rerank body's own rules (`/v2/rerank`, `/v1/rerank`).
+    InvalidQuery => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_query"),
+    InvalidDocuments => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_documents"),
+    TooManyDocuments => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_too_many_documents"),
+    BadTopN => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_top_n"),
+    BadMaxTokensPerDoc => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_max_tokens_per_doc"),
+    UnsupportedRerankOption => (StatusCode::UNPROCESSABLE_ENTITY, NotConfigured, "system_one_unsupported_rerank_option"),
     // 413: size rules.
     BodyTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_body_too_large"),
     StateTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_state_too_large"),

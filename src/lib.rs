@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! cli/          every command (serve, tokens, eval, calibrate) and its arguments; fitting maths
-//! http/         routes, request ids, body extraction, wire types, API keys and their limits,
+//! http/         routes (one file per front door), request ids, body extraction, wire types, API keys and their limits,
 //!               the shared state, serving with graceful shutdown
 //! engine/       the orchestrator (fan-out, staging, in-flight cap, timeouts) and decoding
 //! request/      caller JSON → ValidRequest → prompt bytes; pure

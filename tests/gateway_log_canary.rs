@@ -7,6 +7,11 @@
 //! requests-per-minute and daily limits each leave a "request finished" line naming the
 //! key (`key=<name>`), but neither the configured keys nor the wrong bearer ever appear in
 //! a log line, an error body or a response header.
+//!
+//! The rerank routes (`/v2/rerank`, `/v1/rerank`) go through the same keys: their calls
+//! leave the same "request finished" line naming the key, and neither the keys nor the
+//! caller's query and documents (canary strings, also in a refused body and a truncated
+//! document) ever reach a log line, `/metrics`, an error body or a header.
 
 mod common;
 
@@ -20,6 +25,26 @@ const FILE_KEY: &str = "sk-canary-file-7f3a";
 const ENV_KEY: &str = "sk-canary-env-7f3a";
 const WRONG_KEY: &str = "sk-canary-wrong-7f3a";
 const ENV_VAR: &str = "SYSTEMONE_TEST_CANARY_KEY";
+const QUERY_CANARY: &str = "canary-query-51c9";
+const DOC_CANARY: &str = "canary-document-51c9";
+
+/// POSTs `body` to the service's `path` with `Authorization: Bearer <bearer>` when given.
+async fn rerank_as(
+    service: &common::Service,
+    path: &str,
+    bearer: Option<&str>,
+    body: &serde_json::Value,
+) -> common::Reply {
+    let mut request = service
+        .client
+        .post(service.url(path))
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if let Some(key) = bearer {
+        request = request.bearer_auth(key);
+    }
+    common::Reply::read(request.send().await.expect("service answers")).await
+}
 
 #[test]
 fn api_keys_never_reach_logs_errors_or_headers() {
@@ -77,7 +102,35 @@ fn api_keys_never_reach_logs_errors_or_headers() {
             }
             ids.push((id, status, name));
         }
+        let long_doc = format!("{DOC_CANARY} ").repeat(40);
+        let rerank = json!({"query": format!("{QUERY_CANARY}?"), "documents": [DOC_CANARY, long_doc], "max_tokens_per_doc": 64});
+        let bad = json!({"query": QUERY_CANARY, "documents": [DOC_CANARY, 3]});
+        let rerank_probes: [(&str, Option<&str>, &serde_json::Value, u16, &str); 5] = [
+            ("/v2/rerank", Some(LIST_KEY), &rerank, 200, "key-1"),
+            ("/v1/rerank", Some(LIST_KEY), &rerank, 200, "key-1"),
+            ("/v2/rerank", Some(LIST_KEY), &bad, 422, "key-1"),
+            ("/v2/rerank", Some(WRONG_KEY), &rerank, 401, ""),
+            ("/v2/rerank", None, &rerank, 403, ""),
+        ];
+        for (path, key, body, status, name) in rerank_probes {
+            let reply = rerank_as(&service, path, key, body).await;
+            assert_eq!(reply.status, status, "{path} {key:?}: {}", reply.text);
+            if status == 200 {
+                assert!(reply.body["meta"]["warnings"].is_array(), "{}", reply.text);
+            }
+            let id = reply.header("x-request-id").expect("request id").to_string();
+            let everything = format!("{:?} {}", reply.headers, reply.text);
+            for secret in [LIST_KEY, WRONG_KEY, QUERY_CANARY, DOC_CANARY] {
+                assert!(!everything.contains(secret), "{secret} in {everything}");
+            }
+            ids.push((id, status, name));
+        }
         let metrics = common::metrics(&service).await;
+        assert!(metrics.contains("route=\"/v2/rerank\""), "{metrics}");
+        assert!(metrics.contains("route=\"/v1/rerank\""), "{metrics}");
+        for secret in [QUERY_CANARY, DOC_CANARY] {
+            assert!(!metrics.contains(secret), "{secret} in /metrics");
+        }
         for secret in [LIST_KEY, FILE_KEY, ENV_KEY, WRONG_KEY, &hex] {
             assert!(!metrics.contains(secret), "{secret} in /metrics");
         }
@@ -100,7 +153,15 @@ fn api_keys_never_reach_logs_errors_or_headers() {
         }
     }
     for (i, line) in text.lines().enumerate() {
-        for secret in [LIST_KEY, FILE_KEY, ENV_KEY, WRONG_KEY, &hex] {
+        for secret in [
+            LIST_KEY,
+            FILE_KEY,
+            ENV_KEY,
+            WRONG_KEY,
+            &hex,
+            QUERY_CANARY,
+            DOC_CANARY,
+        ] {
             assert!(
                 !line.contains(secret),
                 "log line {i} leaks {secret}: {line}"

@@ -161,6 +161,12 @@ impl Pipeline {
         &self.in_flight
     }
 
+    /// The bound on one whole caller request; a front door that runs several requests
+    /// for one call (`/v2/rerank`'s batches) holds the call as a whole to it too.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
     /// Answers every question of `req`, or fails as a whole. `ticket` is the model's
     /// circuit breaker's admission (taken by the caller, so an open circuit refuses the
     /// request before anything else is counted); it learns the outcome.

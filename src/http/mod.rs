@@ -1,10 +1,12 @@
-//! The HTTP surface: routes, the request-id middleware, body extraction and handlers.
+//! The HTTP surface: routes, the request-id middleware, body extraction and handlers (one
+//! file per front door: `systemone.rs`, `rerank.rs`).
 //! Handlers stay thin: extract → [`crate::request::validate()`] → [`crate::engine::Pipeline`]
 //! → [`wire`]; every error goes out through [`crate::error::ApiError`].
 
 pub mod auth;
 mod blocking;
 pub mod body;
+mod rerank;
 pub mod serve;
 pub mod state;
 mod systemone;
@@ -42,6 +44,8 @@ pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/systemone", post(systemone::handle))
+        .route("/v2/rerank", post(rerank::handle))
+        .route("/v1/rerank", post(rerank::handle))
         .route("/v1/models", get(list_models))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -96,7 +96,7 @@ fn say_ignored(ignored: &Ignored, headers: &mut HeaderMap) {
 }
 
 /// Records each answer's option mass and the profile that covered it, if any.
-fn observe_answers(state: &AppState, model: &str, answers: &[Decoded]) {
+pub(super) fn observe_answers(state: &AppState, model: &str, answers: &[Decoded]) {
     for answer in answers {
         let profile = answer.profile.as_ref().map(|p| (&*p.name, p.automate));
         state

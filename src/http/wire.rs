@@ -150,7 +150,8 @@ impl<'k, V: Serialize, I: Iterator<Item = (&'k str, V)> + Clone> Serialize for P
     }
 }
 
-struct UsageWire(Usage);
+/// `usage` as `/v1/systemone` writes it (`/v2/rerank` repeats it beside Cohere's `meta`).
+pub struct UsageWire(pub Usage);
 
 impl Serialize for UsageWire {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -62,13 +62,16 @@ pub struct Model {
     pub fallback: Option<String>,
     /// Whether requests may send it images (configured; the backend is not asked).
     pub vision: bool,
+    /// The instructions of the noul `/v2/rerank` asks of each document: the operator's
+    /// wording for this model, never the caller's.
+    pub rerank_question: String,
 }
 
 impl Model {
     /// A model with defaults: upstream id = name, no aliases, the default calibration, the
     /// `accuracy` layout, the default label scheme (numerals: any letters in `table` are
     /// dropped), estimated token counts, a check every 10 minutes, no images, the default
-    /// circuit breaker and no fallback.
+    /// circuit breaker, no fallback and the default rerank question.
     pub fn new(name: impl Into<String>, backend: Arc<dyn Backend>, table: TokenTable) -> Self {
         let name = name.into();
         Model {
@@ -85,6 +88,7 @@ impl Model {
             preamble_tokens: OnceLock::new(),
             fallback: None,
             vision: false,
+            rerank_question: crate::config::DEFAULT_RERANK_QUESTION.to_string(),
         }
     }
 
@@ -159,6 +163,7 @@ impl Models {
             calibration,
             layout: c.layout,
             vision: c.vision,
+            rerank_question: c.rerank_question.clone(),
             verifier: Arc::new(Verifier::new(
                 Duration::from_secs(c.token_check_interval_secs),
                 check_timeout,

@@ -93,6 +93,28 @@ impl LoadedTokenizer {
     pub fn count(&self, text: &str) -> Result<usize, BuildError> {
         self.encode(text).map(|ids| ids.len())
     }
+
+    /// The byte length of the longest head of `text` that is `max` tokens or fewer, cut
+    /// where a token starts. The head is counted again because a cut can change how its
+    /// end tokenizes; the cut moves back a token at a time until the head fits.
+    pub fn head_within(&self, text: &str, max: usize) -> Result<usize, BuildError> {
+        let encoding = self
+            .tokenizer
+            .encode(text, false)
+            .map_err(|e| BuildError::Encode {
+                text: text.chars().take(40).collect(),
+                reason: e.to_string(),
+            })?;
+        let offsets = encoding.get_offsets();
+        let mut keep = max.min(offsets.len());
+        loop {
+            let cut = offsets.get(keep).map_or(text.len(), |o| o.0);
+            if keep == 0 || (text.is_char_boundary(cut) && self.count(&text[..cut])? <= max) {
+                return Ok(if text.is_char_boundary(cut) { cut } else { 0 });
+            }
+            keep -= 1;
+        }
+    }
 }
 
 /// The single token `prefix + str(i)` adds to `prefix_ids`, if it adds exactly one.

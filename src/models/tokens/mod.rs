@@ -86,6 +86,32 @@ impl TokenCounter {
     pub fn is_exact(&self) -> bool {
         matches!(self, TokenCounter::Tokenizer(_))
     }
+
+    /// The longest head of `text` that [`count`](Self::count) puts at `max` tokens or fewer,
+    /// cut where a token starts (the real tokenizer's offsets; for the estimate, `max` bytes
+    /// back to a character boundary), or `None` when the whole text is within `max`. What
+    /// `/v2/rerank` does to a document over `max_tokens_per_doc`.
+    pub fn truncate<'t>(&self, text: &'t str, max: usize) -> Option<&'t str> {
+        if self.count(text) <= max {
+            return None;
+        }
+        let cut = match self {
+            TokenCounter::Estimate => floor_char_boundary(text, max),
+            TokenCounter::Tokenizer(t) => t
+                .head_within(text, max)
+                .unwrap_or_else(|_| floor_char_boundary(text, max)),
+        };
+        Some(&text[..cut])
+    }
+}
+
+/// The largest character boundary of `text` at or below byte `at`.
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 /// Estimated token count of a text, used for the contract's token limits while no real
@@ -563,6 +589,16 @@ fn scheme_json(scheme: &MultiTokenScheme) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_estimate_truncates_to_bytes_at_a_character_boundary() {
+        let counter = TokenCounter::Estimate;
+        assert_eq!(counter.truncate("short", 5), None);
+        assert_eq!(counter.truncate("longer text", 6), Some("longer"));
+        // "é" is two bytes: a cut inside it moves back before it.
+        assert_eq!(counter.truncate("aé b", 2), Some("a"));
+        assert_eq!(counter.truncate("é", 1), Some(""));
+    }
 
     #[test]
     fn builtin_golden_table_has_191_contiguous_labels() {

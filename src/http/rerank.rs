@@ -1,0 +1,618 @@
+//! `POST /v2/rerank` and `POST /v1/rerank`: Cohere's rerank shape (`cohere` 7.3.1,
+//! `ClientV2.rerank`), as TEI and Jina clients call it too. A front door, not a second
+//! engine: the call becomes System One requests with one noul per document, validated by
+//! [`crate::request::validate()`] and run by the same [`crate::engine::Pipeline`] under the
+//! same keys, limits, circuit, metrics and logs as `/v1/systemone`.
+//!
+//! Each document `i` is the noul `"i"`: its instructions are the serving model's configured
+//! `rerank_question`, the state is `{"query": <query>}`, and the document is the question's
+//! history `{"document": <document>}`. The history layout (technique §2) puts preamble,
+//! question, state (the query) and then the document in the cacheable head, so every
+//! document of a call shares the backend's prefix cache up to the document; the layout is
+//! `accuracy` whatever the model's default, so no read carries the other documents.
+//! `relevance_score` is the noul's P(yes).
+//!
+//! Documents are asked in batches of `max_questions` (the per-request question limit); a
+//! batch over `max_request_tokens` is halved until it fits. The first batch goes alone (it
+//! seats the shared prefix, and is the circuit's probe when half-open), the rest together
+//! under the one in-flight cap; the whole call keeps the request deadline.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use futures::future::try_join_all;
+use serde_json::{json, Map, Value};
+
+use super::auth::Caller;
+use super::systemone::observe_answers;
+use super::{blocking, body, count_rejection, wire, AppState, RequestId};
+use crate::config::Limits;
+use crate::engine::{Outcome, PipelineError, Usage};
+use crate::error::{ApiError, Code};
+use crate::json::write_python_str;
+use crate::models::circuit::Ticket;
+use crate::models::{Model, Models};
+use crate::request::{validate, ValidRequest};
+
+/// Cohere's default for `max_tokens_per_doc`.
+pub const DEFAULT_MAX_TOKENS_PER_DOC: usize = 4096;
+/// Documents per search unit, as Cohere bills them.
+const DOCUMENTS_PER_SEARCH_UNIT: usize = 100;
+
+pub(super) async fn handle(
+    State(state): State<AppState>,
+    Extension(id): Extension<RequestId>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match answer(&state, &caller, &id, &headers, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Body → the rerank rules and truncation → validated batches (all before anything is
+/// sent) → the circuit's ticket and the key's question limits → pipeline → Cohere's shape.
+async fn answer(
+    state: &AppState,
+    caller: &Caller,
+    id: &RequestId,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
+    let (models, limits) = (state.models.clone(), state.limits.clone());
+    let plan = blocking::run(body.len, move || plan(body.json, &models, &limits)).await??;
+    let span = tracing::Span::current();
+    span.record("model", plan.batches[0].model().name.as_str());
+    span.record("questions", plan.documents);
+    let deadline = state.pipeline.request_timeout();
+    let outcomes = tokio::time::timeout(deadline, run(state, caller, &plan))
+        .await
+        .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))?;
+    let usage = total_usage(&outcomes);
+    span.record("upstream_requests", usage.upstream_requests);
+    let body = serde_json::to_vec(&response_body(id, &plan, &outcomes, usage)).map_err(|e| {
+        tracing::error!(error = %e, "cannot encode the answer");
+        ApiError::new(Code::Internal, "internal error")
+    })?;
+    Ok((
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
+}
+
+/// A rerank call that passed every rule, ready to run.
+struct Plan {
+    /// One validated System One request per batch of documents, in document order.
+    batches: Vec<ValidRequest>,
+    /// Documents in the call.
+    documents: usize,
+    /// Most results to return.
+    top_n: usize,
+    /// Indexes of the documents cut to `max_tokens_per_doc`.
+    truncated: Vec<usize>,
+    /// The `max_tokens_per_doc` applied.
+    max_tokens_per_doc: usize,
+}
+
+/// The rerank body as the rules read it.
+struct Call {
+    /// The model that serves (its fallback while its circuit is open).
+    model: Arc<Model>,
+    query: String,
+    documents: Vec<String>,
+    top_n: Option<usize>,
+    max_tokens_per_doc: usize,
+}
+
+/// The whole pure part: the body's rules, truncation, then one validated request per batch.
+fn plan(json: Value, models: &Models, limits: &Limits) -> Result<Plan, ApiError> {
+    let mut call = parse(json, models, limits)?;
+    let truncated = truncate(&mut call);
+    let docs: Vec<(usize, &str)> = call
+        .documents
+        .iter()
+        .map(String::as_str)
+        .enumerate()
+        .collect();
+    let mut batches = Vec::new();
+    for chunk in docs.chunks(limits.max_questions.max(1)) {
+        validate_batch(&call, chunk, models, limits, &mut batches)?;
+    }
+    Ok(Plan {
+        batches,
+        documents: call.documents.len(),
+        top_n: call.top_n.unwrap_or(usize::MAX),
+        truncated,
+        max_tokens_per_doc: call.max_tokens_per_doc,
+    })
+}
+
+/// The rerank body's own rules, field by field in this order: the body, `model`, `query`,
+/// `documents`, `top_n`, `max_tokens_per_doc`, then the options this service cannot
+/// honour. `priority` (a scheduling hint) and any other field are ignored, as on
+/// `/v1/systemone`.
+fn parse(json: Value, models: &Models, limits: &Limits) -> Result<Call, ApiError> {
+    let Value::Object(body) = json else {
+        return Err(refuse_type(
+            Code::InvalidBody,
+            &[],
+            "the body must be a JSON object",
+            &json,
+        ));
+    };
+    let model = models
+        .serving(requested_model(body.get("model"), models)?)
+        .clone();
+    let call = Call {
+        model,
+        query: query(body.get("query"))?,
+        documents: documents(body.get("documents"), limits)?,
+        top_n: top_n(body.get("top_n"))?,
+        max_tokens_per_doc: max_tokens_per_doc(body.get("max_tokens_per_doc"), limits)?,
+    };
+    unsupported_options(&body)?;
+    Ok(call)
+}
+
+/// `model`: absent or null is the default model, as on `/v1/systemone` (Cohere requires
+/// it; its SDK always sends one).
+fn requested_model<'m>(
+    value: Option<&Value>,
+    models: &'m Models,
+) -> Result<&'m Arc<Model>, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(models.default_model()),
+        Some(Value::String(name)) => models.resolve(name).ok_or_else(|| {
+            ApiError::at(
+                Code::UnsupportedModel,
+                loc(&["model"]),
+                format!(
+                    "model {name:?} is not served here; served models: {}",
+                    models.public_names().join(", ")
+                ),
+            )
+        }),
+        Some(other) => Err(refuse_type(
+            Code::UnsupportedModel,
+            &["model"],
+            "model must be a string",
+            other,
+        )),
+    }
+}
+
+/// `query`: required, a non-blank string.
+fn query(value: Option<&Value>) -> Result<String, ApiError> {
+    match value {
+        None => Err(ApiError::at(
+            Code::InvalidQuery,
+            loc(&["query"]),
+            "query is required",
+        )),
+        Some(Value::String(q)) if q.trim().is_empty() => Err(ApiError::at(
+            Code::InvalidQuery,
+            loc(&["query"]),
+            "query must not be a blank string",
+        )),
+        Some(Value::String(q)) => Ok(q.clone()),
+        Some(other) => Err(refuse_type(
+            Code::InvalidQuery,
+            &["query"],
+            "query must be a string",
+            other,
+        )),
+    }
+}
+
+/// `documents`: required, 1 to `max_rerank_documents` strings (an empty string is a
+/// document too: it is simply not relevant).
+fn documents(value: Option<&Value>, limits: &Limits) -> Result<Vec<String>, ApiError> {
+    let list = match value {
+        None => {
+            return Err(ApiError::at(
+                Code::InvalidDocuments,
+                loc(&["documents"]),
+                "documents is required",
+            ))
+        }
+        Some(Value::Array(list)) => list,
+        Some(other) => {
+            return Err(refuse_type(
+                Code::InvalidDocuments,
+                &["documents"],
+                "documents must be an array of strings",
+                other,
+            ))
+        }
+    };
+    let max = limits.max_rerank_documents;
+    if list.is_empty() {
+        return Err(ApiError::at(
+            Code::InvalidDocuments,
+            loc(&["documents"]),
+            format!("documents must hold 1 to {max} documents, got 0"),
+        ));
+    }
+    if list.len() > max {
+        return Err(ApiError::at(
+            Code::TooManyDocuments,
+            loc(&["documents"]),
+            format!("{} documents is more than the limit of {max}", list.len()),
+        ));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, d)| match d {
+            Value::String(s) => Ok(s.clone()),
+            other => Err(refuse_type(
+                Code::InvalidDocuments,
+                &["documents", &i.to_string()],
+                "a document must be a string",
+                other,
+            )),
+        })
+        .collect()
+}
+
+/// `top_n`: absent or null returns every result; else an integer of at least 1 (more
+/// than the documents returns them all, as Cohere does).
+fn top_n(value: Option<&Value>) -> Result<Option<usize>, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => whole(v, 1, u64::MAX)
+            .map(|n| Some(usize::try_from(n).unwrap_or(usize::MAX)))
+            .ok_or_else(|| bad_integer(Code::BadTopN, "top_n", "an integer of at least 1", v)),
+    }
+}
+
+/// `max_tokens_per_doc`: absent or null is Cohere's 4,096; else an integer from 1 to
+/// `max_state_tokens` (no document may be longer than a state may be).
+fn max_tokens_per_doc(value: Option<&Value>, limits: &Limits) -> Result<usize, ApiError> {
+    let max = limits.max_state_tokens;
+    match value {
+        None | Some(Value::Null) => Ok(DEFAULT_MAX_TOKENS_PER_DOC.min(max)),
+        Some(v) => whole(v, 1, max as u64).map(|n| n as usize).ok_or_else(|| {
+            bad_integer(
+                Code::BadMaxTokensPerDoc,
+                "max_tokens_per_doc",
+                &format!("an integer from 1 to {max}"),
+                v,
+            )
+        }),
+    }
+}
+
+/// What the service cannot honour is refused, not dropped: relevant spans, returning the
+/// documents' text (v1 clients' `return_documents`) and `rank_fields`.
+fn unsupported_options(body: &Map<String, Value>) -> Result<(), ApiError> {
+    let refuse = |field: &str, msg: &str| {
+        Err(ApiError::at(
+            Code::UnsupportedRerankOption,
+            loc(&[field]),
+            msg,
+        ))
+    };
+    match body.get("relevant_spans") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(spans)) if spans.get("mode") == Some(&json!("disabled")) => {}
+        Some(_) => {
+            return refuse(
+                "relevant_spans",
+                "relevant_spans is not supported here; omit it or set mode \"disabled\"",
+            )
+        }
+    }
+    match body.get("return_documents") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+        Some(_) => {
+            return refuse(
+                "return_documents",
+                "return_documents is not supported: results carry index and relevance_score",
+            )
+        }
+    }
+    match body.get("rank_fields") {
+        None | Some(Value::Null) => Ok(()),
+        Some(_) => refuse(
+            "rank_fields",
+            "rank_fields is not supported: documents are strings",
+        ),
+    }
+}
+
+/// An integer JSON number from `min` to `max` (`2.0` and `1e3` are not integers).
+fn whole(v: &Value, min: u64, max: u64) -> Option<u64> {
+    v.as_u64().filter(|n| (min..=max).contains(n))
+}
+
+/// `<field> must be <wants>, got <the number as sent | its type>`.
+fn bad_integer(code: Code, field: &str, wants: &str, got: &Value) -> ApiError {
+    let got = match got {
+        Value::Number(n) => n.to_string(),
+        other => type_name(other).to_string(),
+    };
+    ApiError::at(
+        code,
+        loc(&[field]),
+        format!("{field} must be {wants}, got {got}"),
+    )
+}
+
+/// Cuts every document over `max_tokens_per_doc` with the serving model's counter (its
+/// real tokenizer when configured, else the byte estimate); returns their indexes.
+fn truncate(call: &mut Call) -> Vec<usize> {
+    let (counter, max) = (&call.model.counter, call.max_tokens_per_doc);
+    let mut cut = Vec::new();
+    for (i, doc) in call.documents.iter_mut().enumerate() {
+        if let Some(head) = counter.truncate(doc, max) {
+            let len = head.len();
+            doc.truncate(len);
+            cut.push(i);
+        }
+    }
+    cut
+}
+
+/// Validates one batch as a System One request, halving it while it is over the
+/// request's token limit; a single document still over it is refused at its index.
+fn validate_batch(
+    call: &Call,
+    docs: &[(usize, &str)],
+    models: &Models,
+    limits: &Limits,
+    out: &mut Vec<ValidRequest>,
+) -> Result<(), ApiError> {
+    match validate(systemone_body(call, docs), models, limits) {
+        Ok(request) => {
+            out.push(request);
+            Ok(())
+        }
+        Err(e) if e.code == Code::RequestTooLarge && docs.len() > 1 => {
+            let (a, b) = docs.split_at(docs.len() / 2);
+            validate_batch(call, a, models, limits, out)?;
+            validate_batch(call, b, models, limits, out)
+        }
+        Err(e) => Err(in_rerank_terms(e, docs)),
+    }
+}
+
+/// The System One body of one batch: what a caller would post to `/v1/systemone` to get
+/// the same answers (the README shows it).
+fn systemone_body(call: &Call, docs: &[(usize, &str)]) -> Value {
+    let question = json!({"type": "noul", "instructions": call.model.rerank_question});
+    let mut questions = Map::new();
+    let mut history = Map::new();
+    for (i, doc) in docs {
+        questions.insert(i.to_string(), question.clone());
+        history.insert(i.to_string(), Value::String(document_history(doc)));
+    }
+    json!({
+        "model": call.model.name,
+        "state": {"query": call.query},
+        "questions": questions,
+        "history": history,
+        "layout": "accuracy",
+    })
+}
+
+/// `{"document": <doc>}` as the prompt's Python JSON.
+fn document_history(doc: &str) -> String {
+    let mut out = String::with_capacity(doc.len() + 16);
+    out.push_str("{\"document\": ");
+    write_python_str(&mut out, doc);
+    out.push('}');
+    out
+}
+
+/// A refusal of the System One request, said in the rerank body's terms: the state is the
+/// query, a question or its history is a document (the ids are document indexes).
+fn in_rerank_terms(mut e: ApiError, docs: &[(usize, &str)]) -> ApiError {
+    match e.loc.first().map(String::as_str) {
+        Some("state") => {
+            e.loc = loc(&["query"]);
+            e.msg = e
+                .msg
+                .replacen("the state is", "the query (as the state) is", 1);
+        }
+        Some("questions" | "history") => {
+            e.loc = vec![
+                "documents".into(),
+                e.loc.get(1).cloned().unwrap_or_default(),
+            ]
+        }
+        None if e.code == Code::RequestTooLarge => {
+            if let Some((i, _)) = docs.first() {
+                e.loc = vec!["documents".into(), i.to_string()];
+            }
+            e.msg = e
+                .msg
+                .replacen("the request needs", "reading this document needs", 1);
+        }
+        _ => {}
+    }
+    e
+}
+
+/// Runs the batches: the key's questions are counted once for every document, after the
+/// first batch's circuit ticket; the first batch goes alone, the rest together.
+async fn run(state: &AppState, caller: &Caller, plan: &Plan) -> Result<Vec<Outcome>, ApiError> {
+    let (first, rest) = plan
+        .batches
+        .split_first()
+        .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
+    let ticket = first.model().circuit.admit()?;
+    caller
+        .admit_questions(plan.documents)
+        .inspect_err(|e| count_rejection(state, caller, e))?;
+    let mut outcomes = vec![run_batch(state, first, ticket).await?];
+    outcomes.extend(
+        try_join_all(rest.iter().map(|batch| async move {
+            let ticket = batch.model().circuit.admit()?;
+            run_batch(state, batch, ticket).await
+        }))
+        .await?,
+    );
+    Ok(outcomes)
+}
+
+/// One batch through the pipeline, observed as `/v1/systemone` observes a request.
+async fn run_batch(
+    state: &AppState,
+    batch: &ValidRequest,
+    ticket: Ticket<'_>,
+) -> Result<Outcome, ApiError> {
+    state
+        .metrics
+        .observe_request(batch.questions().iter().map(|q| q.options.len()));
+    let outcome = state.pipeline.run(batch, ticket).await?;
+    observe_answers(state, &batch.model().name, &outcome.answers);
+    Ok(outcome)
+}
+
+/// Every batch's usage added up.
+fn total_usage(outcomes: &[Outcome]) -> Usage {
+    outcomes.iter().fold(Usage::default(), |mut sum, o| {
+        let u = &o.usage;
+        sum.input_tokens += u.input_tokens;
+        sum.output_tokens += u.output_tokens;
+        sum.upstream_requests += u.upstream_requests;
+        sum.cached_tokens += u.cached_tokens;
+        sum.estimated |= u.estimated;
+        sum
+    })
+}
+
+/// `(index, relevance_score)` of every document, most relevant first (ties: lower index
+/// first), cut to `top_n`.
+fn ranked(plan: &Plan, outcomes: &[Outcome]) -> Vec<(usize, f64)> {
+    let mut scores: Vec<(usize, f64)> = plan
+        .batches
+        .iter()
+        .zip(outcomes)
+        .flat_map(|(batch, outcome)| batch.questions().iter().zip(&outcome.answers))
+        .map(|(q, a)| {
+            // Question ids are the document indexes; noul options are [no, yes].
+            let index = q.id.parse().unwrap_or(usize::MAX);
+            (index, a.probabilities.get(1).copied().unwrap_or(0.0))
+        })
+        .collect();
+    scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scores.truncate(plan.top_n);
+    scores
+}
+
+/// Cohere's `V2RerankResponse`: `id`, `results`, `meta` (`billed_units.search_units` =
+/// one per started 100 documents, `tokens`, `cached_tokens`, and `warnings` when documents
+/// were truncated), plus this service's `model` and `usage`, which Cohere's types allow.
+fn response_body(id: &RequestId, plan: &Plan, outcomes: &[Outcome], usage: Usage) -> Value {
+    let results: Vec<Value> = ranked(plan, outcomes)
+        .into_iter()
+        .map(|(index, score)| json!({"index": index, "relevance_score": score}))
+        .collect();
+    let mut meta = json!({
+        "api_version": {"version": "2"},
+        "billed_units": {"search_units": plan.documents.div_ceil(DOCUMENTS_PER_SEARCH_UNIT)},
+        "tokens": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+        "cached_tokens": usage.cached_tokens,
+    });
+    if !plan.truncated.is_empty() {
+        meta["warnings"] = json!([truncation_warning(plan)]);
+    }
+    let model = outcomes.first().map_or("", |o| o.model.as_str());
+    json!({
+        "id": id.0,
+        "results": results,
+        "meta": meta,
+        "model": model,
+        "usage": serde_json::to_value(wire::UsageWire(usage)).unwrap_or(Value::Null),
+    })
+}
+
+/// Which documents were cut, by index (never their text).
+fn truncation_warning(plan: &Plan) -> String {
+    let list: Vec<String> = plan.truncated.iter().map(usize::to_string).collect();
+    format!(
+        "{} document(s) were truncated to max_tokens_per_doc = {} tokens: indexes {}",
+        plan.truncated.len(),
+        plan.max_tokens_per_doc,
+        list.join(", ")
+    )
+}
+
+/// An error's `loc` from its path segments.
+fn loc(parts: &[&str]) -> Vec<String> {
+    parts.iter().map(|s| s.to_string()).collect()
+}
+
+/// `<must>, got <type>` at `at`.
+fn refuse_type(code: Code, at: &[&str], must: &str, got: &Value) -> ApiError {
+    ApiError::at(code, loc(at), format!("{must}, got {}", type_name(got)))
+}
+
+/// The JSON type the caller sent, with its article.
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_said_in_the_rerank_bodys_terms() {
+        let docs = [(7, "d")];
+        let state = ApiError::at(
+            Code::StateTooLarge,
+            loc(&["state"]),
+            "the state is about 9 tokens",
+        );
+        let e = in_rerank_terms(state, &docs);
+        assert_eq!(
+            (e.loc, e.msg.as_str()),
+            (
+                loc(&["query"]),
+                "the query (as the state) is about 9 tokens"
+            )
+        );
+        let big = ApiError::new(
+            Code::RequestTooLarge,
+            "the request needs 900 upstream prompt tokens",
+        );
+        let e = in_rerank_terms(big, &docs);
+        assert_eq!(e.loc, loc(&["documents", "7"]));
+        assert!(
+            e.msg.starts_with("reading this document needs 900"),
+            "{}",
+            e.msg
+        );
+        let question = ApiError::at(Code::QuestionTooLarge, loc(&["questions", "7"]), "too long");
+        assert_eq!(
+            in_rerank_terms(question, &docs).loc,
+            loc(&["documents", "7"])
+        );
+    }
+
+    #[test]
+    fn a_document_is_its_python_json_history() {
+        assert_eq!(
+            document_history("a \"b\"\n é"),
+            "{\"document\": \"a \\\"b\\\"\\n é\"}"
+        );
+    }
+}
