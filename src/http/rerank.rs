@@ -36,6 +36,7 @@ use crate::error::{ApiError, Code};
 use crate::json::write_python_str;
 use crate::models::circuit::Ticket;
 use crate::models::{Model, Models};
+use crate::request::validate::{requested_model, type_name};
 use crate::request::{validate, ValidRequest};
 
 /// Cohere's default for `max_tokens_per_doc`.
@@ -161,33 +162,6 @@ fn parse(json: Value, models: &Models, limits: &Limits) -> Result<Call, ApiError
     };
     unsupported_options(&body)?;
     Ok(call)
-}
-
-/// `model`: absent or null is the default model, as on `/v1/systemone` (Cohere requires
-/// it; its SDK always sends one).
-fn requested_model<'m>(
-    value: Option<&Value>,
-    models: &'m Models,
-) -> Result<&'m Arc<Model>, ApiError> {
-    match value {
-        None | Some(Value::Null) => Ok(models.default_model()),
-        Some(Value::String(name)) => models.resolve(name).ok_or_else(|| {
-            ApiError::at(
-                Code::UnsupportedModel,
-                loc(&["model"]),
-                format!(
-                    "model {name:?} is not served here; served models: {}",
-                    models.public_names().join(", ")
-                ),
-            )
-        }),
-        Some(other) => Err(refuse_type(
-            Code::UnsupportedModel,
-            &["model"],
-            "model must be a string",
-            other,
-        )),
-    }
 }
 
 /// `query`: required, a non-blank string.
@@ -556,18 +530,6 @@ fn loc(parts: &[&str]) -> Vec<String> {
 /// `<must>, got <type>` at `at`.
 fn refuse_type(code: Code, at: &[&str], must: &str, got: &Value) -> ApiError {
     ApiError::at(code, loc(at), format!("{must}, got {}", type_name(got)))
-}
-
-/// The JSON type the caller sent, with its article.
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

@@ -65,7 +65,8 @@ pub(super) fn ignored_fields(body: &Map<String, Value>) -> (Vec<String>, usize) 
 
 /// `model`: absent or null is the registry's default; a name must be a public name or an
 /// alias served here, and the refusal lists the served public names so the caller can pick.
-pub(super) fn requested_model<'m>(
+/// Every front door resolves `model` with it.
+pub fn requested_model<'m>(
     value: Option<&Value>,
     models: &'m Models,
 ) -> Result<&'m Arc<Model>, ApiError> {

@@ -22,6 +22,7 @@
 
 mod criteria;
 mod fields;
+pub use fields::requested_model;
 mod history;
 mod images;
 mod questions;
@@ -115,7 +116,7 @@ fn loc(parts: &[&str]) -> Vec<String> {
 }
 
 /// The JSON type the caller sent, with its article, as the messages say it after "got".
-fn type_name(v: &Value) -> &'static str {
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
