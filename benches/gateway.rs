@@ -76,7 +76,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             metrics.count_key_request(black_box("limited"));
             metrics.observe_upstream("vllm", Duration::from_millis(12), "2xx");
-            metrics.count_request("/v1/systemone", 200, "");
+            metrics.count_request("/v1/systemone", 200, "", Duration::from_millis(40));
         })
     });
 }

@@ -18,6 +18,9 @@ pub struct Metrics {
     registry: Registry,
     /// Requests by route, status and error code.
     pub requests: IntCounterVec,
+    /// Seconds from a request's arrival to its response, by route and status class: what an
+    /// SLO or a p99 chart is drawn from.
+    request_duration: HistogramVec,
     /// Token-table verdict per model: 1 verified, 0 unchecked, -1 mismatch, 2 checks off.
     token_table_verdict: IntGaugeVec,
     /// Unix time of the last finished token-table check per model.
@@ -93,6 +96,15 @@ impl Metrics {
                 "Share of the model's probability on the options, per answer asked",
                 vec![0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0],
                 &["model"],
+            ),
+            request_duration: r.histograms(
+                "request_duration_seconds",
+                "Seconds from a request's arrival to its response, by route and status class",
+                vec![
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                    120.0, 300.0,
+                ],
+                &["route", "status"],
             ),
             upstream_latency: r.histograms(
                 "upstream_latency_seconds",
@@ -179,11 +191,16 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts one finished request.
-    pub fn count_request(&self, route: &str, status: u16, code: &str) {
+    /// Counts one finished request and records how long it took (the route label is the
+    /// matched route pattern, so its values are bounded).
+    pub fn count_request(&self, route: &str, status: u16, code: &str, elapsed: Duration) {
         self.requests
             .with_label_values(&[route, &status.to_string(), code])
             .inc();
+        let class = format!("{}xx", status / 100);
+        self.request_duration
+            .with_label_values(&[route, &class])
+            .observe(elapsed.as_secs_f64());
     }
 
     /// The text exposition, with the state-mirroring gauges set first from `models` and

@@ -86,9 +86,12 @@ async fn request_context(
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     let code = response.extensions().get::<Code>().map(|c| c.as_str());
-    state
-        .metrics
-        .count_request(&route, response.status().as_u16(), code.unwrap_or(""));
+    state.metrics.count_request(
+        &route,
+        response.status().as_u16(),
+        code.unwrap_or(""),
+        started.elapsed(),
+    );
     span.in_scope(|| {
         tracing::info!(
             status = response.status().as_u16(),
