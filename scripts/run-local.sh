@@ -13,7 +13,10 @@ else
   eval "$(scripts/start-llama.sh "$llama_port")"
   trap 'kill "$LLAMA_PID" 2>/dev/null || true' EXIT
 fi
-cargo build --release --quiet
+# The first release build takes several minutes on 2 cores (17 were seen on a loaded
+# machine); cargo's own progress shows it is working.
+echo "run-local: building the service (cargo build --release; minutes the first time)" >&2
+cargo build --release
 cat >&2 <<MSG
 
 systemone is starting on http://$listen (backend: llama-server on 127.0.0.1:$llama_port, model gemma-3-270m).
@@ -22,5 +25,9 @@ Ask it a question from another terminal:
 curl -s http://$listen/v1/systemone -H 'content-type: application/json' -d '{"state": "Subject: WIN a FREE cruise!!! Click now to claim your prize.", "questions": {"spam": {"type": "noul", "instructions": "Is this email spam?"}, "kind": {"type": "choice", "instructions": "What kind of email is it?", "criteria": {"spam": null, "personal": null, "newsletter": null}}}}'
 
 MSG
+# Timeouts for a CPU backend: one read of a ~6k-token state takes ~20-50 s on 2 cores, so
+# the 30 s / 120 s defaults (made for GPU hosts) are raised here unless set.
 SYSTEMONE_LISTEN="$listen" SYSTEMONE_BACKEND_URL="http://127.0.0.1:$llama_port/v1" \
+  SYSTEMONE_READ_TIMEOUT_SECS="${SYSTEMONE_READ_TIMEOUT_SECS:-300}" \
+  SYSTEMONE_REQUEST_TIMEOUT_SECS="${SYSTEMONE_REQUEST_TIMEOUT_SECS:-600}" \
   target/release/systemone serve
