@@ -25,9 +25,11 @@ Ask it a question from another terminal:
 curl -s http://$listen/v1/systemone -H 'content-type: application/json' -d '{"state": "Subject: WIN a FREE cruise!!! Click now to claim your prize.", "questions": {"spam": {"type": "noul", "instructions": "Is this email spam?"}, "kind": {"type": "choice", "instructions": "What kind of email is it?", "criteria": {"spam": null, "personal": null, "newsletter": null}}}}'
 
 MSG
-# Timeouts for a CPU backend: one read of a ~6k-token state takes ~20-50 s on 2 cores, so
-# the 30 s / 120 s defaults (made for GPU hosts) are raised here unless set.
+# Gemma 3 270M's release date, for /v1/models. Timeouts for a CPU backend: one read of a
+# ~6k-token state takes ~20-50 s on 2 cores, so the 30 s / 120 s defaults (made for GPU
+# hosts) are raised here unless set.
 SYSTEMONE_LISTEN="$listen" SYSTEMONE_BACKEND_URL="http://127.0.0.1:$llama_port/v1" \
   SYSTEMONE_READ_TIMEOUT_SECS="${SYSTEMONE_READ_TIMEOUT_SECS:-300}" \
   SYSTEMONE_REQUEST_TIMEOUT_SECS="${SYSTEMONE_REQUEST_TIMEOUT_SECS:-600}" \
+  SYSTEMONE_RELEASE_DATE="${SYSTEMONE_RELEASE_DATE:-2025-08-14}" \
   target/release/systemone serve

@@ -192,6 +192,10 @@ pub struct ModelFlags {
     #[arg(long, env = "SYSTEMONE_VISION")]
     pub vision: bool,
 
+    /// The model's release date (`YYYY-MM-DD`), listed by `/v1/models`; `unknown` without it.
+    #[arg(long, env = "SYSTEMONE_RELEASE_DATE")]
+    pub release_date: Option<String>,
+
     /// The yes/no question `/v2/rerank` asks of each document (the instructions of its
     /// noul); callers cannot change it.
     #[arg(long, env = "SYSTEMONE_RERANK_QUESTION", default_value = DEFAULT_RERANK_QUESTION)]
@@ -409,6 +413,9 @@ pub struct ModelConfig {
     /// The model reads images (`images` / `assets` are refused otherwise).
     #[serde(default)]
     pub vision: bool,
+    /// The model's release date (`YYYY-MM-DD`) for `/v1/models`.
+    #[serde(default)]
+    pub release_date: Option<String>,
     /// The yes/no question `/v2/rerank` asks of each document.
     #[serde(default = "default_rerank_question")]
     pub rerank_question: String,
@@ -480,6 +487,7 @@ impl ModelFlags {
             cache_prompt: self.cache_prompt,
             disable_thinking: self.disable_thinking,
             vision: self.vision,
+            release_date: self.release_date.clone(),
             rerank_question: self.rerank_question.clone(),
         })
     }

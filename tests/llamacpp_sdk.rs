@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use common::llama::{
     answer, answer_ids, assert_request_id, backend_turn, check_answer, check_usage, llama_config,
@@ -57,7 +57,7 @@ async fn the_official_python_sdk_round_trips_compresses_and_surfaces_422s() {
     );
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
-    let service = common::start(llama_config(&url, &[])).await;
+    let service = common::start(llama_config(&url, &["--release-date", "2025-08-14"])).await;
     let front = Proxy::start(format!("http://{}", service.addr)).await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/system_one.py");
     let base_url = front.url();
@@ -195,8 +195,19 @@ async fn the_official_python_sdk_round_trips_compresses_and_surfaces_422s() {
     );
     assert_request_id(invalid["request_id"].as_str().expect("error request_id"));
     assert_eq!(seen_for(&seen, "invalid").status, 422);
+    // models.list(): the SDK parses every name (the alias too) and its string release_date.
+    let models = scenario(&lines, "models");
+    assert_eq!(
+        models["models"],
+        json!([
+            {"name": "gemma-3-270m", "release_date": "2025-08-14"},
+            {"name": "jev-latest", "release_date": "2025-08-14"},
+        ]),
+        "{models}"
+    );
+    assert_eq!(seen_for(&seen, "models").status, 200);
     eprintln!(
-        "sdk: 4 scenarios through the Python SDK in {:.2?}",
+        "sdk: 5 scenarios through the Python SDK in {:.2?}",
         started.elapsed()
     );
 }

@@ -134,8 +134,18 @@ fn count_rejection(state: &AppState, caller: &Caller, e: &AuthError) {
 }
 
 async fn list_models(State(state): State<AppState>, _caller: Caller) -> Json<serde_json::Value> {
-    let names: Vec<&str> = state.models.iter().map(|m| m.name.as_str()).collect();
-    Json(wire::models_body(&names))
+    let listed: Vec<wire::ListedName<'_>> = state
+        .models
+        .every_name()
+        .into_iter()
+        .map(|(name, m)| wire::ListedName {
+            name,
+            model: &m.name,
+            release_date: m.release_date.as_deref(),
+        })
+        .collect();
+    let models: Vec<&str> = state.models.iter().map(|m| m.name.as_str()).collect();
+    Json(wire::models_body(&listed, &models))
 }
 
 async fn healthz() -> Json<serde_json::Value> {

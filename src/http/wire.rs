@@ -168,11 +168,32 @@ impl Serialize for UsageWire {
     }
 }
 
-/// `GET /v1/models`: TypeSafe's shape and OpenAI's in one body.
-pub fn models_body(models: &[&str]) -> Value {
-    let typesafe: Vec<Value> = models
+/// One name `/v1/models` lists: the name, the public model it names, and that model's
+/// release date if configured.
+pub struct ListedName<'a> {
+    pub name: &'a str,
+    pub model: &'a str,
+    pub release_date: Option<&'a str>,
+}
+
+/// `GET /v1/models`: TypeSafe's shape (every name a request may use, aliases included, as
+/// its `ModelMetadata` says) and OpenAI's (the models themselves) in one body. TypeSafe's
+/// SDKs type `release_date` as a string, so an unconfigured one is `"unknown"`, not null.
+pub fn models_body(names: &[ListedName<'_>], models: &[&str]) -> Value {
+    let typesafe: Vec<Value> = names
         .iter()
-        .map(|name| serde_json::json!({"name": name, "description": format!("System One over {name}"), "release_date": null}))
+        .map(|n| {
+            let description = if n.name == n.model {
+                format!("System One over {}", n.model)
+            } else {
+                format!("System One over {} (an alias)", n.model)
+            };
+            serde_json::json!({
+                "name": n.name,
+                "description": description,
+                "release_date": n.release_date.unwrap_or("unknown"),
+            })
+        })
         .collect();
     let openai: Vec<Value> = models
         .iter()

@@ -65,6 +65,8 @@ pub struct Model {
     /// The instructions of the noul `/v2/rerank` asks of each document: the operator's
     /// wording for this model, never the caller's.
     pub rerank_question: String,
+    /// Its release date, `YYYY-MM-DD`, when configured (listed by `/v1/models`).
+    pub release_date: Option<String>,
 }
 
 impl Model {
@@ -89,6 +91,7 @@ impl Model {
             fallback: None,
             vision: false,
             rerank_question: crate::config::DEFAULT_RERANK_QUESTION.to_string(),
+            release_date: None,
         }
     }
 
@@ -111,6 +114,25 @@ pub struct Models {
     default: usize,
     /// Calibration profiles requests may name.
     profiles: Profiles,
+}
+
+/// `date` when it is written `YYYY-MM-DD` with month 01–12 and day 01–31 (what the SDKs
+/// expect).
+fn checked_date(date: String) -> Result<String, String> {
+    let b = date.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let shaped = b.len() == 10 && b[4] == b'-' && b[7] == b'-';
+    let ok = shaped && digits(0..4) && digits(5..7) && digits(8..10) && {
+        let (month, day) = (&date[5..7], &date[8..10]);
+        ("01"..="12").contains(&month) && ("01"..="31").contains(&day)
+    };
+    if ok {
+        Ok(date)
+    } else {
+        Err(format!(
+            "release_date must be a date written YYYY-MM-DD, got {date:?}"
+        ))
+    }
 }
 
 impl Models {
@@ -163,6 +185,12 @@ impl Models {
             calibration,
             layout: c.layout,
             vision: c.vision,
+            release_date: c
+                .release_date
+                .clone()
+                .map(checked_date)
+                .transpose()
+                .map_err(invalid)?,
             rerank_question: c.rerank_question.clone(),
             verifier: Arc::new(Verifier::new(
                 Duration::from_secs(c.token_check_interval_secs),
@@ -306,6 +334,20 @@ impl Models {
     pub fn public_names(&self) -> Vec<String> {
         self.list.iter().map(|m| m.name.clone()).collect()
     }
+
+    /// Every name a request may use (each model's name, then its aliases, then
+    /// [`DEFAULT_ALIAS`] when no model claims it), with the model it names.
+    pub fn every_name(&self) -> Vec<(&str, &Arc<Model>)> {
+        let mut names: Vec<(&str, &Arc<Model>)> = Vec::new();
+        for m in &self.list {
+            names.push((&m.name, m));
+            names.extend(m.aliases.iter().map(|a| (a.as_str(), m)));
+        }
+        if !names.iter().any(|(n, _)| *n == DEFAULT_ALIAS) {
+            names.push((DEFAULT_ALIAS, self.default_model()));
+        }
+        names
+    }
 }
 
 impl Models {
@@ -322,5 +364,27 @@ impl Models {
         }
         tracing::info!(fallback = %fallback.name, "the requested model's circuit is open: its fallback serves");
         fallback
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_dates_must_be_written_yyyy_mm_dd() {
+        assert_eq!(checked_date("2025-08-14".into()), Ok("2025-08-14".into()));
+        for bad in [
+            "2025-8-14",
+            "2025-13-01",
+            "2025-00-10",
+            "2025-01-32",
+            "14.08.2025",
+            "",
+            "2025-08-1x",
+        ] {
+            let err = checked_date(bad.into()).expect_err(bad);
+            assert!(err.contains("YYYY-MM-DD") && err.contains(bad), "{err}");
+        }
     }
 }

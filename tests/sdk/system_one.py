@@ -11,6 +11,7 @@ Scenarios, in order:
   compressed  a body over 1 KiB, which the SDK sends zstd-compressed
   forty       a 40-option choice: numerals 00-39 after Gemma 3's ten single-token labels
   invalid     a 256-option choice (more than the contract's 255): a 422
+  models      client.models.list(): every name with a string release_date
 """
 
 import json
@@ -124,5 +125,11 @@ with TypeSafeClient(timeout=120.0, retry=RetryPolicy(max_retries=0)) as client:
         )
     except Exception as e:  # noqa: BLE001 - report any other class to the Rust side
         emit("invalid", raised=type(e).__name__, message=str(e))
+
+    listed = client.models.list(extra_headers=scenario("models"))
+    emit(
+        "models",
+        models=[{"name": m.name, "release_date": m.release_date} for m in listed.models],
+    )
 
 sys.exit(0)
