@@ -99,6 +99,9 @@ codes! {
     BadTopN => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_top_n"),
     BadMaxTokensPerDoc => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_max_tokens_per_doc"),
     UnsupportedRerankOption => (StatusCode::UNPROCESSABLE_ENTITY, NotConfigured, "system_one_unsupported_rerank_option"),
+    // 422 (400 on that route): the Decisions body's own rules (`/v1/decisions`).
+    InvalidInput => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_input"),
+    UnsupportedInput => (StatusCode::UNPROCESSABLE_ENTITY, NotConfigured, "system_one_unsupported_input"),
     // 413: size rules.
     BodyTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_body_too_large"),
     StateTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, CapExceeded, "system_one_state_too_large"),
@@ -222,13 +225,13 @@ impl ApiError {
     }
 }
 
-/// The header that repeats the error code.
-pub static ERROR_CODE_HEADER: HeaderName = HeaderName::from_static("x-systemone-error-code");
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+impl ApiError {
+    /// The answer with `status` and `body` (a front door's own error shape) and this
+    /// error's headers: the code in [`ERROR_CODE_HEADER`], `Retry-After` (and
+    /// `retry-after-ms`, which OpenAI's SDKs read first) when set, and the code as a
+    /// response extension so the request's log line and metrics see it.
+    pub fn respond(&self, status: StatusCode, body: &serde_json::Value) -> Response {
+        let body = serde_json::to_vec(body).unwrap_or_default();
         let mut response = (
             status,
             [(
@@ -245,10 +248,21 @@ impl IntoResponse for ApiError {
         );
         if let Some(secs) = self.retry_after {
             headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from(secs));
+            headers.insert(RETRY_AFTER_MS.clone(), HeaderValue::from(secs * 1000));
         }
-        // Let handlers and middleware see which code was answered (for logs and metrics).
         response.extensions_mut().insert(self.code);
         response
+    }
+}
+
+/// The header that repeats the error code.
+pub static ERROR_CODE_HEADER: HeaderName = HeaderName::from_static("x-systemone-error-code");
+/// `Retry-After` in milliseconds, as OpenAI's SDKs read it.
+pub static RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.respond(self.status(), &self.body())
     }
 }
 

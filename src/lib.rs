@@ -1,7 +1,9 @@
 //! `systemone`: System One semantics (calibrated typed decisions) over any chat LLM.
 //!
 //! Callers send TypeSafe's typed-decision request (`POST /v1/systemone`: a `state` plus
-//! named `choice` / `noul` / `score` questions). Each question becomes masked chat
+//! named `choice` / `noul` / `score` questions), or the same questions through another
+//! client's front door: OpenAI's Decisions API (`POST /v1/decisions`) and Cohere's rerank
+//! (`POST /v2/rerank`, one noul per document). Each question becomes masked chat
 //! completions: the prompt numbers the options, the assistant turn is prefilled with
 //! `answer=`, generation is restricted to the option-number tokens, and the distribution
 //! is read from their log-probabilities.
@@ -30,7 +32,9 @@
 //!    the API keys and counted against its key's requests per minute ([`http::auth`]);
 //!    then content type and size are checked and the body parsed strictly, on the blocking
 //!    pool (a multipart body: its `request` part, the other parts kept as image bytes).
-//! 2. [`request::validate()`] applies every schema and size rule and lowers the questions
+//! 2. The other front doors first turn their body into the System One body that asks the
+//!    same (`http/decisions/translate.rs`; `http/rerank.rs`, in batches), checking only
+//!    what that body cannot say. Then [`request::validate()`] applies every schema and size rule and lowers the questions
 //!    ([`question`]), against the model that will serve: the requested one, or its
 //!    fallback while its [`models::circuit`] is open ([`models::Models::serving`]).
 //!    Counting tokens and decoding images run on the blocking pool too.
@@ -44,8 +48,9 @@
 //!    joins them into one log-probability per option.
 //! 5. [`engine::decode`] turns log-probabilities into answers calibrated by
 //!    [`calibration`] (the model's temperature formula, or a named profile).
-//! 6. [`http::wire`] writes answers in question order with full `f64` precision; every
-//!    failure on the way became one [`error::ApiError`], whose code decides the status.
+//! 6. [`http::wire`] writes answers in question order with full `f64` precision (each
+//!    front door in its own client's shape); every failure on the way became one
+//!    [`error::ApiError`], whose code decides the status.
 
 pub mod backend;
 pub mod calibration;

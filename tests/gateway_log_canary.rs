@@ -11,7 +11,9 @@
 //! The rerank routes (`/v2/rerank`, `/v1/rerank`) go through the same keys: their calls
 //! leave the same "request finished" line naming the key, and neither the keys nor the
 //! caller's query and documents (canary strings, also in a refused body and a truncated
-//! document) ever reach a log line, `/metrics`, an error body or a header.
+//! document) ever reach a log line, `/metrics`, an error body or a header. The same holds
+//! for `/v1/decisions` (its input, instructions, choices and names, also in a refused
+//! body).
 
 mod common;
 
@@ -27,6 +29,9 @@ const WRONG_KEY: &str = "sk-canary-wrong-7f3a";
 const ENV_VAR: &str = "SYSTEMONE_TEST_CANARY_KEY";
 const QUERY_CANARY: &str = "canary-query-51c9";
 const DOC_CANARY: &str = "canary-document-51c9";
+const INPUT_CANARY: &str = "canary-input-8d2e";
+const CHOICE_CANARY: &str = "canary-choice-8d2e";
+const NAME_CANARY: &str = "canary-name-8d2e";
 
 /// POSTs `body` to the service's `path` with `Authorization: Bearer <bearer>` when given.
 async fn rerank_as(
@@ -125,10 +130,37 @@ fn api_keys_never_reach_logs_errors_or_headers() {
             }
             ids.push((id, status, name));
         }
+        let decide = json!({"input": [{"role": "user", "content": [{"type": "input_text", "text": INPUT_CANARY}]}],
+            "questions": [{"type": "choice", "name": NAME_CANARY, "instructions": format!("{INPUT_CANARY}?"),
+                           "choices": [{"value": CHOICE_CANARY}, {"value": true, "description": CHOICE_CANARY}]}]});
+        let refused = json!({"input": [{"type": "function_call", "call_id": INPUT_CANARY, "name": NAME_CANARY, "arguments": CHOICE_CANARY}],
+            "questions": [{"type": "predicate", "name": NAME_CANARY, "instructions": INPUT_CANARY}]});
+        let decisions_probes: [(Option<&str>, &serde_json::Value, u16, &str); 4] = [
+            (Some(LIST_KEY), &decide, 200, "key-1"),
+            (Some(LIST_KEY), &refused, 400, "key-1"),
+            (Some(WRONG_KEY), &decide, 401, ""),
+            (None, &decide, 403, ""),
+        ];
+        for (key, body, status, name) in decisions_probes {
+            let reply = rerank_as(&service, "/v1/decisions", key, body).await;
+            assert_eq!(reply.status, status, "/v1/decisions {key:?}: {}", reply.text);
+            let id = reply.header("x-request-id").expect("request id").to_string();
+            let mut everything = format!("{:?} {}", reply.headers, reply.text);
+            if status == 200 {
+                // The caller's own name and choice come back in its answer, and only there.
+                assert_eq!(reply.body["answers"][0]["name"], NAME_CANARY, "{}", reply.text);
+                everything = everything.replace(NAME_CANARY, "").replace(CHOICE_CANARY, "");
+            }
+            for secret in [LIST_KEY, WRONG_KEY, INPUT_CANARY, CHOICE_CANARY, NAME_CANARY] {
+                assert!(!everything.contains(secret), "{secret} in {everything}");
+            }
+            ids.push((id, status, name));
+        }
         let metrics = common::metrics(&service).await;
+        assert!(metrics.contains("route=\"/v1/decisions\""), "{metrics}");
         assert!(metrics.contains("route=\"/v2/rerank\""), "{metrics}");
         assert!(metrics.contains("route=\"/v1/rerank\""), "{metrics}");
-        for secret in [QUERY_CANARY, DOC_CANARY] {
+        for secret in [QUERY_CANARY, DOC_CANARY, INPUT_CANARY, CHOICE_CANARY, NAME_CANARY] {
             assert!(!metrics.contains(secret), "{secret} in /metrics");
         }
         for secret in [LIST_KEY, FILE_KEY, ENV_KEY, WRONG_KEY, &hex] {
@@ -161,6 +193,9 @@ fn api_keys_never_reach_logs_errors_or_headers() {
             &hex,
             QUERY_CANARY,
             DOC_CANARY,
+            INPUT_CANARY,
+            CHOICE_CANARY,
+            NAME_CANARY,
         ] {
             assert!(
                 !line.contains(secret),

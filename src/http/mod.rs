@@ -1,11 +1,12 @@
 //! The HTTP surface: routes, the request-id middleware, body extraction and handlers (one
-//! file per front door: `systemone.rs`, `rerank.rs`).
+//! file or folder per front door: `systemone.rs`, `decisions/`, `rerank.rs`).
 //! Handlers stay thin: extract → [`crate::request::validate()`] → [`crate::engine::Pipeline`]
 //! → [`wire`]; every error goes out through [`crate::error::ApiError`].
 
 pub mod auth;
 mod blocking;
 pub mod body;
+mod decisions;
 mod rerank;
 pub mod serve;
 pub mod state;
@@ -44,6 +45,7 @@ pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/systemone", post(systemone::handle))
+        .route("/v1/decisions", post(decisions::handle))
         .route("/v2/rerank", post(rerank::handle))
         .route("/v1/rerank", post(rerank::handle))
         .route("/v1/models", get(list_models))

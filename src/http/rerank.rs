@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use futures::future::try_join_all;
@@ -36,7 +36,7 @@ use crate::error::{ApiError, Code};
 use crate::json::write_python_str;
 use crate::models::circuit::Ticket;
 use crate::models::{Model, Models};
-use crate::request::validate::{requested_model, type_name};
+use crate::request::validate::{loc, requested_model, type_name};
 use crate::request::{validate, ValidRequest};
 
 /// Cohere's default for `max_tokens_per_doc`.
@@ -78,16 +78,7 @@ async fn answer(
         .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))?;
     let usage = total_usage(&outcomes);
     span.record("upstream_requests", usage.upstream_requests);
-    let body = serde_json::to_vec(&response_body(id, &plan, &outcomes, usage)).map_err(|e| {
-        tracing::error!(error = %e, "cannot encode the answer");
-        ApiError::new(Code::Internal, "internal error")
-    })?;
-    Ok((
-        StatusCode::OK,
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response())
+    wire::json_ok(&response_body(id, &plan, &outcomes, usage))
 }
 
 /// A rerank call that passed every rule, ready to run.
@@ -520,11 +511,6 @@ fn truncation_warning(plan: &Plan) -> String {
         plan.max_tokens_per_doc,
         list.join(", ")
     )
-}
-
-/// An error's `loc` from its path segments.
-fn loc(parts: &[&str]) -> Vec<String> {
-    parts.iter().map(|s| s.to_string()).collect()
 }
 
 /// `<must>, got <type>` at `at`.

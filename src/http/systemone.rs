@@ -2,14 +2,15 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 use super::auth::Caller;
 use super::{blocking, body, count_rejection, wire, AppState};
 use crate::calibration::Decoded;
-use crate::error::{ApiError, Code};
-use crate::request::{validate_with_parts, Ignored};
+use crate::engine::Outcome;
+use crate::error::ApiError;
+use crate::request::{validate_with_parts, Ignored, ValidRequest};
 
 pub(super) async fn handle(
     State(state): State<AppState>,
@@ -23,8 +24,8 @@ pub(super) async fn handle(
     }
 }
 
-/// Body → validation (against the serving model, fallback included) → the circuit's
-/// ticket → the key's question limits → pipeline → wire.
+/// Body → validation (against the serving model, fallback included) → [`run_request`]
+/// → wire.
 async fn answer(
     state: &AppState,
     caller: &Caller,
@@ -38,33 +39,34 @@ async fn answer(
         validate_with_parts(body.json, &body.parts, &models, &limits)
     })
     .await??;
+    let outcome = run_request(state, caller, &request).await?;
+    let mut response = wire::json_ok(&wire::SystemOneResponse::new(request.questions(), &outcome))?;
+    say_ignored(request.ignored(), response.headers_mut());
+    Ok(response)
+}
+
+/// What every front door with one validated request does next: record and count it, take
+/// the circuit's ticket (an open circuit refuses here, before the key's questions are
+/// counted), the key's question limits, then run it and record its answers.
+pub(super) async fn run_request(
+    state: &AppState,
+    caller: &Caller,
+    request: &ValidRequest,
+) -> Result<Outcome, ApiError> {
     let span = tracing::Span::current();
     span.record("model", request.model().name.as_str());
     span.record("questions", request.questions().len());
     state
         .metrics
         .observe_request(request.questions().iter().map(|q| q.options.len()));
-    // An open circuit refuses here, before the key's questions are counted.
     let ticket = request.model().circuit.admit()?;
     caller
         .admit_questions(request.questions().len())
         .inspect_err(|e| count_rejection(state, caller, e))?;
-    let outcome = state.pipeline.run(&request, ticket).await?;
+    let outcome = state.pipeline.run(request, ticket).await?;
     span.record("upstream_requests", outcome.usage.upstream_requests);
     observe_answers(state, &request.model().name, &outcome.answers);
-    let body = serde_json::to_vec(&wire::SystemOneResponse::new(request.questions(), &outcome))
-        .map_err(|e| {
-            tracing::error!(error = %e, "cannot encode the answer");
-            ApiError::new(Code::Internal, "internal error")
-        })?;
-    let mut response = (
-        StatusCode::OK,
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response();
-    say_ignored(request.ignored(), response.headers_mut());
-    Ok(response)
+    Ok(outcome)
 }
 
 /// The header that names the top-level fields a request held and this service ignored.
@@ -72,7 +74,7 @@ pub const IGNORED_FIELDS_HEADER: &str = "x-systemone-ignored-fields";
 
 /// Names the ignored top-level fields in [`IGNORED_FIELDS_HEADER`] (to the caller, who sent
 /// them) and counts them in a debug line (the log gets no names: they are the caller's).
-fn say_ignored(ignored: &Ignored, headers: &mut HeaderMap) {
+pub(super) fn say_ignored(ignored: &Ignored, headers: &mut HeaderMap) {
     if ignored.count == 0 {
         return;
     }

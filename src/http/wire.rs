@@ -1,5 +1,8 @@
-//! Response wire types: the `POST /v1/systemone` answer body, in the contract's key order.
+//! Response wire types: the `POST /v1/systemone` answer body, in the contract's key order,
+//! and the 200 answer every front door sends its body in.
 
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
@@ -7,7 +10,23 @@ use serde_json::Value;
 use crate::calibration::profile::set_member;
 use crate::engine::decode::{argmax, Decoded};
 use crate::engine::{Outcome, Usage};
+use crate::error::{ApiError, Code};
 use crate::question::{LoweredQuestion, QuestionKind};
+
+/// A 200 answer with `body` as JSON; a body that cannot be encoded is logged and answered
+/// as an internal error.
+pub fn json_ok<T: Serialize>(body: &T) -> Result<Response, ApiError> {
+    let body = serde_json::to_vec(body).map_err(|e| {
+        tracing::error!(error = %e, "cannot encode the answer");
+        ApiError::new(Code::Internal, "internal error")
+    })?;
+    Ok((
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
+}
 
 /// The whole 200 body.
 pub struct SystemOneResponse<'a> {

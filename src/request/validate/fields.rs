@@ -28,7 +28,7 @@ pub(super) fn body_object(body: Value) -> Result<Map<String, Value>, ApiError> {
 }
 
 /// The top-level fields this service reads; any other is ignored (clients send their own).
-const TOP_LEVEL_FIELDS: [&str; 10] = [
+pub(super) const TOP_LEVEL_FIELDS: &[&str] = &[
     "model",
     "state",
     "questions",
@@ -47,11 +47,12 @@ const MAX_ECHOED_NAME: usize = 64;
 /// The top-level fields of `body` this service does not read, so the answer can say which
 /// were ignored (a misspelled `"temprature"` would otherwise pass unnoticed). Only names a
 /// header can carry as they are (printable ASCII without commas, at most 64 characters)
-/// are listed; the second value counts every ignored field.
-pub(super) fn ignored_fields(body: &Map<String, Value>) -> (Vec<String>, usize) {
+/// are listed; the second value counts every ignored field. `known` is what the front door
+/// reads (`TOP_LEVEL_FIELDS` for `/v1/systemone`).
+pub fn ignored_fields(body: &Map<String, Value>, known: &[&str]) -> (Vec<String>, usize) {
     let ignored: Vec<&String> = body
         .keys()
-        .filter(|k| !TOP_LEVEL_FIELDS.contains(&k.as_str()))
+        .filter(|k| !known.contains(&k.as_str()))
         .collect();
     let echoable = ignored
         .iter()

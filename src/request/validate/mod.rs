@@ -22,7 +22,7 @@
 
 mod criteria;
 mod fields;
-pub use fields::requested_model;
+pub use fields::{ignored_fields, requested_model};
 mod history;
 mod images;
 mod questions;
@@ -60,7 +60,7 @@ pub fn validate_with_parts(
     limits: &Limits,
 ) -> Result<ValidRequest, ApiError> {
     let mut body = fields::body_object(body)?;
-    let (ignored_fields, ignored_count) = fields::ignored_fields(&body);
+    let (ignored_fields, ignored_count) = fields::ignored_fields(&body, fields::TOP_LEVEL_FIELDS);
     let requested = fields::requested_model(body.get("model"), models)?;
     let model = models.serving(requested).clone();
     let state_json = fields::state_json(body.remove("state"))?;
@@ -111,7 +111,7 @@ fn render_orders(
 }
 
 /// An error's `loc` from its path segments (`["questions", "q1", "criteria"]`).
-fn loc(parts: &[&str]) -> Vec<String> {
+pub fn loc(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
 }
 
@@ -129,13 +129,13 @@ pub fn type_name(v: &Value) -> &'static str {
 
 /// How every rule refuses: the `Err` of `code` at `at` with `msg`, whatever the rule would
 /// have returned on success.
-fn refuse<T>(code: Code, at: Vec<String>, msg: impl Into<String>) -> Result<T, ApiError> {
+pub fn refuse<T>(code: Code, at: Vec<String>, msg: impl Into<String>) -> Result<T, ApiError> {
     Err(ApiError::at(code, at, msg))
 }
 
 /// The refusal of a value of the wrong JSON type: `must` says what the rule wants, and the
 /// message ends with the type that came instead (`model must be a string, got a number`).
-fn refuse_type<T>(code: Code, at: Vec<String>, must: &str, got: &Value) -> Result<T, ApiError> {
+pub fn refuse_type<T>(code: Code, at: Vec<String>, must: &str, got: &Value) -> Result<T, ApiError> {
     refuse(code, at, format!("{must}, got {}", type_name(got)))
 }
 

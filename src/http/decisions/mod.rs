@@ -1,0 +1,70 @@
+//! `POST /v1/decisions`: OpenAI's Decisions API, as the `openai` SDK's
+//! `client.decisions.create(...)` calls it (3.51.0 on PyPI). A front door, not a second
+//! engine: [`translate`] turns the body into the System One body that asks the same, which
+//! [`crate::request::validate()`] checks and the same pipeline runs under the same keys,
+//! limits, circuit, metrics and logs as `/v1/systemone`; [`answer`] writes the `Decision`.
+//! Every refusal, the key's included, goes out in OpenAI's error shape.
+
+mod answer;
+mod translate;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use super::auth::Caller;
+use super::systemone::{run_request, say_ignored};
+use super::{blocking, body, wire, AppState};
+use crate::error::{ApiError, Code};
+use crate::request::validate;
+use answer::{error_response, DecisionBody};
+use translate::{in_decision_terms, translate};
+
+pub(super) async fn handle(
+    State(state): State<AppState>,
+    caller: Result<Caller, ApiError>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let answered = match caller {
+        Ok(caller) => answer(&state, &caller, &headers, body).await,
+        Err(e) => Err(e),
+    };
+    answered.unwrap_or_else(|e| error_response(&e))
+}
+
+/// Body → translation and validation (before anything is sent) → [`run_request`] → the
+/// `Decision`.
+async fn answer(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
+    if !body.parts.is_empty() {
+        return Err(ApiError::new(
+            Code::InvalidMultipart,
+            "the Decisions API takes a JSON body; send images as data URLs in input_image parts",
+        ));
+    }
+    let (models, limits) = (state.models.clone(), state.limits.clone());
+    let (request, translated) = blocking::run(body.len, move || {
+        let (systemone_body, translated) = translate(body.json, &limits)?;
+        match validate(systemone_body, &models, &limits) {
+            Ok(request) => Ok((request, translated)),
+            Err(e) => Err(in_decision_terms(e, &translated)),
+        }
+    })
+    .await??;
+    let outcome = run_request(state, caller, &request).await?;
+    let mut response = wire::json_ok(&DecisionBody {
+        model: &request.model().name,
+        asked: &translated.asked,
+        answers: &outcome.answers,
+        usage: outcome.usage,
+    })?;
+    say_ignored(&translated.ignored, response.headers_mut());
+    Ok(response)
+}
