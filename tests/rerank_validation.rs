@@ -329,10 +329,11 @@ async fn a_rerank_is_the_nouls_of_the_same_questions_sorted() {
     assert!(!metrics.contains("refund"), "no caller text in /metrics");
 }
 
-/// Proves long lists are batched: with `--max-questions 3`, seven documents are three
-/// engine requests (3 + 3 + 1; the histogram of questions per request says so) with one
-/// read per document, every index answered once; a batch over `--max-request-tokens` is
-/// halved until each part fits; documents over `max_tokens_per_doc` are cut (byte estimate
+/// Proves long lists are batched: with `--max-questions 3`, seven documents are answered
+/// (one request of seven questions would be refused) with one read per document, every
+/// index answered once, and the call is observed as one request of seven questions (the
+/// histogram of questions per request counts calls, not batches); a batch over
+/// `--max-request-tokens` is halved until each part fits (as one batch it is refused); documents over `max_tokens_per_doc` are cut (byte estimate
 /// here, no tokenizer) and `meta.warnings` names their indexes, never their text.
 #[tokio::test]
 async fn long_lists_are_batched_and_long_documents_truncated() {
@@ -349,8 +350,9 @@ async fn long_lists_are_batched_and_long_documents_truncated() {
     assert_eq!(indexes, (0..7).collect::<Vec<u64>>());
     let metrics = common::metrics(&service).await;
     assert!(
-        metrics.contains("systemone_questions_per_request_count 3"),
-        "three batches:\n{metrics}"
+        metrics.contains("systemone_questions_per_request_count 1")
+            && metrics.contains("systemone_questions_per_request_sum 7"),
+        "one call of seven documents:\n{metrics}"
     );
 
     // Halving: each read is ~730 estimated tokens (bytes); 1,600 fits two, not three.
@@ -365,8 +367,15 @@ async fn long_lists_are_batched_and_long_documents_truncated() {
     assert_eq!(results(&reply).len(), 3);
     let metrics = common::metrics(&tight).await;
     assert!(
-        metrics.contains("systemone_questions_per_request_count 2"),
-        "halved into two:\n{metrics}"
+        metrics.contains("systemone_questions_per_request_count 1")
+            && metrics.contains("systemone_questions_per_request_sum 3"),
+        "one call of three documents:\n{metrics}"
+    );
+    let as_one = common::ask(&tight, &systemone_body("q", &["a", "b", "c"])).await;
+    assert_eq!(
+        as_one.status, 413,
+        "as one request the three are over the limit: {}",
+        as_one.text
     );
 
     // Truncation: 40 bytes kept of a 100-byte document.

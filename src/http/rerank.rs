@@ -407,13 +407,20 @@ fn in_rerank_terms(mut e: ApiError, docs: &[(usize, &str)]) -> ApiError {
     e
 }
 
-/// Runs the batches: the key's questions are counted once for every document, after the
-/// first batch's circuit ticket; the first batch goes alone, the rest together.
+/// Runs the batches: the call is observed as one request (of one question per document),
+/// and the key's questions are counted once for every document, after the first batch's
+/// circuit ticket; the first batch goes alone, the rest together.
 async fn run(state: &AppState, caller: &Caller, plan: &Plan) -> Result<Vec<Outcome>, ApiError> {
     let (first, rest) = plan
         .batches
         .split_first()
         .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
+    let options: Vec<usize> = plan
+        .batches
+        .iter()
+        .flat_map(|b| b.questions().iter().map(|q| q.options.len()))
+        .collect();
+    state.metrics.observe_request(options.into_iter());
     let ticket = first.model().circuit.admit()?;
     caller
         .admit_questions(plan.documents)
@@ -429,15 +436,12 @@ async fn run(state: &AppState, caller: &Caller, plan: &Plan) -> Result<Vec<Outco
     Ok(outcomes)
 }
 
-/// One batch through the pipeline, observed as `/v1/systemone` observes a request.
+/// One batch through the pipeline, its answers observed as `/v1/systemone` observes them.
 async fn run_batch(
     state: &AppState,
     batch: &ValidRequest,
     ticket: Ticket<'_>,
 ) -> Result<Outcome, ApiError> {
-    state
-        .metrics
-        .observe_request(batch.questions().iter().map(|q| q.options.len()));
     let outcome = state.pipeline.run(batch, ticket).await?;
     observe_answers(state, &batch.model().name, &outcome.answers);
     Ok(outcome)
