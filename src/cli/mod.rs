@@ -40,6 +40,8 @@ pub enum Command {
     /// Score labelled System One requests against a service (running, or in-process), with
     /// raw probabilities or a named calibration profile.
     Eval(Box<eval::EvalArgs>),
+    /// Print the OpenAPI 3.1 description of every route (what `GET /openapi.json` serves).
+    Openapi,
 }
 
 /// Runs one parsed command line; the exit code says whether it succeeded (the reason is
@@ -50,6 +52,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Tokens(command) => tokens::run(command).map_err(|e| format!("tokens: {e}")),
         Command::Eval(args) => eval::run_command(&args),
         Command::Calibrate(args) => calibrate::run_command(&args),
+        Command::Openapi => {
+            println!("{}", crate::http::openapi::document());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,7 @@ pub mod auth;
 mod blocking;
 pub mod body;
 mod decisions;
+pub mod openapi;
 mod rerank;
 pub mod serve;
 pub mod state;
@@ -52,6 +53,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi::handle))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

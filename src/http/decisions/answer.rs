@@ -113,17 +113,16 @@ fn usage(u: Usage) -> Value {
 
 /// An error as OpenAI's SDK reads it: `{"error": {message, type, param, code}}`, 400
 /// `invalid_request_error` for every rule a request breaks (a schema rule's 422 and a
-/// size rule's 413 included, OpenAI's convention), any other status as the contract's
-/// table says, with this service's stable code in `code` and its headers.
+/// size rule's 413 included, OpenAI's convention; a 415 keeps its status), any other
+/// status as the contract's table says, with this service's stable code in `code` and its headers.
 pub fn error_response(e: &ApiError) -> Response {
-    let invalid = matches!(
-        e.status(),
-        StatusCode::UNPROCESSABLE_ENTITY | StatusCode::PAYLOAD_TOO_LARGE | StatusCode::BAD_REQUEST
-    );
-    let (status, kind) = if invalid {
-        (StatusCode::BAD_REQUEST, json!("invalid_request_error"))
-    } else {
-        (e.status(), json!(e.code.error_type()))
+    let (status, kind) = match e.status() {
+        StatusCode::UNPROCESSABLE_ENTITY
+        | StatusCode::PAYLOAD_TOO_LARGE
+        | StatusCode::BAD_REQUEST => (StatusCode::BAD_REQUEST, json!("invalid_request_error")),
+        // The body cannot be read as sent: still the request's fault, with its own status.
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (e.status(), json!("invalid_request_error")),
+        other => (other, json!(e.code.error_type())),
     };
     let param = (!e.loc.is_empty()).then(|| param(&e.loc));
     let message = match &param {

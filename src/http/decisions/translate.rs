@@ -24,6 +24,7 @@ use serde_json::{json, Map, Value};
 
 use crate::config::Limits;
 use crate::error::{ApiError, Code};
+use crate::request::images::decode_image_string;
 use crate::request::validate::{ignored_fields, loc, refuse, refuse_type};
 use crate::request::Ignored;
 
@@ -126,21 +127,32 @@ pub fn translate(json: Value, limits: &Limits) -> Result<(Value, Translated), Ap
     Ok((Value::Object(out), translated))
 }
 
-/// The images met so far, with where each came from.
+/// The images met so far, with where each came from. An image sent twice (the same
+/// bytes) is kept once and both places carry its one reference, as validation sends an
+/// image's bytes once.
 #[derive(Default)]
 struct Images {
     urls: Vec<Value>,
     locs: Vec<Vec<String>>,
+    /// Each kept image's bytes (its text when it does not decode: validation refuses it).
+    seen: Vec<Vec<u8>>,
 }
 
 impl Images {
-    /// Keeps `url` (checked by validation's image rules later) and returns the reference
-    /// the text carries in its place.
+    /// Keeps `url` (checked by validation's image rules later) unless its bytes were met
+    /// already, and returns the reference the text carries in its place.
     fn add(&mut self, url: &str, at: Vec<String>) -> Value {
-        let reference = format!("<image:{}>", self.urls.len());
-        self.urls.push(Value::String(url.to_string()));
-        self.locs.push(at);
-        Value::String(reference)
+        let bytes = decode_image_string(url).unwrap_or_else(|_| url.as_bytes().to_vec());
+        let k = match self.seen.iter().position(|b| *b == bytes) {
+            Some(k) => k,
+            None => {
+                self.urls.push(Value::String(url.to_string()));
+                self.locs.push(at);
+                self.seen.push(bytes);
+                self.urls.len() - 1
+            }
+        };
+        Value::String(format!("<image:{k}>"))
     }
 }
 
@@ -879,14 +891,21 @@ pub fn in_decision_terms(mut e: ApiError, translated: &Translated) -> ApiError {
             }
             .into();
         }
+        // `images` alone (the model takes none) is said at the first image.
         Some("images") => {
-            if let Some(at) = e
+            let k = e
                 .loc
                 .get(1)
                 .and_then(|k| k.parse::<usize>().ok())
-                .and_then(|k| image_locs.get(k))
-            {
+                .unwrap_or(0);
+            if let Some(at) = image_locs.get(k) {
                 e.loc = at.clone();
+            }
+        }
+        // `N images (N in images, 0 in assets) is more than …`: this body has no assets.
+        None if e.code == Code::TooManyImages => {
+            if let (Some(open), Some(close)) = (e.msg.find(" ("), e.msg.find(") ")) {
+                e.msg.replace_range(open..=close, "");
             }
         }
         _ => {}

@@ -1,0 +1,688 @@
+//! The bodies of every route, as OpenAPI schemas. The handlers read bodies as JSON values
+//! and write them with hand-made serializers (key order, full `f64` precision), so these
+//! types exist only to be described; what keeps them true is the tests, which check real
+//! answers of every route against this description (`tests/openapi.rs`) and run
+//! Schemathesis from it in CI.
+//!
+//! The rules a schema cannot say (labels, sizes, the model's capacity, every configurable
+//! limit) are the contract's and validation's; a schema here is never stricter than the
+//! service, so a body it refuses the service refuses too.
+
+#![allow(dead_code)] // Described, never built.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// A tag: the one string a `type` field may hold (a tagged enum would put `type` beside
+/// a struct that allows no other field, which no body could satisfy).
+macro_rules! tag {
+    ($name:ident, $variant:ident) => {
+        #[derive(Serialize, ToSchema)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $variant,
+        }
+    };
+}
+
+tag!(ChoiceTag, Choice);
+tag!(NoulTag, Noul);
+tag!(ScoreTag, Score);
+tag!(PredicateTag, Predicate);
+tag!(InputTextTag, InputText);
+tag!(OutputTextTag, OutputText);
+tag!(InputImageTag, InputImage);
+tag!(InputJsonTag, InputJson);
+
+/// A state: a non-blank string, an object or an array.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum State {
+    Text(String),
+    Object(HashMap<String, Value>),
+    List(Vec<Value>),
+}
+
+/// `POST /v1/systemone`: TypeSafe's typed-decision request. Unknown top-level fields are
+/// ignored (and named in `x-systemone-ignored-fields`); the limits are the service's flags.
+#[derive(Serialize, ToSchema)]
+pub struct SystemOneRequest {
+    /// A configured model or alias; absent is the default model.
+    model: Option<String>,
+    state: State,
+    /// Question id → question; key order is the answer order. 1 to `--max-questions`.
+    questions: HashMap<String, Question>,
+    /// Overrides every question's calibration temperature; `1` is raw probabilities.
+    #[schema(exclusive_minimum = 0.0)]
+    temperature: Option<f64>,
+    /// A server-side calibration profile's name.
+    calibration: Option<String>,
+    layout: Option<Layout>,
+    /// Rotated option orders to ask and average.
+    #[schema(minimum = 1, maximum = 8)]
+    permutations: Option<u32>,
+    /// A record that grows across calls: one string, or question id → string.
+    history: Option<History>,
+    /// `data:image/...;base64,` URLs or raw base64 (vision models only).
+    images: Option<Vec<String>>,
+    /// TypeSafe's image assets, `"<image:HEX>"` → `{type: "image", part}` or inline base64.
+    assets: Option<HashMap<String, Value>>,
+    /// Accepted and ignored (Ollama clients send it).
+    keep_alive: Option<Value>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    Accuracy,
+    Cost,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum History {
+    Shared(String),
+    PerQuestion(HashMap<String, String>),
+}
+
+/// A question, by its `type`.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum Question {
+    Choice(ChoiceQuestion),
+    Noul(NoulQuestion),
+    Score(ScoreQuestion),
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChoiceQuestion {
+    #[serde(rename = "type")]
+    kind: ChoiceTag,
+    instructions: Option<Value>,
+    /// Label → description, in option order; 1 to 255 labels (and the model's capacity).
+    criteria: HashMap<String, Value>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoulQuestion {
+    #[serde(rename = "type")]
+    kind: NoulTag,
+    instructions: Option<Value>,
+    /// Only the keys `"true"` and `"false"`, each a description.
+    criteria: Option<NoulCriteria>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoulCriteria {
+    #[serde(rename = "true")]
+    yes: Option<Value>,
+    #[serde(rename = "false")]
+    no: Option<Value>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreQuestion {
+    #[serde(rename = "type")]
+    kind: ScoreTag,
+    instructions: Option<Value>,
+    /// The levels, lowest first: 1 to `--max-levels`, each a string, object or array.
+    #[schema(min_items = 1)]
+    criteria: Vec<Value>,
+}
+
+/// The 200 answer of `POST /v1/systemone`.
+#[derive(Serialize, ToSchema)]
+pub struct SystemOneResponse {
+    /// The model that served, as the backend reports it.
+    model: String,
+    /// Question id → answer, in question order.
+    answers: HashMap<String, Answer>,
+    usage: Usage,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Answer {
+    Choice(ChoiceAnswer),
+    Noul(NoulAnswer),
+    Score(ScoreAnswer),
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ChoiceAnswer {
+    /// The most probable label (ties to the first).
+    choice: String,
+    /// Label → probability, in option order.
+    probabilities: HashMap<String, f64>,
+    #[serde(flatten)]
+    extras: AnswerExtras,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct NoulAnswer {
+    /// P(yes).
+    noul: f64,
+    #[serde(flatten)]
+    extras: AnswerExtras,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ScoreAnswer {
+    /// Σ level index × probability, in [0, levels − 1].
+    score: f64,
+    /// Level index (`"0"`, `"1"`, …) → the level as asked.
+    legend: HashMap<String, Value>,
+    /// Level index → probability.
+    probabilities: HashMap<String, f64>,
+    #[serde(flatten)]
+    extras: AnswerExtras,
+}
+
+/// What every answer carries beside its value.
+#[derive(Serialize, ToSchema)]
+pub struct AnswerExtras {
+    /// 1 − H(p)/ln(n): how peaked the distribution is, not whether it is right.
+    confidence: f64,
+    /// The calibration temperature applied.
+    temperature: f64,
+    /// The share of the model's probability that fell on the options before masking.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    option_mass: Option<f64>,
+    /// Asked, but the backend could not report the pre-mask mass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    option_mass_unknown: Option<bool>,
+    /// The calibration profile that covered the question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calibration: Option<String>,
+    /// The profile's prediction set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prediction_set: Option<Vec<Value>>,
+    /// Whether the profile says the answer may be acted on unreviewed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    automate: Option<bool>,
+}
+
+/// `usage` of `/v1/systemone` (and beside rerank's `meta`).
+#[derive(Serialize, ToSchema)]
+pub struct Usage {
+    input_tokens: u64,
+    output_tokens: u64,
+    upstream_requests: u64,
+    cached_tokens: u64,
+    /// Present (true) when the backend reported no usage and it was estimated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    estimated: Option<bool>,
+}
+
+/// Every error body: the contract's, and on `/v1/decisions` OpenAI's (with `param`).
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    error: ErrorObject,
+    /// FastAPI's list, on a 422.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<Vec<ErrorDetail>>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ErrorObject {
+    /// Names the field, the limit and the value.
+    message: String,
+    /// The stable `system_one_*` code, also in `x-systemone-error-code`.
+    code: String,
+    /// The error class (`invalid_request_error` on `/v1/decisions` for a broken rule).
+    #[serde(rename = "type")]
+    kind: String,
+    /// `/v1/decisions` only: where in the body, in OpenAI's notation (`questions[0].choices`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    param: Option<Option<String>>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ErrorDetail {
+    loc: Vec<String>,
+    msg: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+/// `POST /v1/decisions`: OpenAI's `DecisionCreateParams` (`openai` 3.51.0), plus this
+/// service's extensions. Unknown top-level fields are ignored.
+#[derive(Serialize, ToSchema)]
+pub struct DecisionRequest {
+    input: DecisionInput,
+    model: Option<String>,
+    /// 1 to `--max-questions` (OpenAI's contract allows 400).
+    #[schema(min_items = 1, max_items = 400)]
+    questions: Vec<DecisionQuestion>,
+    #[schema(max_length = 64)]
+    prompt_cache_key: Option<String>,
+    prompt_cache_options: Option<PromptCacheOptions>,
+    #[schema(max_length = 64)]
+    safety_identifier: Option<String>,
+    #[schema(exclusive_minimum = 0.0)]
+    temperature: Option<f64>,
+    calibration: Option<String>,
+    #[schema(minimum = 1, maximum = 8)]
+    permutations: Option<u32>,
+    layout: Option<Layout>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum DecisionInput {
+    Text(String),
+    Messages(Vec<DecisionMessage>),
+}
+
+/// A message (function and tool call items are refused: they cannot be honoured).
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionMessage {
+    #[serde(rename = "type")]
+    kind: Option<MessageTag>,
+    role: Role,
+    content: Content,
+    /// Assistant messages only.
+    phase: Option<Phase>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageTag {
+    Message,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    System,
+    Developer,
+    Assistant,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Commentary,
+    FinalAnswer,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+/// A content part. Which a role may hold: user text, images, JSON; system and developer
+/// text; assistant output text.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum Part {
+    InputText(InputTextPart),
+    OutputText(OutputTextPart),
+    InputImage(ImagePart),
+    InputJson(JsonPart),
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InputTextPart {
+    #[serde(rename = "type")]
+    kind: InputTextTag,
+    text: String,
+    prompt_cache_breakpoint: Option<CacheBreakpoint>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutputTextPart {
+    #[serde(rename = "type")]
+    kind: OutputTextTag,
+    text: String,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImagePart {
+    #[serde(rename = "type")]
+    kind: InputImageTag,
+    /// A `data:image/...;base64,` URL (the service never fetches a URL).
+    image_url: String,
+    detail: Option<Detail>,
+    prompt_cache_breakpoint: Option<CacheBreakpoint>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Detail {
+    Low,
+    High,
+    Auto,
+    Original,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JsonPart {
+    #[serde(rename = "type")]
+    kind: InputJsonTag,
+    data: JsonData,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum JsonData {
+    Object(HashMap<String, Value>),
+    Objects(Vec<HashMap<String, Value>>),
+}
+
+/// Accepted, not acted on: the backends' prefix caches need no breakpoints.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CacheBreakpoint {
+    mode: ExplicitMode,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExplicitMode {
+    Explicit,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptCacheOptions {
+    mode: Option<CacheMode>,
+    ttl: Option<Ttl>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    Implicit,
+    Explicit,
+}
+
+#[derive(Serialize, ToSchema)]
+pub enum Ttl {
+    #[serde(rename = "30m")]
+    ThirtyMinutes,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum Instructions {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum DecisionQuestion {
+    Predicate(PredicateQuestion),
+    Choice(DecisionChoiceQuestion),
+    Score(DecisionScoreQuestion),
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PredicateQuestion {
+    #[serde(rename = "type")]
+    kind: PredicateTag,
+    instructions: Instructions,
+    /// Unique among the call's questions; echoed in the answer.
+    name: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionChoiceQuestion {
+    #[serde(rename = "type")]
+    kind: ChoiceTag,
+    instructions: Instructions,
+    name: Option<String>,
+    /// 2 to 255 unique choices (a string and a boolean with the same text are distinct).
+    #[schema(min_items = 2, max_items = 255)]
+    choices: Vec<Choice>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Choice {
+    value: ChoiceValue,
+    description: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ChoiceValue {
+    Text(String),
+    Flag(bool),
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionScoreQuestion {
+    #[serde(rename = "type")]
+    kind: ScoreTag,
+    instructions: Instructions,
+    name: Option<String>,
+    /// Lowest first; 1 to `--max-levels`.
+    #[schema(min_items = 1)]
+    levels: Vec<Level>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Level {
+    label: String,
+    description: Option<String>,
+}
+
+/// The 200 answer of `POST /v1/decisions`: OpenAI's `Decision`.
+#[derive(Serialize, ToSchema)]
+pub struct Decision {
+    /// In question order.
+    answers: Vec<DecisionAnswer>,
+    /// The configured name of the model that served.
+    model: String,
+    usage: DecisionUsage,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum DecisionAnswer {
+    Predicate(PredicateAnswer),
+    Choice(DecisionChoiceAnswer),
+    Score(DecisionScoreAnswer),
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct PredicateAnswer {
+    name: Option<String>,
+    /// P(true).
+    probability: f64,
+    #[serde(flatten)]
+    extras: AnswerExtras,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct DecisionChoiceAnswer {
+    name: Option<String>,
+    choice: ChoiceValue,
+    probabilities: Vec<ValueProbability>,
+    #[serde(flatten)]
+    extras: AnswerExtras,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ValueProbability {
+    value: ChoiceValue,
+    probability: f64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct DecisionScoreAnswer {
+    name: Option<String>,
+    score: f64,
+    probabilities: Vec<LevelProbability>,
+    #[serde(flatten)]
+    extras: AnswerExtras,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct LevelProbability {
+    /// The level's index, lowest 0.
+    value: u32,
+    label: String,
+    probability: f64,
+}
+
+/// OpenAI's usage, with this service's `upstream_requests` (and `estimated`).
+#[derive(Serialize, ToSchema)]
+pub struct DecisionUsage {
+    input_tokens: u64,
+    input_tokens_details: InputTokensDetails,
+    output_tokens: u64,
+    output_tokens_details: OutputTokensDetails,
+    total_tokens: u64,
+    upstream_requests: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    estimated: Option<bool>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct InputTokensDetails {
+    cached_tokens: u64,
+    /// Always 0: no backend here reports cache writes.
+    cache_write_tokens: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OutputTokensDetails {
+    /// Always 0.
+    reasoning_tokens: u64,
+}
+
+/// `POST /v2/rerank` and `POST /v1/rerank`: Cohere's v2 body. Unknown fields are ignored.
+#[derive(Serialize, ToSchema)]
+pub struct RerankRequest {
+    model: Option<String>,
+    /// A non-blank string.
+    #[schema(min_length = 1)]
+    query: String,
+    /// 1 to `--max-rerank-documents`.
+    #[schema(min_items = 1)]
+    documents: Vec<String>,
+    #[schema(minimum = 1)]
+    top_n: Option<u64>,
+    /// Default 4,096; at most `--max-state-tokens`.
+    #[schema(minimum = 1)]
+    max_tokens_per_doc: Option<u64>,
+}
+
+/// Cohere's `V2RerankResponse`, plus this service's `model` and `usage`.
+#[derive(Serialize, ToSchema)]
+pub struct RerankResponse {
+    /// The request id.
+    id: String,
+    /// Score descending.
+    results: Vec<RerankResult>,
+    meta: RerankMeta,
+    model: String,
+    usage: Usage,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RerankResult {
+    index: u64,
+    relevance_score: f64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RerankMeta {
+    api_version: ApiVersion,
+    billed_units: BilledUnits,
+    tokens: RerankTokens,
+    cached_tokens: u64,
+    /// Which documents were cut to `max_tokens_per_doc` (indexes, never text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warnings: Option<Vec<String>>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ApiVersion {
+    version: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct BilledUnits {
+    /// One per started 100 documents.
+    search_units: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RerankTokens {
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+/// `GET /v1/models`: TypeSafe's list and OpenAI's in one body.
+#[derive(Serialize, ToSchema)]
+pub struct ModelsResponse {
+    /// Every name a request may use (models, aliases, `jev-latest`).
+    models: Vec<ListedModel>,
+    object: String,
+    /// The models themselves.
+    data: Vec<OpenAiModel>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ListedModel {
+    name: String,
+    description: String,
+    /// `YYYY-MM-DD`, or `"unknown"`.
+    release_date: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiModel {
+    id: String,
+    object: String,
+    owned_by: String,
+}
+
+/// `GET /healthz`.
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    status: String,
+}
+
+/// `GET /readyz`.
+#[derive(Serialize, ToSchema)]
+pub struct Readiness {
+    ready: bool,
+    models: Vec<ModelReadiness>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ModelReadiness {
+    name: String,
+    ready: bool,
+    /// `verified`, `unchecked`, `mismatch` or `disabled`.
+    token_table: String,
+    /// Whether the backend answered its last health probe (null before the first).
+    backend_answered: Option<bool>,
+    /// `closed`, `open` or `half_open`.
+    circuit: String,
+    last_check_unix: Option<u64>,
+}
