@@ -211,14 +211,16 @@ async fn fallback_setup(failures: &str) -> (FakeVllm, FakeVllm, Service) {
 }
 
 /// While the primary's circuit is open its fallback serves (by default model, name and
-/// alias alike) and the answer's `model` says so; the primary's backend is not contacted.
-/// After the cool-down the primary serves again.
+/// alias alike) and the answer's `model` (the backend's id) and `x-systemone-model` (the
+/// configured name, which a request may use) say so; the primary's backend is not
+/// contacted. After the cool-down the primary serves again.
 #[tokio::test(start_paused = true)]
 async fn the_fallback_model_serves_while_the_primary_circuit_is_open() {
     let (a, b, service) = fallback_setup("2").await;
     let served = ask(&service, &one_question()).await;
     assert_eq!(served.status, 200, "{}", served.text);
     assert_eq!(served.body["model"], json!("org/primary"));
+    assert_eq!(served.header("x-systemone-model"), Some("primary"));
 
     a.set_fault(Fault::ServerError);
     for _ in 0..2 {
@@ -234,6 +236,7 @@ async fn the_fallback_model_serves_while_the_primary_circuit_is_open() {
         let reply = ask(&service, &body).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
         assert_eq!(reply.body["model"], json!("org/backup"), "{}", reply.text);
+        assert_eq!(reply.header("x-systemone-model"), Some("backup"));
     }
     assert_eq!(a.chat_requests(), a_sent, "the primary is not contacted");
     assert_eq!(b.chat_requests(), b_sent + 3);

@@ -28,7 +28,7 @@ use futures::future::try_join_all;
 use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
-use super::systemone::observe_answers;
+use super::systemone::{observe_answers, say_model};
 use super::{blocking, body, count_rejection, wire, AppState, RequestId};
 use crate::config::Limits;
 use crate::engine::{Outcome, PipelineError, Usage};
@@ -78,7 +78,9 @@ async fn answer(
         .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))?;
     let usage = total_usage(&outcomes);
     span.record("upstream_requests", usage.upstream_requests);
-    wire::json_ok(&response_body(id, &plan, &outcomes, usage))
+    let mut response = wire::json_ok(&response_body(id, &plan, &outcomes, usage))?;
+    say_model(&plan.batches[0].model().name, response.headers_mut());
+    Ok(response)
 }
 
 /// A rerank call that passed every rule, ready to run.

@@ -42,7 +42,20 @@ async fn answer(
     let outcome = run_request(state, caller, &request).await?;
     let mut response = wire::json_ok(&wire::SystemOneResponse::new(request.questions(), &outcome))?;
     say_ignored(request.ignored(), response.headers_mut());
+    say_model(&request.model().name, response.headers_mut());
     Ok(response)
+}
+
+/// The header that names the configured model that served (its public name; the fallback
+/// while the requested model's circuit is open), which a later request may use. The body's
+/// `model` is the backend's own id, as the contract says.
+pub const MODEL_HEADER: &str = "x-systemone-model";
+
+/// Names the model that served in [`MODEL_HEADER`].
+pub(super) fn say_model(name: &str, headers: &mut HeaderMap) {
+    if let Ok(value) = HeaderValue::from_str(name) {
+        headers.insert(MODEL_HEADER, value);
+    }
 }
 
 /// What every front door with one validated request does next: record and count it, take

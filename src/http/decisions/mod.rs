@@ -14,7 +14,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::auth::Caller;
-use super::systemone::{run_request, say_ignored};
+use super::systemone::{run_request, say_ignored, say_model};
 use super::{blocking, body, wire, AppState};
 use crate::error::{ApiError, Code};
 use crate::request::validate;
@@ -66,5 +66,6 @@ async fn answer(
         usage: outcome.usage,
     })?;
     say_ignored(&translated.ignored, response.headers_mut());
+    say_model(&request.model().name, response.headers_mut());
     Ok(response)
 }
