@@ -13,7 +13,7 @@ pub mod profile;
 pub mod temperature;
 
 use profile::ProfileAnswer;
-pub use temperature::{confidence, temper, Calibration, DEFAULT_FORMULA};
+pub use temperature::{confidence, temper, Calibration, FormulaSource, DEFAULT_FORMULA};
 
 /// Index of the most probable option; ties go to the first in option order.
 pub fn argmax(p: &[f64]) -> usize {

@@ -154,6 +154,17 @@ impl Profile {
         })
     }
 
+    /// The profile bound to the served model its `model` names (by name, alias or backend
+    /// id), under that model's public name; `None` when no served model is named.
+    fn bound_to(mut self, served: &[Served<'_>]) -> Option<Self> {
+        let public = Served::resolve(served, &self.model)?;
+        if public != self.model {
+            tracing::info!(profile = %self.name, fitted_for = %self.model, model = %public, "calibration profile covers a model by another of its names");
+            self.model = public.to_string();
+        }
+        Some(self)
+    }
+
     /// Whether the profile covers `question` when `model` (public name) answers it.
     pub fn covers(&self, model: &str, question: &LoweredQuestion) -> bool {
         self.model == model
@@ -186,19 +197,42 @@ impl Profile {
     }
 }
 
+/// A served model as a profile may name it: its public name, and the other names it
+/// answers to (its aliases and the backend's model id), so a profile fitted on
+/// `gemma-3-270m` still covers that model when a config renames it.
+#[derive(Debug, Clone)]
+pub struct Served<'a> {
+    pub name: &'a str,
+    pub also: Vec<&'a str>,
+}
+
+impl Served<'_> {
+    /// The public name of the served model `model` names: its own name first, then an
+    /// alias or backend id.
+    fn resolve<'s>(served: &'s [Served<'_>], model: &str) -> Option<&'s str> {
+        served
+            .iter()
+            .find(|s| s.name == model)
+            .or_else(|| served.iter().find(|s| s.also.contains(&model)))
+            .map(|s| s.name)
+    }
+}
+
 /// The profiles a service knows, by name.
 #[derive(Debug, Clone, Default)]
 pub struct Profiles(BTreeMap<String, Arc<Profile>>);
 
 impl Profiles {
     /// The shipped profiles whose model is served, then every `*.json` in `dir` (a profile
-    /// there replaces a shipped one of the same name). A profile in `dir` for a model not
-    /// served is an error: it could never cover anything.
-    pub fn load(dir: Option<&Path>, served: &[&str]) -> Result<Self, String> {
+    /// there replaces a shipped one of the same name). A profile's `model` may be the
+    /// served model's name, an alias or its backend id; it then covers that model under
+    /// its public name. A profile in `dir` for a model not served is an error: it could
+    /// never cover anything.
+    pub fn load(dir: Option<&Path>, served: &[Served<'_>]) -> Result<Self, String> {
         let mut profiles = Profiles::default();
         for (name, text) in shipped::PROFILES {
             let p = Profile::parse(text).map_err(|e| format!("shipped profile {name}: {e}"))?;
-            if served.contains(&p.model.as_str()) {
+            if let Some(p) = p.bound_to(served) {
                 profiles.insert(p);
             }
         }
@@ -216,14 +250,13 @@ impl Profiles {
             let text =
                 std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
             let p = Profile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            if !served.contains(&p.model.as_str()) {
-                return Err(format!(
-                    "{}: profile {} is for model {}, which this service does not serve",
-                    path.display(),
-                    p.name,
-                    p.model
-                ));
-            }
+            let (name, model) = (p.name.clone(), p.model.clone());
+            let p = p.bound_to(served).ok_or_else(|| {
+                format!(
+                    "{}: profile {name} is for model {model}, which this service does not serve (by name, alias or backend model id)",
+                    path.display()
+                )
+            })?;
             profiles.insert(p);
         }
         Ok(profiles)
@@ -366,15 +399,31 @@ mod tests {
             .contains("cutoffs"));
     }
 
+    fn by_name(name: &str) -> Served<'_> {
+        Served {
+            name,
+            also: Vec::new(),
+        }
+    }
+
     #[test]
     fn the_shipped_profile_loads_for_its_model_only() {
-        let served = Profiles::load(None, &["gemma-3-270m"]).expect("loads");
+        let served = Profiles::load(None, &[by_name("gemma-3-270m")]).expect("loads");
         let spam = served.get("spam").expect("shipped spam profile");
         assert_eq!(spam.question.labels, ["no", "yes"]);
-        assert!(Profiles::load(None, &["glm-5.3-flash"])
+        assert!(Profiles::load(None, &[by_name("glm-5.3-flash")])
             .expect("loads")
             .names()
             .is_empty());
+        // Renamed in a config: the profile follows the model by its backend id or alias.
+        for also in [vec!["gemma-3-270m"], vec!["cheap", "gemma-3-270m"]] {
+            let renamed = Served {
+                name: "local",
+                also,
+            };
+            let loaded = Profiles::load(None, &[by_name("glm-5.3-flash"), renamed]).expect("loads");
+            assert_eq!(loaded.get("spam").expect("follows").model, "local");
+        }
     }
 
     #[test]
@@ -382,9 +431,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("systemone-profiles-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         std::fs::write(dir.join("spam.json"), spam_profile(Some(0.9))).expect("write");
-        let loaded = Profiles::load(Some(&dir), &["m"]).expect("loads");
+        let loaded = Profiles::load(Some(&dir), &[by_name("m")]).expect("loads");
         assert_eq!(loaded.names(), ["spam"]);
-        let err = Profiles::load(Some(&dir), &["x"]).expect_err("unserved model");
+        let err = Profiles::load(Some(&dir), &[by_name("x")]).expect_err("unserved model");
         assert!(err.contains("for model m"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
     }

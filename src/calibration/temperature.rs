@@ -39,25 +39,31 @@ impl Calibration {
         Ok(c)
     }
 
-    /// The formula for a model configured without a calibration file: the file
-    /// `calibration/<model>.json` under the working directory when there is one (what
+    /// The formula for a model configured without a calibration file, in this order: the
+    /// file `calibration/<model>.json` under the working directory when there is one (what
     /// `systemone calibrate --model <model>` writes), else the shipped file of that name,
     /// else [`DEFAULT_FORMULA`]. Returns where it came from, for the startup log.
-    pub fn for_model(model: &str) -> Result<(Self, String), String> {
+    pub fn for_model(model: &str) -> Result<(Self, FormulaSource), String> {
         Self::for_model_in(std::path::Path::new("calibration"), model)
     }
 
     /// [`Calibration::for_model`] with the local files in `dir`.
-    pub fn for_model_in(dir: &std::path::Path, model: &str) -> Result<(Self, String), String> {
+    pub fn for_model_in(
+        dir: &std::path::Path,
+        model: &str,
+    ) -> Result<(Self, FormulaSource), String> {
         let local = dir.join(format!("{model}.json"));
         if local.is_file() {
             let local = local.display().to_string();
-            return Ok((Self::load(&local)?, local));
+            return Ok((Self::load(&local)?, FormulaSource::WorkingDir(local)));
         }
         if shipped::CALIBRATIONS.iter().any(|(name, _)| *name == model) {
-            return Ok((Self::load(model)?, format!("shipped {model}")));
+            return Ok((
+                Self::load(model)?,
+                FormulaSource::Shipped(model.to_string()),
+            ));
         }
-        Ok((DEFAULT_FORMULA, "default (glm-5.3-flash)".to_string()))
+        Ok((DEFAULT_FORMULA, FormulaSource::Default))
     }
 
     /// The default temperature for a question with `n` options (n < 2 counts as 2).
@@ -112,6 +118,27 @@ pub fn apply(probs: &[f64], t: f64, bias: &[f64]) -> Vec<f64> {
     softmax(&z)
 }
 
+/// Where a model's formula came from when none was configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormulaSource {
+    /// `calibration/<model>.json` under the working directory: it overrides the shipped file.
+    WorkingDir(String),
+    /// The formula shipped for that model name.
+    Shipped(String),
+    /// No file for the model: [`DEFAULT_FORMULA`], GLM-5.3-Flash's.
+    Default,
+}
+
+impl std::fmt::Display for FormulaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormulaSource::WorkingDir(path) => write!(f, "{path} in the working directory"),
+            FormulaSource::Shipped(name) => write!(f, "shipped {name}"),
+            FormulaSource::Default => f.write_str("default (glm-5.3-flash)"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,17 +149,20 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("dir");
         let (glm, from) = Calibration::for_model_in(&dir, "glm-5.3").expect("shipped");
         assert_eq!(glm, Calibration::load("glm-5.3").expect("loads"));
-        assert_eq!(from, "shipped glm-5.3");
+        assert_eq!(from.to_string(), "shipped glm-5.3");
         let (other, from) = Calibration::for_model_in(&dir, "toy").expect("default");
         assert_eq!(
-            (other, from.as_str()),
+            (other, from.to_string().as_str()),
             (DEFAULT_FORMULA, "default (glm-5.3-flash)")
         );
         // What `systemone calibrate --model toy` writes is picked up by name.
         std::fs::write(dir.join("toy.json"), r#"{"a": 0.5, "b": 0.1}"#).expect("write");
         let (toy, from) = Calibration::for_model_in(&dir, "toy").expect("local");
         assert_eq!((toy.a, toy.b), (0.5, 0.1));
-        assert!(from.ends_with("toy.json"), "{from}");
+        assert!(
+            matches!(&from, FormulaSource::WorkingDir(p) if p.ends_with("toy.json")),
+            "{from}"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -196,6 +196,7 @@ pub fn calibrate(
                 "ece_raw": fit::metrics(rows, 0).ece_equal_size_15,
                 "ece_fitted": fit::metrics(&tempered(t), 0).ece_equal_size_15,
                 "ece_formula": fit::metrics(&tempered(tf), 0).ece_equal_size_15,
+                "warnings": too_few_rows(rows.len()),
             })
         })
         .collect();
@@ -369,19 +370,58 @@ fn fit_report(
         .count();
     let raw = fit::metrics(rows, seed);
     let after = fit::metrics(judged, seed);
+    let (nll_raw, nll_calibrated) = (fit::mean_nll(rows, 1.0), fit::mean_nll(judged, 1.0));
+    let mut warnings = too_few_rows(rows.len());
+    if after.accuracy < raw.accuracy {
+        warnings.push(format!(
+            "the fit lowers {judged_on} accuracy from {:.3} to {:.3}: do not trust it",
+            raw.accuracy, after.accuracy
+        ));
+    }
+    if nll_calibrated > nll_raw {
+        warnings.push(format!(
+            "the fit raises {judged_on} NLL from {nll_raw:.4} to {nll_calibrated:.4}: do not trust it"
+        ));
+    }
     json!({
         "group": group_name,
         "rows": rows.len(),
         "judged_on": judged_on,
-        "nll_raw": fit::mean_nll(rows, 1.0),
-        "nll_calibrated": fit::mean_nll(judged, 1.0),
+        "nll_raw": nll_raw,
+        "nll_calibrated": nll_calibrated,
         "accuracy_raw": raw.accuracy,
         "accuracy_calibrated": after.accuracy,
         "ece_raw": raw.ece_equal_size_15,
         "ece_calibrated": after.ece_equal_size_15,
         "set_coverage": covered as f64 / n,
         "mean_set_size": sets.iter().map(Vec::len).sum::<usize>() as f64 / n,
+        "warnings": warnings,
     })
+}
+
+/// Fewest rows a fit is trusted on: below it the estimates (and the out-of-fold numbers
+/// that judge them) swing from one sample to the next.
+pub const MIN_TRUSTED_ROWS: usize = 100;
+
+/// The warning for a fit on fewer than [`MIN_TRUSTED_ROWS`] rows, if it is one.
+fn too_few_rows(rows: usize) -> Vec<String> {
+    if rows >= MIN_TRUSTED_ROWS {
+        return Vec::new();
+    }
+    vec![format!(
+        "only {rows} rows: too few to trust this fit (at least {MIN_TRUSTED_ROWS})"
+    )]
+}
+
+/// `warning: …` lines for a written file's warnings.
+fn warning_lines(warnings: &Value) -> String {
+    warnings
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|w| format!("  warning: {w}\n"))
+        .collect()
 }
 
 /// `systemone calibrate`: fits, writes the file and prints the summary.
@@ -467,7 +507,7 @@ fn summary(out: &Path, file: &Value) -> String {
             num(&fit["ece_calibrated"]),
             num(&fit["set_coverage"]),
             num(&fit["mean_set_size"]),
-        );
+        ) + &warning_lines(&fit["warnings"]);
     }
     let mut summary = format!(
         "wrote {}: ln T = {:.4} + {:.4}·ln n\n",
@@ -485,6 +525,7 @@ fn summary(out: &Path, file: &Value) -> String {
             num(&g["ece_raw"]),
             num(&g["ece_fitted"]),
         ));
+        summary.push_str(&warning_lines(&g["warnings"]));
     }
     summary
 }
@@ -535,6 +576,35 @@ mod tests {
             "{\"question_group\":\"g\",\"probabilities\":[1],\"label\":0,\"x\":1}"
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_fit_on_few_rows_or_one_that_hurts_out_of_fold_says_so() {
+        let row = |p: f64| Row {
+            probs: vec![p, 1.0 - p],
+            label: 0,
+        };
+        let raw: Vec<Row> = (0..20).map(|_| row(0.8)).collect();
+        let judged: Vec<Row> = (0..20).map(|_| row(0.4)).collect();
+        let report = fit_report("g", &raw, &judged, "5-fold out-of-fold".into(), &[0.5], 0);
+        let warnings: Vec<&str> = report["warnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(
+            warnings,
+            [
+                "only 20 rows: too few to trust this fit (at least 100)",
+                "the fit lowers 5-fold out-of-fold accuracy from 1.000 to 0.000: do not trust it",
+                "the fit raises 5-fold out-of-fold NLL from 0.2231 to 0.9163: do not trust it",
+            ]
+        );
+        assert!(warning_lines(&report["warnings"]).starts_with("  warning: only 20 rows"));
+        let fine: Vec<Row> = (0..MIN_TRUSTED_ROWS).map(|_| row(0.8)).collect();
+        let report = fit_report("g", &fine, &fine, "in-sample".into(), &[0.5], 0);
+        assert_eq!(report["warnings"], json!([]), "nothing to warn of");
     }
 
     #[test]

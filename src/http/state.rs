@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::calibration::profile::Profiles;
+use crate::calibration::profile::{Profiles, Served};
 use crate::config::{ConfigError, Limits, ServeConfig, UpstreamSettings};
 use crate::engine::Pipeline;
 use crate::metrics::Metrics;
@@ -34,8 +34,18 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         config.upstream.token_check_timeout(),
         config.gateway.circuit(),
     )?;
-    let served = models.public_names();
-    let served: Vec<&str> = served.iter().map(String::as_str).collect();
+    let served: Vec<Served<'_>> = models
+        .iter()
+        .map(|m| Served {
+            name: &m.name,
+            also: m
+                .aliases
+                .iter()
+                .map(String::as_str)
+                .chain([m.upstream_model.as_str()])
+                .collect(),
+        })
+        .collect();
     let profiles =
         Profiles::load(config.profiles_dir.as_deref(), &served).map_err(ConfigError::Invalid)?;
     let models = models.with_profiles(profiles);

@@ -14,7 +14,7 @@ use crate::backend::llamacpp::LlamaCppBackend;
 use crate::backend::vllm::VllmBackend;
 use crate::backend::Backend;
 use crate::calibration::profile::Profiles;
-use crate::calibration::{Calibration, DEFAULT_FORMULA};
+use crate::calibration::{Calibration, FormulaSource, DEFAULT_FORMULA};
 use crate::config::CircuitSettings;
 use crate::config::{BackendKind, ConfigError, Layout, ModelConfig};
 use crate::question::PREAMBLE;
@@ -168,14 +168,7 @@ impl Models {
         // Model::new serves the default scheme; this model serves its configured one.
         let served = Arc::new(table.clone());
         let counter = Self::token_counter(c, &table).map_err(invalid)?;
-        let calibration = match &c.calibration {
-            Some(path) => Calibration::load(path).map_err(invalid)?,
-            None => {
-                let (formula, from) = Calibration::for_model(&c.name).map_err(invalid)?;
-                tracing::info!(model = %c.name, from = %from, "calibration formula");
-                formula
-            }
-        };
+        let calibration = Self::calibration(c).map_err(invalid)?;
         let upstream_model = c.upstream_model.clone().unwrap_or_else(|| c.name.clone());
         let backend = Self::backend(c, client, &upstream_model);
         Ok(Model {
@@ -202,6 +195,24 @@ impl Models {
     }
 
     /// The configured tokenizer (loaded, and `table` checked against it), or the estimate.
+    /// The model's temperature formula, and one startup line saying which file won: the
+    /// configured one (`--calibration`, `calibration` in the registry), else
+    /// `calibration/<model>.json` in the working directory (a warning: a file there
+    /// silently changes answers otherwise), else the shipped one, else GLM-5.3-Flash's.
+    fn calibration(c: &ModelConfig) -> Result<Calibration, String> {
+        if let Some(path) = &c.calibration {
+            tracing::info!(model = %c.name, from = %path, "calibration formula (configured)");
+            return Calibration::load(path);
+        }
+        let (formula, from) = Calibration::for_model(&c.name)?;
+        if let FormulaSource::WorkingDir(_) = from {
+            tracing::warn!(model = %c.name, from = %from, "calibration formula from the working directory, over the shipped one; pass --calibration to choose a file");
+        } else {
+            tracing::info!(model = %c.name, from = %from, "calibration formula");
+        }
+        Ok(formula)
+    }
+
     fn token_counter(c: &ModelConfig, table: &TokenTable) -> Result<TokenCounter, String> {
         let Some(path) = &c.tokenizer else {
             return Ok(TokenCounter::Estimate);

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::validate_with_parts;
 use crate::backend::vllm::VllmBackend;
-use crate::calibration::profile::Profiles;
+use crate::calibration::profile::{Profiles, Served};
 use crate::config::{Layout, Limits};
 use crate::error::Code;
 use crate::models::tokens::TokenTable;
@@ -49,7 +49,14 @@ fn model(name: &str, table: &str, max_ids_per_read: usize, vision: bool) -> Mode
 
 /// [`TEXT`] (the default), [`VISION`] and [`NARROW`], with the shipped `spam` profile.
 pub fn models() -> Models {
-    let profiles = Profiles::load(None, &["gemma-3-270m"]).expect("shipped profiles");
+    let profiles = Profiles::load(
+        None,
+        &[Served {
+            name: "gemma-3-270m",
+            also: vec![],
+        }],
+    )
+    .expect("shipped profiles");
     bare_models().with_profiles(profiles)
 }
 
