@@ -464,8 +464,9 @@ impl Drop for Chromium {
     }
 }
 
-/// Headless, on loopback, and quiet: no sandbox (the tests run as root), no GPU, and none
-/// of the browser's own traffic to the outside (updates, sync, metrics).
+/// Headless, on loopback, and quiet: no sandbox (the tests run as root), no GPU, none of
+/// the browser's own traffic (updates, sync, metrics), and no name resolves but 127.0.0.1,
+/// so nothing the page or the browser asks for can leave the machine.
 const CHROMIUM_FLAGS: &[&str] = &[
     "--headless=new",
     "--no-sandbox",
@@ -479,6 +480,8 @@ const CHROMIUM_FLAGS: &[&str] = &[
     "--disable-sync",
     "--disable-extensions",
     "--metrics-recording-only",
+    "--no-proxy-server",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
     "--window-size=1280,900",
 ];
 
