@@ -24,6 +24,8 @@ Ask it a question from another terminal:
 
 curl -s http://$listen/v1/systemone -H 'content-type: application/json' -d '{"state": "Subject: WIN a FREE cruise!!! Click now to claim your prize.", "questions": {"spam": {"type": "noul", "instructions": "Is this email spam?"}, "kind": {"type": "choice", "instructions": "What kind of email is it?", "criteria": {"spam": null, "personal": null, "newsletter": null}}}}'
 
+Or open http://$listen/playground in a browser.
+
 MSG
 # Gemma 3 270M's release date, for /v1/models. Timeouts for a CPU backend: one read of a
 # ~6k-token state takes ~20-50 s on 2 cores, so the 30 s / 120 s defaults (made for GPU

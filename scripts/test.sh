@@ -4,7 +4,8 @@
 # - llama.cpp's llama-server with Gemma 3 270M (built once, cached; started on a free port);
 # - the official TypeSafe Python SDK, Cohere's (for /v2/rerank) and OpenAI's (for
 #   /v1/decisions) in the project's .venv, with Schemathesis and openapi-spec-validator
-#   (tests/openapi.rs reads /openapi.json with them).
+#   (tests/openapi.rs reads /openapi.json with them);
+# - headless Chromium (Debian's package) for the playground's browser test.
 # Works on a fresh machine with the Rust toolchain, Python 3.11, gcc, npm and access to the
 # package registries. Extra arguments go to `cargo test`.
 set -euo pipefail
@@ -18,4 +19,11 @@ export SYSTEMONE_LLAMA_URL="$LLAMA_URL"
   "schemathesis==4.32.5" "openapi-spec-validator==0.9.0" >&2
 export SYSTEMONE_PYTHON="$PWD/.venv/bin/python"
 SYSTEMONE_NPM_SDK="$(scripts/fetch-npm-sdk.sh)"; export SYSTEMONE_NPM_SDK
+if ! command -v chromium >/dev/null; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  apt_install() { $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >&2; }
+  # A fresh machine may have no package lists yet: update once if the install cannot find it.
+  apt_install || { $sudo apt-get update >&2 && apt_install; }
+fi
+SYSTEMONE_CHROMIUM="$(command -v chromium)"; export SYSTEMONE_CHROMIUM
 cargo test "$@"

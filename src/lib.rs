@@ -15,7 +15,7 @@
 //! ```text
 //! cli/          every command (serve, tokens, eval, calibrate) and its arguments; fitting maths
 //! http/         routes (one file per front door), request ids, body extraction, wire types, API keys and their limits,
-//!               the shared state, serving with graceful shutdown
+//!               the shared state, serving with graceful shutdown, the playground page
 //! engine/       the orchestrator (fan-out, staging, in-flight cap, timeouts) and decoding
 //! request/      caller JSON → ValidRequest → prompt bytes; pure
 //! models/       the registry at run time, failover, the circuit breaker, token tables and

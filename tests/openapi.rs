@@ -26,6 +26,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/readyz"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),
+    ("get", "/playground"),
+    ("get", "/"),
 ];
 
 async fn description(service: &Service) -> Value {

@@ -1,5 +1,6 @@
 //! The HTTP surface: routes, the request-id middleware, body extraction and handlers (one
-//! file or folder per front door: `systemone.rs`, `decisions/`, `rerank.rs`).
+//! file or folder per front door: `systemone.rs`, `decisions/`, `rerank.rs`; the browser
+//! page that calls them: `playground/`).
 //! Handlers stay thin: extract → [`crate::request::validate()`] → [`crate::engine::Pipeline`]
 //! → [`wire`]; every error goes out through [`crate::error::ApiError`].
 
@@ -8,6 +9,7 @@ mod blocking;
 pub mod body;
 mod decisions;
 pub mod openapi;
+mod playground;
 mod rerank;
 pub mod serve;
 pub mod state;
@@ -54,6 +56,8 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi::handle))
+        .route("/playground", get(playground::page))
+        .route("/", get(playground::root))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

@@ -45,7 +45,9 @@ pub(super) async fn handle() -> Response {
         healthz,
         readyz,
         metrics,
-        openapi_json
+        openapi_json,
+        playground,
+        root
     ),
     components(schemas(ErrorBody, ErrorObject, ErrorDetail)),
     modifiers(&BearerKeys)
@@ -206,6 +208,19 @@ fn readyz() {}
     responses((status = 200, description = "The metrics.", body = String, content_type = "text/plain")))]
 #[allow(dead_code)]
 fn metrics() {}
+
+/// The playground: a page that asks `/v1/systemone` and draws the answers (no key needed
+/// for the page; its API calls need one when keys are configured).
+#[utoipa::path(get, path = "/playground", tag = "service",
+    responses((status = 200, description = "The page.", body = String, content_type = "text/html; charset=utf-8")))]
+#[allow(dead_code)]
+fn playground() {}
+
+/// To the playground.
+#[utoipa::path(get, path = "/", tag = "service",
+    responses((status = 307, description = "Redirects to `playground`.", headers(("location" = String, description = "The playground")))))]
+#[allow(dead_code)]
+fn root() {}
 
 /// This description.
 #[utoipa::path(get, path = "/openapi.json", tag = "service",
