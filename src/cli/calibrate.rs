@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 use clap::Args;
 
 use crate::calibration::profile::QuestionShape;
+use crate::calibration::Calibration;
 use crate::cli::fit::{self, GroupFit, Row};
 
 /// `systemone calibrate …`
@@ -67,6 +68,11 @@ pub struct CalibrateArgs {
     /// With `--profile`: seed of the fold assignment.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Judge these formulas (calibration files or shipped names; repeatable) on the data
+    /// instead of fitting: per option count, NLL and ECE raw and under each. For held-out
+    /// rows none of them was fitted on. Writes nothing.
+    #[arg(long)]
+    pub check: Vec<String>,
 }
 
 /// One input line.
@@ -172,7 +178,7 @@ pub fn calibrate(
         group_json.push((name, rows, options, t));
     }
     let (a, b) = fit::fit_formula(&fits);
-    let formula = crate::calibration::Calibration { a, b };
+    let formula = Calibration { a, b };
     let groups_out: Vec<Value> = group_json
         .into_iter()
         .map(|(name, rows, options, t)| {
@@ -443,6 +449,9 @@ pub fn run(args: &CalibrateArgs) -> Result<String, String> {
         .collect();
     let text = String::from_utf8(bytes).map_err(|e| format!("{}: {e}", data.display()))?;
     let groups = parse_groups(&text).map_err(|e| format!("{}: {e}", data.display()))?;
+    if !args.check.is_empty() {
+        return check_formulas(&groups, &args.check);
+    }
     let data_file = data.display().to_string();
     let (file, out) = match &args.profile {
         None => (
@@ -486,6 +495,49 @@ pub fn run(args: &CalibrateArgs) -> Result<String, String> {
     body.push('\n');
     std::fs::write(&out, body).map_err(|e| format!("{}: {e}", out.display()))?;
     Ok(summary(&out, &file))
+}
+
+/// `--check`: each group's rows judged raw (T = 1) and under each formula at the group's
+/// option count (NLL, ECE over 15 equal-size bins), then every group together.
+fn check_formulas(groups: &Groups, names: &[String]) -> Result<String, String> {
+    let formulas: Vec<(&str, Calibration)> = names
+        .iter()
+        .map(|n| Calibration::load(n).map(|c| (n.as_str(), c)))
+        .collect::<Result<_, _>>()?;
+    let mut table = String::from("group\tn\trows\tformula\tT\tNLL\tECE\taccuracy\n");
+    let mut totals = vec![(0.0, 0usize); formulas.len() + 1];
+    for (name, group) in groups {
+        let n = group.rows[0].probs.len();
+        let temperatures = std::iter::once(("raw", 1.0))
+            .chain(formulas.iter().map(|(f, c)| (*f, c.temperature(n))));
+        for (k, (formula, t)) in temperatures.enumerate() {
+            let tempered: Vec<Row> = group
+                .rows
+                .iter()
+                .map(|r| Row {
+                    probs: fit::apply(&r.probs, t, &[]),
+                    label: r.label,
+                })
+                .collect();
+            let (nll, m) = (fit::mean_nll(&group.rows, t), fit::metrics(&tempered, 0));
+            totals[k].0 += nll * group.rows.len() as f64;
+            totals[k].1 += group.rows.len();
+            table.push_str(&format!(
+                "{name}\t{n}\t{}\t{formula}\t{t:.3}\t{nll:.4}\t{:.4}\t{:.3}\n",
+                group.rows.len(),
+                m.ece_equal_size_15,
+                m.accuracy
+            ));
+        }
+    }
+    let labels = std::iter::once("raw").chain(formulas.iter().map(|(f, _)| *f));
+    for ((sum, rows), formula) in totals.iter().zip(labels) {
+        table.push_str(&format!(
+            "all\t\t{rows}\t{formula}\t\t{:.4}\t\t\n",
+            sum / *rows as f64
+        ));
+    }
+    Ok(table)
 }
 
 /// A one-screen summary of a written calibration file or profile.
@@ -549,6 +601,7 @@ mod tests {
             delta: 0.05,
             folds: 5,
             seed: 0,
+            check: Vec::new(),
         }
     }
 
@@ -648,6 +701,27 @@ mod tests {
         for g in file["groups"].as_array().expect("groups") {
             assert!(g["ece_fitted"].as_f64() < g["ece_raw"].as_f64(), "{g}");
         }
+        // --check judges the written formula (and a shipped one) on the rows, writing nothing.
+        let mut check = args(&data, "toy", &dir.join("unwritten.json"));
+        check.check = vec![out.display().to_string(), "glm-5.3-flash".into()];
+        let table = run(&check).expect("checks");
+        assert!(
+            !dir.join("unwritten.json").exists(),
+            "--check writes nothing"
+        );
+        let overall = |formula: &str| -> f64 {
+            let line = table
+                .lines()
+                .find(|l| l.starts_with("all\t") && l.split('\t').nth(3) == Some(formula))
+                .unwrap_or_else(|| panic!("no overall line for {formula}:\n{table}"));
+            line.split('\t')
+                .nth(5)
+                .and_then(|x| x.parse().ok())
+                .expect("NLL")
+        };
+        let fitted = overall(&out.display().to_string());
+        assert!(fitted < overall("raw"), "{table}");
+        assert!(table.contains("choice\t5\t1500\tglm-5.3-flash"), "{table}");
         std::fs::remove_dir_all(&dir).ok();
     }
 
