@@ -20,6 +20,10 @@ pub const CALIBRATIONS: &[(&str, &str)] = &[
     ),
     ("glm-5.3", include_str!("../calibration/glm-5.3.json")),
     ("kimi-k2.6", include_str!("../calibration/kimi-k2.6.json")),
+    (
+        "gemma-3-270m",
+        include_str!("../calibration/gemma-3-270m.json"),
+    ),
 ];
 
 /// `calibration/profiles/*.json`: server-side calibration profiles.

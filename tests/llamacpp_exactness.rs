@@ -32,7 +32,8 @@ use common::llama::{
 /// over the options' raw log-probabilities itself. The service's `temperature: 1`
 /// probabilities equal it to 1e-6 and its `option_mass` equals Σ exp(logprob) to 1e-6; with
 /// the default temperature its probabilities equal p_i^(1/T)/Σ p_j^(1/T) with
-/// T = exp(0.962 − 0.076·ln n), which is also the answer's `temperature`; P(no) + P(yes) = 1
+/// T from the formula shipped for Gemma 3 270M (`calibration/gemma-3-270m.json`), which is
+/// also the answer's `temperature`; P(no) + P(yes) = 1
 /// and every distribution sums to 1 within 1e-9; and the same request again gives the same
 /// answers to 1e-6.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

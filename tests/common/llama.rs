@@ -10,7 +10,7 @@
 use axum::http::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use systemone::calibration::DEFAULT_FORMULA;
+use systemone::calibration::{Calibration, DEFAULT_FORMULA};
 use systemone::config::ServeConfig;
 
 use super::Service;
@@ -157,16 +157,14 @@ pub fn assert_request_id_headers(reply: &Reply) -> String {
     id.to_string()
 }
 
-/// The default temperature the contract specifies for `n` options (n < 2 counts as 2).
+/// The temperature the local default answers `n` options with (n < 2 counts as 2): the
+/// formula shipped for Gemma 3 270M (`calibration/gemma-3-270m.json`, fitted on development
+/// data), which a model of that name takes when no `--calibration` is configured; it is
+/// not GLM-5.3-Flash's default.
 pub fn default_temperature(n: usize) -> f64 {
-    let t = (0.962 - 0.076 * (n.max(2) as f64).ln()).exp();
-    assert_close(
-        DEFAULT_FORMULA.temperature(n),
-        t,
-        1e-12,
-        "DEFAULT_FORMULA is ln T = 0.962 - 0.076 ln n",
-    );
-    t
+    let shipped = Calibration::load(MODEL).expect("the shipped gemma-3-270m formula");
+    assert_ne!(shipped, DEFAULT_FORMULA, "Gemma 3 270M has its own formula");
+    shipped.temperature(n)
 }
 
 /// `1 - H(p)/ln n`, clamped to [0, 1].
