@@ -6,7 +6,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::auth::Caller;
-use super::{blocking, body, count_rejection, wire, AppState};
+use super::{blocking, body, count_rejection, usage, wire, AppState};
 use crate::calibration::Decoded;
 use crate::error::{ApiError, Code};
 use crate::request::{validate_with_parts, Ignored};
@@ -46,11 +46,21 @@ async fn answer(
         .observe_request(request.questions().iter().map(|q| q.options.len()));
     // An open circuit refuses here, before the key's questions are counted.
     let ticket = request.model().circuit.admit()?;
-    caller
-        .admit_questions(request.questions().len())
+    let questions = request.questions().len();
+    let admission = caller
+        .admit_questions(&state.quotas, questions)
+        .await
         .inspect_err(|e| count_rejection(state, caller, e))?;
-    let outcome = state.pipeline.run(&request, ticket).await?;
+    let outcome = match state.pipeline.run(&request, ticket).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            let e = ApiError::from(e);
+            usage::refund_unsent(state, caller, admission, &e).await;
+            return Err(e);
+        }
+    };
     span.record("upstream_requests", outcome.usage.upstream_requests);
+    usage::record(state, caller, questions, &outcome.usage).await;
     observe_answers(state, &request.model().name, &outcome.answers);
     let body = serde_json::to_vec(&wire::SystemOneResponse::new(request.questions(), &outcome))
         .map_err(|e| {
