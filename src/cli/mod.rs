@@ -1,5 +1,5 @@
 //! Every command of the `systemone` binary and its arguments: `serve`, `tokens`, `eval`,
-//! `calibrate`. The top layer: nothing outside `cli/` imports it. The offline commands'
+//! `calibrate`, `usage`. The top layer: nothing outside `cli/` imports it. The offline commands'
 //! maths ([`fit`]) lives here too, beside the commands that fit.
 
 pub mod calibrate;
@@ -7,6 +7,7 @@ pub mod eval;
 pub mod fit;
 pub mod serve;
 pub mod tokens;
+pub mod usage;
 
 use std::process::ExitCode;
 
@@ -40,6 +41,8 @@ pub enum Command {
     /// Score labelled System One requests against a service (running, or in-process), with
     /// raw probabilities or a named calibration profile.
     Eval(Box<eval::EvalArgs>),
+    /// Print a running service's per-key usage (`GET /v1/usage`) as a table or CSV.
+    Usage(usage::UsageArgs),
 }
 
 /// Runs one parsed command line; the exit code says whether it succeeded (the reason is
@@ -50,6 +53,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Tokens(command) => tokens::run(command).map_err(|e| format!("tokens: {e}")),
         Command::Eval(args) => eval::run_command(&args),
         Command::Calibrate(args) => calibrate::run_command(&args),
+        Command::Usage(args) => usage::run_command(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
