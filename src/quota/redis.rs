@@ -123,7 +123,10 @@ impl std::fmt::Debug for RedisStore {
 }
 
 fn store_error(e: RedisError) -> StoreError {
-    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+    if e.is_timeout() {
+        // The connection's own response timeout (set to the same bound) fired first.
+        StoreError::Timeout
+    } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
         StoreError::Unavailable(e.category().to_string())
     } else {
         StoreError::Failed(e.category().to_string())
