@@ -693,6 +693,56 @@ mod tests {
     }
 
     #[test]
+    fn the_limit_store_flags_parse_and_the_redis_url_is_redacted() {
+        let cfg = serve_flags(&[
+            "--redis-url",
+            "redis://:hunter2-canary@127.0.0.1:6379/0",
+            "--limits-policy",
+            "fail_closed",
+            "--limits-timeout-ms",
+            "20",
+        ]);
+        let debug = format!("{cfg:?}");
+        assert!(!debug.contains("hunter2-canary"), "{debug}");
+        assert_eq!(cfg.limit_store.limits_policy, FailurePolicy::FailClosed);
+        assert_eq!(cfg.limit_store.timeout(), Duration::from_millis(20));
+        let defaults = LimitStoreSettings::default();
+        assert_eq!(defaults.limits_policy, FailurePolicy::FailOpen);
+        assert_eq!(defaults.timeout(), Duration::from_millis(50));
+        assert_eq!(defaults.redis_prefix, "systemone");
+        assert!(defaults.redis_url.is_none() && defaults.state_dir.is_none());
+        use clap::Parser;
+        let bad = Serve::try_parse_from(["systemone", "--limits-policy", "fail-open"]);
+        assert!(bad.is_err(), "only fail_open and fail_closed are accepted");
+    }
+
+    #[test]
+    fn the_registry_may_name_the_redis_url_and_the_flag_wins() {
+        let dir = std::env::temp_dir().join(format!("systemone-cfg-redis-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp");
+        let path = dir.join("models.toml");
+        std::fs::write(
+            &path,
+            "redis_url = \"redis://127.0.0.1:7000\"\n[[model]]\nname = \"a\"\nbackend = \"vllm\"\nbackend_url = \"http://127.0.0.1:1/v1\"\ntoken_table = \"golden-fake\"\n",
+        )
+        .expect("write");
+        let path = path.to_str().expect("utf-8");
+        let from_file = serve_flags(&["--config", path]).redis_url().expect("reads");
+        assert_eq!(
+            from_file.as_ref().map(Secret::expose),
+            Some("redis://127.0.0.1:7000")
+        );
+        let flag = serve_flags(&["--config", path, "--redis-url", "redis://127.0.0.1:7001"])
+            .redis_url()
+            .expect("reads");
+        assert_eq!(
+            flag.as_ref().map(Secret::expose),
+            Some("redis://127.0.0.1:7001")
+        );
+        assert_eq!(serve_flags(&[]).redis_url().expect("none"), None);
+    }
+
+    #[test]
     fn a_registry_file_describes_several_models() {
         let dir = std::env::temp_dir().join(format!("systemone-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("tmp");

@@ -421,3 +421,52 @@ async fn an_open_service_reports_the_anonymous_callers_usage_from_memory() {
         ready.text
     );
 }
+
+/// Settings that cannot work stop the service at startup with a message naming the flag
+/// and the value (never a password from the URL).
+#[tokio::test]
+async fn unusable_limit_store_settings_are_refused_at_startup() {
+    let fake = FakeVllm::start().await;
+    let dir = std::env::temp_dir().join(format!("systemone-state-{}", unique_prefix()));
+    let dir = dir.to_str().expect("utf-8");
+    for (flags, names) in [
+        (
+            vec!["--redis-url", "redis://127.0.0.1:1", "--state-dir", dir],
+            "not both",
+        ),
+        (
+            vec!["--redis-url", "http://:hunter2-canary@127.0.0.1:1"],
+            "--redis-url",
+        ),
+        (
+            vec![
+                "--redis-url",
+                "redis://127.0.0.1:1",
+                "--redis-prefix",
+                "a b",
+            ],
+            "\"a b\"",
+        ),
+    ] {
+        let config = config(&fake, "", &flags);
+        let e = systemone::build_state(&config)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains(names), "{flags:?}: {e}");
+        assert!(!e.contains("hunter2-canary"), "{e}");
+    }
+    let keys = keys_file("");
+    let config = common::config(
+        &fake.base_url(),
+        &[
+            "--keys-file",
+            keys.to_str().expect("utf-8"),
+            "--admin-key",
+            "nobody",
+        ],
+    );
+    let e = systemone::build_state(&config)
+        .expect_err("refused")
+        .to_string();
+    assert!(e.contains("--admin-key \"nobody\""), "{e}");
+}

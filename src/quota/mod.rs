@@ -643,6 +643,12 @@ impl Quotas {
         }
     }
 
+    /// Connects a remote store now (at startup) rather than on the first request; the
+    /// error, if it cannot, for the startup log (the policy applies until it can).
+    pub async fn connect(&self) -> Result<(), StoreError> {
+        self.call("ping", self.store.ping()).await
+    }
+
     /// Whether the last call succeeded (`/metrics`).
     pub fn connected(&self) -> bool {
         self.connected.load(Ordering::Relaxed)
