@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use common::fake_vllm::FakeVllm;
-use common::redis::{eventually, replica, unique_prefix, RedisServer};
+use common::redis::{eventually, replica, unique_prefix, used_today, RedisServer};
 use common::{ask_as, get_as, sha256_hex, Service};
 
 /// The key the load uses (limits far above what the test sends, so every check is made
@@ -147,21 +147,6 @@ async fn replica_on(fake: &FakeVllm, redis: &RedisServer, prefix: &str, policy: 
     replica(systemone::build_state(&config).expect("state")).await
 }
 
-/// The load key's count today as `service`'s store reads it (`None`: Redis did not answer).
-async fn used_today(service: &Service) -> Option<u64> {
-    let caller = service
-        .state
-        .keys
-        .authenticate(Some(&format!("Bearer {KEY}").parse().expect("header")))
-        .expect("the key");
-    service
-        .state
-        .quotas
-        .used_today(caller.quota().expect("keyed"))
-        .await
-        .ok()
-}
-
 /// `/readyz`'s status and its `limits` object.
 async fn readiness(service: &Service) -> (u16, Value) {
     let reply = get_as(service, "/readyz", None).await;
@@ -252,7 +237,7 @@ async fn redis_killed_and_restarted_under_load() {
     .await;
     open_load.stop().await;
     closed_load.stop().await;
-    let (a, b) = (used_today(&open).await, used_today(&closed).await);
+    let (a, b) = (used_today(&open, KEY).await, used_today(&closed, KEY).await);
     assert_eq!(a, b, "both replicas read one shared count");
     assert!(a.is_some_and(|n| n > 0), "counting resumed in Redis: {a:?}");
 }

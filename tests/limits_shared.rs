@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value};
 
 use common::fake_vllm::FakeVllm;
 use common::redis::{
-    manual_clock, replica, shared_url, state_with_clock, unique_prefix, Stoppable,
+    manual_clock, replica, shared_url, state_with_clock, unique_prefix, used_today, Stoppable,
 };
 use common::{ask_as, get_as, sha256_hex, Reply, Service};
 use systemone::config::ServeConfig;
@@ -181,33 +181,8 @@ async fn a_daily_cap_holds_exactly_across_replicas() {
     assert_eq!(count(&replies, 429, "system_one_daily_cap"), 200);
     assert_eq!(fake.chat_requests(), 500);
     assert_no_fallback(&replicas).await;
-    let caller = replicas[0]
-        .state
-        .keys
-        .authenticate(Some(&format!("Bearer {KEY}").parse().expect("header")))
-        .expect("the key");
-    let used = replicas[1]
-        .state
-        .quotas
-        .used_today(caller.quota().expect("a keyed caller"))
-        .await
-        .expect("Redis answers");
+    let used = used_today(&replicas[1], KEY).await.expect("Redis answers");
     assert_eq!(used, 500);
-}
-
-/// The questions' count of the key as the replica's store has it today.
-async fn used_today(service: &Service) -> u64 {
-    let caller = service
-        .state
-        .keys
-        .authenticate(Some(&format!("Bearer {KEY}").parse().expect("header")))
-        .expect("the key");
-    service
-        .state
-        .quotas
-        .used_today(caller.quota().expect("a keyed caller"))
-        .await
-        .expect("the store answers")
 }
 
 /// The model's token table does not match the backend's tokenizer, so the pipeline refuses
@@ -225,7 +200,11 @@ async fn a_request_refused_before_any_upstream_call_is_refunded() {
     let refused = ask_as(&service, Some(KEY), &questions(3)).await;
     refused.assert_code(503, "system_one_token_table_mismatch", "unavailable");
     assert_eq!(fake.chat_requests(), 0, "nothing was sent upstream");
-    assert_eq!(used_today(&service).await, 0, "the 3 questions came back");
+    assert_eq!(
+        used_today(&service, KEY).await.expect("Redis answers"),
+        0,
+        "the 3 questions came back"
+    );
 
     // Another replica whose table matches (a fresh verifier) admits all 3 of them.
     fake.set_token_id_offset(0);

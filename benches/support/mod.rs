@@ -221,6 +221,21 @@ impl Phase {
         self.requests() as f64 / self.elapsed.as_secs_f64()
     }
 
+    /// Nearest-rank percentile `p` in milliseconds (NaN when nothing succeeded).
+    pub fn percentile_ms(&self, p: f64) -> f64 {
+        self.percentile(p).map_or(f64::NAN, ms)
+    }
+
+    /// `self`'s percentile `p` minus `base`'s, in ms with a sign (`–` when they are the
+    /// same phase): the latency a configuration adds over the baseline.
+    pub fn added_ms(&self, base: &Phase, p: f64) -> String {
+        if std::ptr::eq(self, base) {
+            "–".to_string()
+        } else {
+            format!("{:+.3}", self.percentile_ms(p) - base.percentile_ms(p))
+        }
+    }
+
     /// Nearest-rank percentile of the latencies (`None` when there are none).
     pub fn percentile(&self, p: f64) -> Option<Duration> {
         nearest_rank(&self.latencies, p)
@@ -301,6 +316,17 @@ pub async fn drive(
     // Requests still in flight at the stop time finish late; count the real span.
     phase.elapsed = measure_from.elapsed();
     phase
+}
+
+/// The load benchmarks' body: one choice question with four options about a short ticket.
+pub fn route_body() -> bytes::Bytes {
+    let body = json!({
+        "state": {"ticket": 118734, "text": "Our card was charged twice after the upgrade; please refund one charge."},
+        "questions": {"route": {"type": "choice", "instructions": "Which queue should this ticket go to?",
+            "criteria": {"billing": "Charges, invoices, refunds", "access": "Logins, permissions",
+                         "bug": "Something does not work as documented", "other": null}}}
+    });
+    bytes::Bytes::from(serde_json::to_vec(&body).expect("serialises"))
 }
 
 /// A state of about 1,000 characters: a support ticket with some structure.

@@ -216,6 +216,23 @@ impl Stoppable {
     }
 }
 
+/// The count of questions `service`'s store has today for the key sent as `bearer`
+/// (`None`: the store did not answer).
+pub async fn used_today(service: &Service, bearer: &str) -> Option<u64> {
+    let header = format!("Bearer {bearer}").parse().expect("header");
+    let caller = service
+        .state
+        .keys
+        .authenticate(Some(&header))
+        .expect("a configured key");
+    service
+        .state
+        .quotas
+        .used_today(caller.quota().expect("a keyed caller"))
+        .await
+        .ok()
+}
+
 /// Polls `cond` every 20 ms until it holds, failing with `what` after `within`.
 pub async fn eventually<F, Fut>(what: &str, within: Duration, mut cond: F)
 where
