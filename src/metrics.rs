@@ -52,7 +52,7 @@ pub struct Metrics {
     /// operation.
     limit_store_latency: HistogramVec,
     /// Limit-store calls that failed, by store, operation and kind (`timeout`,
-    /// `unavailable`, `error`).
+    /// `unavailable`, `error`, or `skipped`: not sent, backing off after a failure).
     limit_store_errors: IntCounterVec,
     /// What the failure policy decided for a failed call, by store and decision
     /// (`fail_open`, `fail_closed`).

@@ -45,6 +45,10 @@ pub const MAX_RATE_RETRY_SECS: u64 = 60;
 pub const UNAVAILABLE_RETRY_SECS: u64 = 2;
 /// Seconds in a UTC day.
 pub const DAY_SECS: u64 = 86_400;
+/// After a failed call to a remote store, calls fail at once for this long (one probe per
+/// interval still goes through and reconnects): an outage then costs each request nothing,
+/// instead of the whole timeout per call.
+pub const BACKOFF: Duration = Duration::from_millis(250);
 /// Days a usage record is kept (Redis expiry; the embedded store keeps them all).
 pub const USAGE_RETENTION_DAYS: u64 = 400;
 
@@ -367,6 +371,11 @@ pub struct Quotas {
     metrics: Arc<Metrics>,
     /// Whether the last remote call succeeded.
     connected: std::sync::atomic::AtomicBool,
+    /// Time zero of [`Quotas::next_probe_ms`].
+    origin: Instant,
+    /// Milliseconds after `origin` before which calls fail at once (0: no failure to back
+    /// off from).
+    next_probe_ms: AtomicU64,
     /// Unix seconds of the last "store unavailable" warning (one a minute at most).
     last_warning: AtomicU64,
     /// Usage that could not be written while the store was down, summed by (key, day)
@@ -423,6 +432,8 @@ impl Quotas {
             clock: LimitClock::System,
             metrics,
             connected: std::sync::atomic::AtomicBool::new(true),
+            origin: Instant::now(),
+            next_probe_ms: AtomicU64::new(0),
             last_warning: AtomicU64::new(0),
             pending: Mutex::new(HashMap::new()),
         }
@@ -457,6 +468,12 @@ impl Quotas {
             // observations per request.
             return fut.await;
         }
+        if self.store.remote() && op != "ping" && !self.may_call() {
+            self.metrics.count_limit_store_error(kind, op, "skipped");
+            return Err(StoreError::Unavailable(
+                "backing off after a failure".into(),
+            ));
+        }
         let started = Instant::now();
         let result = if self.store.remote() {
             tokio::time::timeout(self.timeout, fut)
@@ -468,14 +485,45 @@ impl Quotas {
         self.metrics
             .observe_limit_store(kind, op, started.elapsed());
         match &result {
-            Ok(_) => self.connected.store(true, Ordering::Relaxed),
+            Ok(_) => {
+                self.connected.store(true, Ordering::Relaxed);
+                self.next_probe_ms.store(0, Ordering::Relaxed);
+            }
             Err(e) => {
                 self.connected.store(false, Ordering::Relaxed);
+                self.next_probe_ms.store(
+                    self.millis() + BACKOFF.as_millis() as u64,
+                    Ordering::Relaxed,
+                );
                 self.metrics.count_limit_store_error(kind, op, e.kind());
                 self.warn(op, e);
             }
         }
         result
+    }
+
+    fn millis(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64
+    }
+
+    /// Whether a call may go to the remote store now: always while it answers; after a
+    /// failure, only the first call once [`BACKOFF`] has passed (the probe).
+    fn may_call(&self) -> bool {
+        let next = self.next_probe_ms.load(Ordering::Relaxed);
+        if next == 0 {
+            return true;
+        }
+        let now = self.millis();
+        now >= next
+            && self
+                .next_probe_ms
+                .compare_exchange(
+                    next,
+                    now + BACKOFF.as_millis() as u64,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
     }
 
     /// Logs a store failure at most once a minute (a failing store fails every request).
@@ -627,11 +675,10 @@ impl Quotas {
             .await
     }
 
-    /// The store's state; a remote store that failed its last call is pinged first, so a
-    /// recovered store shows as connected (and the connection is re-established) without
-    /// waiting for traffic.
+    /// The store's state; a remote store is pinged first, so the answer is the store's
+    /// state now (and a lost connection is re-established) without waiting for traffic.
     pub async fn status(&self) -> StoreStatus {
-        if self.store.remote() && !self.connected.load(Ordering::Relaxed) {
+        if self.store.remote() {
             let _ = self.call("ping", self.store.ping()).await;
         }
         let connected = self.connected.load(Ordering::Relaxed);
@@ -722,6 +769,55 @@ mod tests {
         ] {
             assert_eq!(day_of(bad), None, "{bad}");
         }
+    }
+
+    /// Errors of `op` by kind, read from the metrics text.
+    fn errors(metrics: &Metrics, kind: &str) -> u64 {
+        let text = metrics.render(std::iter::empty(), 0);
+        let line = format!(
+            "systemone_limit_store_errors_total{{kind=\"{kind}\",op=\"take_request\",store=\"redis\"}} "
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix(&line)?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Redis on a port where nothing listens: the first call fails (and `fail_open` counts
+    /// locally), the calls right after it are not sent at all (`skipped`), and once the
+    /// back-off has passed one call probes Redis again.
+    #[tokio::test]
+    async fn after_a_failure_calls_back_off_and_one_probes() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a port")
+            .port();
+        let url = crate::secret::Secret::new(format!("redis://127.0.0.1:{port}"));
+        let settings = LimitStoreSettings::default();
+        let metrics = Arc::new(Metrics::new());
+        let store = redis::RedisStore::open(&url, "t", settings.timeout()).expect("a URL");
+        let quotas = Quotas::new(Arc::new(store), &settings, metrics.clone());
+        let limits = KeyLimits {
+            requests_per_minute: NonZeroU32::new(2),
+            ..KeyLimits::default()
+        };
+        let key = Arc::new(KeyQuota::new("k".into(), limits));
+        assert_eq!(quotas.admit_request(&key).await, Ok(()));
+        let sent = errors(&metrics, "unavailable") + errors(&metrics, "timeout");
+        assert_eq!(sent, 1, "the first call went to Redis");
+        assert_eq!(quotas.admit_request(&key).await, Ok(()));
+        assert_eq!(errors(&metrics, "skipped"), 1, "the second was not sent");
+        // Counted locally meanwhile: the third request of a 2-per-minute key is refused.
+        assert!(matches!(
+            quotas.admit_request(&key).await,
+            Err(QuotaError::Refused(Refusal::RateLimited { .. }))
+        ));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while errors(&metrics, "unavailable") + errors(&metrics, "timeout") == 1 {
+            assert!(Instant::now() < deadline, "no probe after the back-off");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let _ = quotas.admit_request(&key).await;
+        }
+        assert!(!quotas.status().await.connected);
     }
 
     #[test]
