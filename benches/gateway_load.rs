@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fake_vllm::FakeVllm;
-use support::{drive, env_secs, fake_backend_flags, serve_command, Phase, ServiceGuard};
+use support::{drive, env_secs, fake_backend_flags, serve_command, ServiceGuard};
 
 const ROUNDS: u32 = 6;
 const LEVELS: [usize; 2] = [1, 64];
@@ -149,25 +149,16 @@ fn main() {
     );
 
     // phases[config][level]
-    let mut phases: Vec<Vec<Phase>> = configs
-        .iter()
-        .map(|_| LEVELS.iter().map(|_| Phase::default()).collect())
-        .collect();
     let started = Instant::now();
-    for r in 0..ROUNDS as usize {
-        for (l, &concurrency) in LEVELS.iter().enumerate() {
-            // Each round starts with the next configuration, so no configuration always
-            // runs first (right after the change of concurrency).
-            for k in 0..configs.len() {
-                let c = (k + r) % configs.len();
-                let n = configs[c].1;
-                let url = format!("http://{}/v1/systemone", services[c].1);
-                let request = post(&url, bearer(n));
-                let phase = client_rt.block_on(drive(request, concurrency, warmup, round));
-                phases[c][l].merge(phase);
-            }
-        }
-    }
+    let phases = support::alternating_rounds(configs.len(), &LEVELS, ROUNDS, |c, concurrency| {
+        let url = format!("http://{}/v1/systemone", services[c].1);
+        client_rt.block_on(drive(
+            post(&url, bearer(configs[c].1)),
+            concurrency,
+            warmup,
+            round,
+        ))
+    });
     let took = started.elapsed();
     drop(services);
     let _ = std::fs::remove_dir_all(&dir);
@@ -193,17 +184,10 @@ fn main() {
     for ((name, _, _), levels) in configs.iter().zip(&phases) {
         let (c1, c64) = (&levels[0], &levels[1]);
         println!(
-            "| {name} | {:.0} | {:.1}% | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {:.0} | {:.1}% | {} | {} | {} |",
             c64.rate(),
             (c64.rate() / open[1].rate() - 1.0) * 100.0,
-            c1.percentile_ms(50.0),
-            c1.percentile_ms(99.0),
-            c64.percentile_ms(50.0),
-            c64.percentile_ms(99.0),
-            c1.added_ms(&open[0], 50.0),
-            c1.added_ms(&open[0], 99.0),
-            c64.added_ms(&open[1], 50.0),
-            c64.added_ms(&open[1], 99.0),
+            support::latency_cells(c1, c64, open),
             c1.requests() + c64.requests(),
             c1.errors + c64.errors,
         );

@@ -178,21 +178,10 @@ fn main() {
         }
     });
 
-    let mut phases: Vec<Vec<Phase>> = configs
-        .iter()
-        .map(|_| LEVELS.iter().map(|_| Phase::default()).collect())
-        .collect();
     let started = Instant::now();
-    for r in 0..ROUNDS as usize {
-        for (l, &concurrency) in LEVELS.iter().enumerate() {
-            for k in 0..configs.len() {
-                let c = (k + r) % configs.len();
-                let phase =
-                    client_rt.block_on(drive(post(&services[c].1), concurrency, warmup, round));
-                phases[c][l].merge(phase);
-            }
-        }
-    }
+    let phases = support::alternating_rounds(configs.len(), &LEVELS, ROUNDS, |c, concurrency| {
+        client_rt.block_on(drive(post(&services[c].1), concurrency, warmup, round))
+    });
 
     // Round trips per request, as the service counted them.
     let trips: Vec<Option<f64>> = client_rt.block_on(async {
@@ -274,16 +263,9 @@ fn main() {
     for (((name, _), levels), trips) in configs.iter().zip(&phases).zip(&trips) {
         let (c1, c64) = (&levels[0], &levels[1]);
         println!(
-            "| {name} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {:.0} | {} | {} | {} |",
             c64.rate(),
-            c1.percentile_ms(50.0),
-            c1.percentile_ms(99.0),
-            c64.percentile_ms(50.0),
-            c64.percentile_ms(99.0),
-            c1.added_ms(&memory[0], 50.0),
-            c1.added_ms(&memory[0], 99.0),
-            c64.added_ms(&memory[1], 50.0),
-            c64.added_ms(&memory[1], 99.0),
+            support::latency_cells(c1, c64, memory),
             trips.map_or("0 (in process)".to_string(), |t| format!("{t:.2}")),
             c1.errors + c64.errors,
         );

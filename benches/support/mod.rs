@@ -318,6 +318,46 @@ pub async fn drive(
     phase
 }
 
+/// Measures every configuration at every concurrency level in `rounds` alternating rounds
+/// (each round starts one configuration later, so none always runs first, right after the
+/// change of level); `measure(config, concurrency)` runs one phase. Returns
+/// `phases[config][level]`, the rounds merged.
+pub fn alternating_rounds(
+    configs: usize,
+    levels: &[usize],
+    rounds: u32,
+    mut measure: impl FnMut(usize, usize) -> Phase,
+) -> Vec<Vec<Phase>> {
+    let mut phases: Vec<Vec<Phase>> = (0..configs)
+        .map(|_| levels.iter().map(|_| Phase::default()).collect())
+        .collect();
+    for r in 0..rounds as usize {
+        for (l, &concurrency) in levels.iter().enumerate() {
+            for k in 0..configs {
+                let c = (k + r) % configs;
+                phases[c][l].merge(measure(c, concurrency));
+            }
+        }
+    }
+    phases
+}
+
+/// The table cells `p50 c=1 | p99 c=1 | p50 c=64 | p99 c=64 | added …` (four latencies in
+/// ms, then each minus the baseline's `base[0]` / `base[1]`).
+pub fn latency_cells(c1: &Phase, c64: &Phase, base: &[Phase]) -> String {
+    format!(
+        "{:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {}",
+        c1.percentile_ms(50.0),
+        c1.percentile_ms(99.0),
+        c64.percentile_ms(50.0),
+        c64.percentile_ms(99.0),
+        c1.added_ms(&base[0], 50.0),
+        c1.added_ms(&base[0], 99.0),
+        c64.added_ms(&base[1], 50.0),
+        c64.added_ms(&base[1], 99.0),
+    )
+}
+
 /// The load benchmarks' body: one choice question with four options about a short ticket.
 pub fn route_body() -> bytes::Bytes {
     let body = json!({
