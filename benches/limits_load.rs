@@ -11,8 +11,10 @@
 //!
 //! each at concurrency 1 and 64 with 1-question, 4-option requests, in alternating rounds
 //! after a short warm-up. "Added" is (store percentile) − (memory percentile) at the same
-//! concurrency. Round trips per request are the store calls the service itself counted
-//! (`systemone_limit_store_latency_seconds_count`) over the requests it answered. Then
+//! concurrency. Store calls per request are the calls the service itself counted
+//! (`systemone_limit_store_latency_seconds_count`) over the requests it answered: for
+//! Redis each is one round trip; for redb, two of the three are durable commits (the
+//! request rate is checked in memory). Then
 //! throughput at concurrency 64 of one Redis replica against three sharing the Redis
 //! (the load split evenly over them).
 //!
@@ -257,7 +259,7 @@ fn main() {
     println!();
     println!(
         "| store | req/s c=64 | p50 c=1 ms | p99 c=1 ms | p50 c=64 ms | p99 c=64 ms | added p50 c=1 ms \
-         | added p99 c=1 ms | added p50 c=64 ms | added p99 c=64 ms | store round trips / request | errors |"
+         | added p99 c=1 ms | added p50 c=64 ms | added p99 c=64 ms | store calls / request | errors |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (((name, _), levels), trips) in configs.iter().zip(&phases).zip(&trips) {

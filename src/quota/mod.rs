@@ -16,8 +16,9 @@
 //! a minute. Keys are known here by their configured name only (never the key, never
 //! anything a caller sent).
 //!
-//! A layer below `http/` (which authenticates and maps refusals to the error table) and
-//! above `config.rs`; it uses only the leaves.
+//! Beside `engine/` in the layers (neither uses the other), below `http/`, which
+//! authenticates, maps refusals to the error table and calls [`Quotas`]; it uses only
+//! `config.rs` and the leaves.
 
 pub mod embedded;
 mod local;
