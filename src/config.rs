@@ -106,6 +106,9 @@ pub struct ServeConfig {
     #[command(flatten)]
     pub gateway: GatewaySettings,
 
+    #[command(flatten)]
+    pub limit_store: LimitStoreSettings,
+
     /// Log format (`text` for people, `json` for collectors). Level via `RUST_LOG`.
     #[arg(long, env = "SYSTEMONE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -343,6 +346,76 @@ impl GatewaySettings {
     }
 }
 
+/// What the limits do when the shared store (Redis) is down or slower than its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum FailurePolicy {
+    /// Serve, counting the key's limits in this process until the store answers again
+    /// (a key may then get up to its quota once per replica).
+    #[default]
+    #[value(name = "fail_open")]
+    FailOpen,
+    /// Refuse with 503 `system_one_limits_unavailable` and `Retry-After`.
+    #[value(name = "fail_closed")]
+    FailClosed,
+}
+
+impl FailurePolicy {
+    /// The name in flags, logs, metrics and `/readyz`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::FailOpen => "fail_open",
+            FailurePolicy::FailClosed => "fail_closed",
+        }
+    }
+}
+
+/// Where the per-key limits, daily caps and usage records live (memory by default).
+#[derive(Debug, Clone, Args)]
+pub struct LimitStoreSettings {
+    /// Redis shared by every replica, `redis://[user:password@]host:port[/db]` (or
+    /// `redis_url` in the `--config` registry): per-minute limits, daily caps and usage are
+    /// counted there. Redacted in every log and `Debug`.
+    #[arg(long, env = "SYSTEMONE_REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<Secret>,
+
+    /// Prefix of every Redis key this service writes (one per deployment sharing a Redis).
+    #[arg(long, env = "SYSTEMONE_REDIS_PREFIX", default_value = "systemone")]
+    pub redis_prefix: String,
+
+    /// Directory of the embedded store (`limits.redb`) for a single instance: daily caps and
+    /// usage survive a restart. Not with `--redis-url`.
+    #[arg(long, env = "SYSTEMONE_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Milliseconds one call to Redis may take before the failure policy applies.
+    #[arg(long, env = "SYSTEMONE_LIMITS_TIMEOUT_MS", default_value_t = 50)]
+    pub limits_timeout_ms: u64,
+
+    /// What to do when Redis is down or slow: `fail_open` (serve, count in this process)
+    /// or `fail_closed` (503 `system_one_limits_unavailable`).
+    #[arg(long, env = "SYSTEMONE_LIMITS_POLICY", value_enum, default_value_t = FailurePolicy::FailOpen)]
+    pub limits_policy: FailurePolicy,
+
+    /// The configured key name that may read every key's usage (`GET /v1/usage`); other
+    /// keys read only their own.
+    #[arg(long, env = "SYSTEMONE_ADMIN_KEY")]
+    pub admin_key: Option<String>,
+}
+
+impl Default for LimitStoreSettings {
+    /// The flags' defaults: in memory, `fail_open`, 50 ms.
+    fn default() -> Self {
+        clap_defaults()
+    }
+}
+
+impl LimitStoreSettings {
+    /// The bound on one Redis call.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.limits_timeout_ms.max(1))
+    }
+}
+
 /// When a circuit opens and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CircuitSettings {
@@ -443,6 +516,9 @@ fn default_check_interval() -> u64 {
 pub struct RegistryFile {
     /// The models, in the order `/v1/models` lists them.
     pub model: Vec<ModelConfig>,
+    /// Redis for the per-key limits and usage (`--redis-url` overrides it).
+    #[serde(default)]
+    pub redis_url: Option<Secret>,
 }
 
 /// Why the configuration cannot be used.
@@ -493,14 +569,37 @@ impl ModelFlags {
     }
 }
 
+impl ServeConfig {
+    /// The Redis URL for the limits: `--redis-url` / `SYSTEMONE_REDIS_URL`, else the
+    /// registry's `redis_url`, else none.
+    pub fn redis_url(&self) -> Result<Option<Secret>, ConfigError> {
+        if let Some(url) = &self.limit_store.redis_url {
+            return Ok(Some(url.clone()));
+        }
+        match &self.config {
+            Some(path) => Ok(read_registry(path)?.redis_url),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Reads and parses a registry file.
+fn read_registry(path: &std::path::Path) -> Result<RegistryFile, ConfigError> {
+    let err = |reason: String| ConfigError::File {
+        path: path.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    toml::from_str(&text).map_err(|e| err(e.to_string()))
+}
+
 /// Reads a `[[model]]` registry and resolves each model's key from its env variable.
 pub fn load_registry(path: &std::path::Path) -> Result<Vec<ModelConfig>, ConfigError> {
     let err = |reason: String| ConfigError::File {
         path: path.display().to_string(),
         reason,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    let file: RegistryFile = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
+    let file = read_registry(path)?;
     if file.model.is_empty() {
         return Err(err("no [[model]] entries".into()));
     }
@@ -591,6 +690,56 @@ mod tests {
         assert_eq!(circuit.failures, 5);
         assert_eq!(circuit.cooldown, Duration::from_secs(10));
         assert_eq!(cfg.gateway.shutdown_grace(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn the_limit_store_flags_parse_and_the_redis_url_is_redacted() {
+        let cfg = serve_flags(&[
+            "--redis-url",
+            "redis://:hunter2-canary@127.0.0.1:6379/0",
+            "--limits-policy",
+            "fail_closed",
+            "--limits-timeout-ms",
+            "20",
+        ]);
+        let debug = format!("{cfg:?}");
+        assert!(!debug.contains("hunter2-canary"), "{debug}");
+        assert_eq!(cfg.limit_store.limits_policy, FailurePolicy::FailClosed);
+        assert_eq!(cfg.limit_store.timeout(), Duration::from_millis(20));
+        let defaults = LimitStoreSettings::default();
+        assert_eq!(defaults.limits_policy, FailurePolicy::FailOpen);
+        assert_eq!(defaults.timeout(), Duration::from_millis(50));
+        assert_eq!(defaults.redis_prefix, "systemone");
+        assert!(defaults.redis_url.is_none() && defaults.state_dir.is_none());
+        use clap::Parser;
+        let bad = Serve::try_parse_from(["systemone", "--limits-policy", "fail-open"]);
+        assert!(bad.is_err(), "only fail_open and fail_closed are accepted");
+    }
+
+    #[test]
+    fn the_registry_may_name_the_redis_url_and_the_flag_wins() {
+        let dir = std::env::temp_dir().join(format!("systemone-cfg-redis-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp");
+        let path = dir.join("models.toml");
+        std::fs::write(
+            &path,
+            "redis_url = \"redis://127.0.0.1:7000\"\n[[model]]\nname = \"a\"\nbackend = \"vllm\"\nbackend_url = \"http://127.0.0.1:1/v1\"\ntoken_table = \"golden-fake\"\n",
+        )
+        .expect("write");
+        let path = path.to_str().expect("utf-8");
+        let from_file = serve_flags(&["--config", path]).redis_url().expect("reads");
+        assert_eq!(
+            from_file.as_ref().map(Secret::expose),
+            Some("redis://127.0.0.1:7000")
+        );
+        let flag = serve_flags(&["--config", path, "--redis-url", "redis://127.0.0.1:7001"])
+            .redis_url()
+            .expect("reads");
+        assert_eq!(
+            flag.as_ref().map(Secret::expose),
+            Some("redis://127.0.0.1:7001")
+        );
+        assert_eq!(serve_flags(&[]).redis_url().expect("none"), None);
     }
 
     #[test]

@@ -115,6 +115,11 @@ codes! {
     InvalidKey => (StatusCode::UNAUTHORIZED, Auth, "system_one_invalid_key"),
     RateLimited => (StatusCode::TOO_MANY_REQUESTS, RateLimited, "system_one_rate_limited"),
     DailyCap => (StatusCode::TOO_MANY_REQUESTS, Quota, "system_one_daily_cap"),
+    // The shared limit store (Redis) could not answer in time under `fail_closed`.
+    LimitsUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_limits_unavailable"),
+    // `GET /v1/usage`: another key's usage, or a bad query.
+    UsageForbidden => (StatusCode::FORBIDDEN, Auth, "system_one_usage_forbidden"),
+    BadUsageQuery => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_usage_query"),
     // Upstream outcomes.
     UpstreamRateLimited => (StatusCode::TOO_MANY_REQUESTS, RateLimited, "system_one_upstream_rate_limited"),
     UpstreamRejected => (StatusCode::BAD_REQUEST, Invalid, "system_one_upstream_rejected"),

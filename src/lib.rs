@@ -17,6 +17,8 @@
 //! http/         routes (one file per front door), request ids, body extraction, wire types, API keys and their limits,
 //!               the shared state, serving with graceful shutdown, the playground page
 //! engine/       the orchestrator (fan-out, staging, in-flight cap, timeouts) and decoding
+//! quota/        beside engine/: per-key limits, daily caps and usage behind one LimitStore
+//!               (memory, an embedded redb file, or Redis shared by replicas) and its failure policy
 //! request/      caller JSON → ValidRequest → prompt bytes; pure
 //! models/       the registry at run time, failover, the circuit breaker, token tables and
 //!               their live check
@@ -64,6 +66,7 @@ pub mod limits;
 pub mod metrics;
 pub mod models;
 pub mod question;
+pub mod quota;
 pub mod request;
 pub mod secret;
 pub mod shipped;

@@ -48,6 +48,17 @@ pub struct Metrics {
     /// Answers a calibration profile covered, by profile name (operator-configured) and
     /// whether they were flagged for automation.
     profile_answers: IntCounterVec,
+    /// Seconds one limit-store call took, by store (`memory`, `embedded`, `redis`) and
+    /// operation.
+    limit_store_latency: HistogramVec,
+    /// Limit-store calls that failed, by store, operation and kind (`timeout`,
+    /// `unavailable`, `error`, or `skipped`: not sent, backing off after a failure).
+    limit_store_errors: IntCounterVec,
+    /// What the failure policy decided for a failed call, by store and decision
+    /// (`fail_open`, `fail_closed`).
+    limit_store_decisions: IntCounterVec,
+    /// 1 when the limit store answered its last call, else 0.
+    limit_store_up: IntGaugeVec,
 }
 
 impl Default for Metrics {
@@ -139,8 +150,59 @@ impl Metrics {
                 "Answers a calibration profile covered, by profile and automate flag",
                 &["profile", "automate"],
             ),
+            limit_store_latency: r.histograms(
+                "limit_store_latency_seconds",
+                "Seconds one call to the per-key limit store took, by store and operation",
+                vec![
+                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                ],
+                &["store", "op"],
+            ),
+            limit_store_errors: r.counters(
+                "limit_store_errors_total",
+                "Failed calls to the per-key limit store, by store, operation and kind",
+                &["store", "op", "kind"],
+            ),
+            limit_store_decisions: r.counters(
+                "limit_store_decisions_total",
+                "Failure-policy decisions after a failed limit-store call, by store and decision",
+                &["store", "decision"],
+            ),
+            limit_store_up: r.gauges(
+                "limit_store_up",
+                "1 when the per-key limit store answered its last call, else 0",
+                &["store"],
+            ),
             registry,
         }
+    }
+
+    /// Records one limit-store call's duration.
+    pub fn observe_limit_store(&self, store: &str, op: &str, elapsed: Duration) {
+        self.limit_store_latency
+            .with_label_values(&[store, op])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one failed limit-store call.
+    pub fn count_limit_store_error(&self, store: &str, op: &str, kind: &str) {
+        self.limit_store_errors
+            .with_label_values(&[store, op, kind])
+            .inc();
+    }
+
+    /// Counts one failure-policy decision.
+    pub fn count_limit_decision(&self, store: &str, decision: &str) {
+        self.limit_store_decisions
+            .with_label_values(&[store, decision])
+            .inc();
+    }
+
+    /// Mirrors whether the limit store answered its last call.
+    pub fn set_limit_store_up(&self, store: &str, up: bool) {
+        self.limit_store_up
+            .with_label_values(&[store])
+            .set(i64::from(up));
     }
 
     /// Counts one authenticated request of a key.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["cli"],
     &["http"],
-    &["engine"],
+    &["engine", "quota"],
     &["request"],
     &["models"],
     &["backend", "calibration"],

@@ -105,7 +105,8 @@ fn readme_metrics() -> BTreeSet<String> {
 /// A service on the fake vLLM that has answered a few requests, so every series exists:
 /// an answer (option mass, upstream latency and status, questions and options), an answer
 /// covered by the shipped `spam` profile (profile answers), a 422, and a request refused by
-/// a key's requests per minute (key requests and rejections). Returns its `/metrics`.
+/// a key's requests per minute (key requests and rejections), with a Redis limit store
+/// that cannot be reached (the limit-store series). Returns its `/metrics`.
 async fn metrics_after_traffic() -> String {
     let fake = common::fake_vllm::FakeVllm::start().await;
     let key = "sk-dashboard-test";
@@ -131,6 +132,11 @@ async fn metrics_after_traffic() -> String {
         "gemma-3-270m",
         "--keys-file",
         keys.to_str().expect("utf-8"),
+        // A Redis that is not there (port 1 is closed): under the default fail_open policy
+        // the service serves and counts locally, and the limit-store series exist (calls
+        // timed and failed, policy decisions, store down), as they do when Redis is down.
+        "--redis-url",
+        "redis://127.0.0.1:1",
     ]);
     let service = common::start(config).await;
     let key = Some(key);

@@ -22,6 +22,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v2/rerank"),
     ("post", "/v1/rerank"),
     ("get", "/v1/models"),
+    ("get", "/v1/usage"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -234,6 +235,13 @@ async fn real_answers_match_their_schemas() {
         422,
     );
     check("get", "/v1/models", get(&service, "/v1/models").await, 200);
+    check("get", "/v1/usage", get(&service, "/v1/usage").await, 200);
+    check(
+        "get",
+        "/v1/usage",
+        get(&service, "/v1/usage?from=yesterday").await,
+        422,
+    );
     check("get", "/healthz", get(&service, "/healthz").await, 200);
     let ready = get(&service, "/readyz").await;
     let ready_status = ready.status;

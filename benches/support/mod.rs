@@ -221,6 +221,21 @@ impl Phase {
         self.requests() as f64 / self.elapsed.as_secs_f64()
     }
 
+    /// Nearest-rank percentile `p` in milliseconds (NaN when nothing succeeded).
+    pub fn percentile_ms(&self, p: f64) -> f64 {
+        self.percentile(p).map_or(f64::NAN, ms)
+    }
+
+    /// `self`'s percentile `p` minus `base`'s, in ms with a sign (`–` when they are the
+    /// same phase): the latency a configuration adds over the baseline.
+    pub fn added_ms(&self, base: &Phase, p: f64) -> String {
+        if std::ptr::eq(self, base) {
+            "–".to_string()
+        } else {
+            format!("{:+.3}", self.percentile_ms(p) - base.percentile_ms(p))
+        }
+    }
+
     /// Nearest-rank percentile of the latencies (`None` when there are none).
     pub fn percentile(&self, p: f64) -> Option<Duration> {
         nearest_rank(&self.latencies, p)
@@ -301,6 +316,57 @@ pub async fn drive(
     // Requests still in flight at the stop time finish late; count the real span.
     phase.elapsed = measure_from.elapsed();
     phase
+}
+
+/// Measures every configuration at every concurrency level in `rounds` alternating rounds
+/// (each round starts one configuration later, so none always runs first, right after the
+/// change of level); `measure(config, concurrency)` runs one phase. Returns
+/// `phases[config][level]`, the rounds merged.
+pub fn alternating_rounds(
+    configs: usize,
+    levels: &[usize],
+    rounds: u32,
+    mut measure: impl FnMut(usize, usize) -> Phase,
+) -> Vec<Vec<Phase>> {
+    let mut phases: Vec<Vec<Phase>> = (0..configs)
+        .map(|_| levels.iter().map(|_| Phase::default()).collect())
+        .collect();
+    for r in 0..rounds as usize {
+        for (l, &concurrency) in levels.iter().enumerate() {
+            for k in 0..configs {
+                let c = (k + r) % configs;
+                phases[c][l].merge(measure(c, concurrency));
+            }
+        }
+    }
+    phases
+}
+
+/// The table cells `p50 c=1 | p99 c=1 | p50 c=64 | p99 c=64 | added …` (four latencies in
+/// ms, then each minus the baseline's `base[0]` / `base[1]`).
+pub fn latency_cells(c1: &Phase, c64: &Phase, base: &[Phase]) -> String {
+    format!(
+        "{:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {}",
+        c1.percentile_ms(50.0),
+        c1.percentile_ms(99.0),
+        c64.percentile_ms(50.0),
+        c64.percentile_ms(99.0),
+        c1.added_ms(&base[0], 50.0),
+        c1.added_ms(&base[0], 99.0),
+        c64.added_ms(&base[1], 50.0),
+        c64.added_ms(&base[1], 99.0),
+    )
+}
+
+/// The load benchmarks' body: one choice question with four options about a short ticket.
+pub fn route_body() -> bytes::Bytes {
+    let body = json!({
+        "state": {"ticket": 118734, "text": "Our card was charged twice after the upgrade; please refund one charge."},
+        "questions": {"route": {"type": "choice", "instructions": "Which queue should this ticket go to?",
+            "criteria": {"billing": "Charges, invoices, refunds", "access": "Logins, permissions",
+                         "bug": "Something does not work as documented", "other": null}}}
+    });
+    bytes::Bytes::from(serde_json::to_vec(&body).expect("serialises"))
 }
 
 /// A state of about 1,000 characters: a support ticket with some structure.

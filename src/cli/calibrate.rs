@@ -233,18 +233,9 @@ pub fn today_utc() -> String {
     civil_date((secs / 86_400) as i64)
 }
 
-/// Days since 1970-01-01 → `YYYY-MM-DD` (Hinnant's `civil_from_days`).
+/// Days since 1970-01-01 → `YYYY-MM-DD` (the usage records' dates, [`crate::quota::date_of`]).
 fn civil_date(days: i64) -> String {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    crate::quota::date_of(u64::try_from(days).unwrap_or(0))
 }
 
 /// Fits a server-side profile for one group: temperature (and bias), conformal cutoffs and

@@ -1,5 +1,5 @@
 //! Every command of the `systemone` binary and its arguments: `serve`, `tokens`, `eval`,
-//! `calibrate`. The top layer: nothing outside `cli/` imports it. The offline commands'
+//! `calibrate`, `usage`. The top layer: nothing outside `cli/` imports it. The offline commands'
 //! maths ([`fit`]) lives here too, beside the commands that fit.
 
 pub mod calibrate;
@@ -7,6 +7,7 @@ pub mod eval;
 pub mod fit;
 pub mod serve;
 pub mod tokens;
+pub mod usage;
 
 use std::process::ExitCode;
 
@@ -42,6 +43,8 @@ pub enum Command {
     Eval(Box<eval::EvalArgs>),
     /// Print the OpenAPI 3.1 description of every route (what `GET /openapi.json` serves).
     Openapi,
+    /// Print a running service's per-key usage (`GET /v1/usage`) as a table or CSV.
+    Usage(usage::UsageArgs),
 }
 
 /// Runs one parsed command line; the exit code says whether it succeeded (the reason is
@@ -56,6 +59,7 @@ pub fn run(cli: Cli) -> ExitCode {
             println!("{}", crate::http::openapi::document());
             Ok(())
         }
+        Command::Usage(args) => usage::run_command(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

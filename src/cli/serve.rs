@@ -42,6 +42,20 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| format!("cannot listen on {} (--listen): {e}", config.listen))?;
     // Scripts wait for this line to learn the bound address (useful with port 0).
     tracing::info!(address = %listener.local_addr()?, "listening");
+    let quotas = &state.quotas;
+    match quotas.connect().await {
+        Ok(()) => tracing::info!(
+            store = quotas.store_kind(),
+            policy = quotas.status().await.policy,
+            "per-key limits and usage counted in this store"
+        ),
+        Err(e) => tracing::warn!(
+            store = quotas.store_kind(),
+            error = %e,
+            policy = quotas.status().await.policy,
+            "the limit store does not answer yet; its failure policy applies until it does"
+        ),
+    }
     if state.keys.is_open() {
         tracing::warn!("no API keys configured: the service is open to any caller");
     } else {

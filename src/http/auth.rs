@@ -20,110 +20,36 @@
 //! key_env = "CI_SYSTEMONE_KEY"  # … or the env variable holding the plaintext key
 //! ```
 //!
-//! Each key may carry limits: requests and questions per minute (GCRA via `governor`, on
-//! tokio's clock so paused-time tests can refill them; a 429 `system_one_rate_limited`
-//! with `Retry-After` from governor's wait, capped at 60 s) and a cap on questions per UTC
-//! day (a 429 `system_one_daily_cap` whose `Retry-After` runs to the next UTC midnight, so
-//! a client does not retry before the cap resets). Requests are counted when the key is
-//! checked, before the body is read; questions after validation, before any upstream call.
+//! Each key may carry limits: requests and questions per minute (GCRA; a 429
+//! `system_one_rate_limited` with `Retry-After` from the GCRA wait, capped at 60 s) and a
+//! cap on questions per UTC day (a 429 `system_one_daily_cap` whose `Retry-After` runs to
+//! the next UTC midnight, so a client does not retry before the cap resets). Requests are
+//! counted when the key is checked, before the body is read; questions after validation,
+//! before any upstream call. Where they are counted (this process, a `redb` file, or a
+//! Redis every replica shares) is [`crate::quota`]'s business; this file knows keys by
+//! digest and hands the store their configured names only.
 
 use std::fmt;
 use std::num::NonZeroU32;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+#[cfg(test)]
+use std::time::Duration;
 
 use axum::http::HeaderValue;
-use governor::clock::Clock;
-use governor::middleware::NoOpMiddleware;
-use governor::nanos::Nanos;
-use governor::state::{InMemoryState, NotKeyed};
-use governor::{InsufficientCapacity, Quota, RateLimiter};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 use crate::config::ConfigError;
 use crate::error::{ApiError, Code};
+use crate::quota::{Admission, KeyLimits, KeyQuota, QuotaError, Quotas, Refusal};
 use crate::secret::Secret;
+
+pub use crate::quota::{secs_to_utc_midnight, LimitKind, DAY_SECS, MAX_RATE_RETRY_SECS};
 
 /// The name logs and metrics use for callers of an open service (no keys configured).
 pub const ANONYMOUS: &str = "anonymous";
-/// Longest `Retry-After` a per-minute limit answers with.
-pub const MAX_RATE_RETRY_SECS: u64 = 60;
-/// Seconds in a UTC day.
-const DAY_SECS: u64 = 86_400;
-
-/// governor's clock on tokio's time: paused-time tests move it with `tokio::time::advance`.
-#[derive(Debug, Clone, Copy)]
-struct TokioClock {
-    /// Time zero of this clock.
-    origin: tokio::time::Instant,
-}
-
-impl Clock for TokioClock {
-    type Instant = Nanos;
-    fn now(&self) -> Nanos {
-        Nanos::from(self.origin.elapsed())
-    }
-}
-
-type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Nanos>>;
-
-/// A per-minute limit: the configured number and its GCRA state.
-struct PerMinute {
-    /// Cells per minute (also the burst).
-    limit: NonZeroU32,
-    /// The GCRA state.
-    limiter: Limiter,
-    /// The limiter's clock, to turn a refusal into a wait.
-    clock: TokioClock,
-}
-
-impl PerMinute {
-    fn new(limit: NonZeroU32) -> Self {
-        let clock = TokioClock {
-            origin: tokio::time::Instant::now(),
-        };
-        PerMinute {
-            limit,
-            limiter: RateLimiter::direct_with_clock(Quota::per_minute(limit), clock),
-            clock,
-        }
-    }
-
-    /// Takes `n` cells, or says how many seconds until they would be free (`None`: never,
-    /// `n` is above the limit).
-    fn take(&self, n: NonZeroU32) -> Result<(), Option<u64>> {
-        match self.limiter.check_n(n) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(not_until)) => {
-                let wait = not_until.wait_time_from(self.clock.now());
-                Err(Some(retry_secs(wait)))
-            }
-            Err(InsufficientCapacity(_)) => Err(None),
-        }
-    }
-}
-
-/// Whole seconds to wait, at least 1, at most [`MAX_RATE_RETRY_SECS`].
-fn retry_secs(wait: Duration) -> u64 {
-    (wait.as_secs_f64().ceil() as u64).clamp(1, MAX_RATE_RETRY_SECS)
-}
-
-/// A cap on questions per UTC day.
-#[derive(Debug)]
-struct DailyCap {
-    /// Questions allowed per UTC day.
-    limit: u64,
-    /// (UTC day number, questions taken that day).
-    used: Mutex<(u64, u64)>,
-}
-
-/// Seconds from `unix_secs` to the next UTC midnight (1 to 86,400).
-pub fn secs_to_utc_midnight(unix_secs: u64) -> u64 {
-    DAY_SECS - unix_secs % DAY_SECS
-}
 
 /// One configured key: its name, digest and limits.
 pub struct ApiKey {
@@ -131,28 +57,19 @@ pub struct ApiKey {
     name: String,
     /// sha256 of the key.
     digest: [u8; 32],
-    /// Requests per minute.
-    requests: Option<PerMinute>,
-    /// Questions per minute.
-    questions: Option<PerMinute>,
-    /// Questions per UTC day.
-    daily: Option<DailyCap>,
+    /// Its limits (by name, as the limit store knows it) and their local state.
+    quota: Arc<KeyQuota>,
 }
 
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let limits = self.quota.limits();
         f.debug_struct("ApiKey")
             .field("name", &self.name)
             .field("digest", &"[redacted]")
-            .field(
-                "requests_per_minute",
-                &self.requests.as_ref().map(|l| l.limit),
-            )
-            .field(
-                "questions_per_minute",
-                &self.questions.as_ref().map(|l| l.limit),
-            )
-            .field("daily_questions", &self.daily.as_ref().map(|d| d.limit))
+            .field("requests_per_minute", &limits.requests_per_minute)
+            .field("questions_per_minute", &limits.questions_per_minute)
+            .field("daily_questions", &limits.daily_questions)
             .finish()
     }
 }
@@ -189,25 +106,6 @@ fn words(digest: &[u8; 32]) -> [u64; 4] {
 #[derive(Debug, Clone)]
 pub struct Caller(Option<Arc<ApiKey>>);
 
-/// Which limit refused a request (a metrics label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LimitKind {
-    Requests,
-    Questions,
-    Daily,
-}
-
-impl LimitKind {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LimitKind::Requests => "requests",
-            LimitKind::Questions => "questions",
-            LimitKind::Daily => "daily",
-        }
-    }
-}
-
 /// Why a caller is refused. Never carries the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
@@ -235,13 +133,55 @@ pub enum AuthError {
         questions: usize,
         retry_after: u64,
     },
+    /// The shared limit store cannot answer and the policy is `fail_closed`.
+    #[error("the limit store is unavailable")]
+    LimitsUnavailable { retry_after: u64 },
+}
+
+impl From<Refusal> for AuthError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::RateLimited {
+                kind,
+                limit,
+                retry_after,
+            } => AuthError::RateLimited {
+                kind,
+                limit,
+                retry_after,
+            },
+            Refusal::OverMinuteLimit { questions, limit } => {
+                AuthError::OverMinuteLimit { questions, limit }
+            }
+            Refusal::DailyCap {
+                limit,
+                used,
+                questions,
+                retry_after,
+            } => AuthError::DailyCap {
+                limit,
+                used,
+                questions,
+                retry_after,
+            },
+        }
+    }
+}
+
+impl From<QuotaError> for AuthError {
+    fn from(e: QuotaError) -> Self {
+        match e {
+            QuotaError::Refused(r) => r.into(),
+            QuotaError::Unavailable { retry_after } => AuthError::LimitsUnavailable { retry_after },
+        }
+    }
 }
 
 impl AuthError {
     /// The limit that refused the request, for the rejection counter.
     pub fn limit_kind(&self) -> Option<LimitKind> {
         match self {
-            AuthError::Missing | AuthError::Invalid => None,
+            AuthError::Missing | AuthError::Invalid | AuthError::LimitsUnavailable { .. } => None,
             AuthError::RateLimited { kind, .. } => Some(*kind),
             AuthError::OverMinuteLimit { .. } => Some(LimitKind::Questions),
             AuthError::DailyCap { .. } => Some(LimitKind::Daily),
@@ -288,6 +228,13 @@ impl From<AuthError> for ApiError {
                 ),
             )
             .retry_after(retry_after),
+            AuthError::LimitsUnavailable { retry_after } => ApiError::new(
+                Code::LimitsUnavailable,
+                format!(
+                    "this service cannot check its API key limits right now (the limit store is unavailable); retry after {retry_after} s"
+                ),
+            )
+            .retry_after(retry_after),
         }
     }
 }
@@ -299,72 +246,60 @@ impl Caller {
         self.0.as_ref().map_or(ANONYMOUS, |k| k.name.as_str())
     }
 
-    /// Counts one request against the key's requests per minute.
+    /// The key's limits as the store knows them (`None` when the service is open).
+    pub fn quota(&self) -> Option<&Arc<KeyQuota>> {
+        self.0.as_ref().map(|k| &k.quota)
+    }
+
+    /// Counts one request against the key's requests per minute in this process only (the
+    /// in-memory store; [`Caller::check_request`] goes through the configured store).
     pub fn admit_request(&self) -> Result<(), AuthError> {
-        let Some(limit) = self.0.as_ref().and_then(|k| k.requests.as_ref()) else {
-            return Ok(());
-        };
-        limit
-            .take(NonZeroU32::MIN)
-            .map_err(|retry| AuthError::RateLimited {
-                kind: LimitKind::Requests,
-                limit: limit.limit.get(),
-                retry_after: retry.unwrap_or(MAX_RATE_RETRY_SECS),
-            })
+        match self.quota() {
+            Some(q) => q.local.take_request().map_err(AuthError::from),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts one request against the key's requests per minute in the configured store.
+    pub async fn check_request(&self, quotas: &Quotas) -> Result<(), AuthError> {
+        match self.quota() {
+            Some(q) => Ok(quotas.admit_request(q).await?),
+            None => Ok(()),
+        }
     }
 
     /// Counts a validated request's questions against the key's questions per minute and
-    /// daily cap; nothing is taken from either when one of them refuses.
-    pub fn admit_questions(&self, questions: usize) -> Result<(), AuthError> {
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        self.admit_questions_at(questions, unix)
+    /// daily cap in the configured store; nothing is taken from either when one of them
+    /// refuses. The admission gives them back ([`Caller::refund`]) if the request is then
+    /// refused before any upstream call.
+    pub async fn admit_questions(
+        &self,
+        quotas: &Quotas,
+        questions: usize,
+    ) -> Result<Option<Admission>, AuthError> {
+        match self.quota() {
+            Some(q) => Ok(Some(quotas.admit_questions(q, questions).await?)),
+            None => Ok(None),
+        }
     }
 
-    /// [`Caller::admit_questions`] at a given wall-clock time (Unix seconds).
+    /// Gives back what [`Caller::admit_questions`] took.
+    pub async fn refund(&self, quotas: &Quotas, admission: Option<Admission>) {
+        if let (Some(q), Some(admission)) = (self.quota(), admission) {
+            quotas.refund(q, admission).await;
+        }
+    }
+
+    /// [`Caller::admit_questions`] in this process only, at a given wall-clock time (Unix
+    /// seconds): the in-memory store's rule.
     pub fn admit_questions_at(&self, questions: usize, unix_secs: u64) -> Result<(), AuthError> {
-        let Some(key) = &self.0 else { return Ok(()) };
-        let n = questions as u64;
-        let today = unix_secs / DAY_SECS;
-        // Held across the per-minute check so that a refusal there takes nothing from today.
-        let mut daily = match &key.daily {
-            Some(cap) => {
-                let mut used = cap.used.lock().unwrap_or_else(|p| p.into_inner());
-                if used.0 != today {
-                    *used = (today, 0);
-                }
-                if used.1.saturating_add(n) > cap.limit {
-                    return Err(AuthError::DailyCap {
-                        limit: cap.limit,
-                        used: used.1,
-                        questions,
-                        retry_after: secs_to_utc_midnight(unix_secs),
-                    });
-                }
-                Some(used)
-            }
-            None => None,
-        };
-        if let Some(limit) = &key.questions {
-            let cells = NonZeroU32::new(u32::try_from(questions).unwrap_or(u32::MAX))
-                .unwrap_or(NonZeroU32::MIN);
-            limit.take(cells).map_err(|retry| match retry {
-                Some(retry_after) => AuthError::RateLimited {
-                    kind: LimitKind::Questions,
-                    limit: limit.limit.get(),
-                    retry_after,
-                },
-                None => AuthError::OverMinuteLimit {
-                    questions,
-                    limit: limit.limit.get(),
-                },
-            })?;
+        match self.quota() {
+            Some(q) => q
+                .local
+                .take_questions_at(questions, unix_secs)
+                .map_err(AuthError::from),
+            None => Ok(()),
         }
-        if let Some(used) = daily.as_mut() {
-            used.1 += n;
-        }
-        Ok(())
     }
 }
 
@@ -449,12 +384,11 @@ impl Keys {
                 .map(str::trim)
                 .filter(|k| !k.is_empty());
             for (i, key) in plain.enumerate() {
+                let name = format!("key-{}", i + 1);
                 keys.add(ApiKey {
-                    name: format!("key-{}", i + 1),
+                    quota: Arc::new(KeyQuota::new(name.clone(), KeyLimits::default())),
+                    name,
                     digest: digest(key),
-                    requests: None,
-                    questions: None,
-                    daily: None,
                 })
                 .map_err(|e| ConfigError::Invalid(format!("SYSTEMONE_API_KEYS: {e}")))?;
             }
@@ -477,30 +411,26 @@ impl Keys {
             },
             _ => return Err("give exactly one of sha256 and key_env".into()),
         };
-        let per_minute = |n: Option<u32>, what: &str| -> Result<Option<PerMinute>, String> {
+        let per_minute = |n: Option<u32>, what: &str| -> Result<Option<NonZeroU32>, String> {
             n.map(|n| {
-                NonZeroU32::new(n).map(PerMinute::new).ok_or(format!(
+                NonZeroU32::new(n).ok_or(format!(
                     "{what} must be at least 1 (leave it out for no limit)"
                 ))
             })
             .transpose()
         };
-        let daily = match spec.daily_questions {
-            Some(0) => {
-                return Err("daily_questions must be at least 1 (leave it out for no cap)".into())
-            }
-            Some(limit) => Some(DailyCap {
-                limit,
-                used: Mutex::new((0, 0)),
-            }),
-            None => None,
+        if spec.daily_questions == Some(0) {
+            return Err("daily_questions must be at least 1 (leave it out for no cap)".into());
+        }
+        let limits = KeyLimits {
+            requests_per_minute: per_minute(spec.requests_per_minute, "requests_per_minute")?,
+            questions_per_minute: per_minute(spec.questions_per_minute, "questions_per_minute")?,
+            daily_questions: spec.daily_questions,
         };
         Ok(ApiKey {
+            quota: Arc::new(KeyQuota::new(spec.name.clone(), limits)),
             name: spec.name,
             digest,
-            requests: per_minute(spec.requests_per_minute, "requests_per_minute")?,
-            questions: per_minute(spec.questions_per_minute, "questions_per_minute")?,
-            daily,
         })
     }
 
@@ -514,6 +444,11 @@ impl Keys {
         self.digests.push(words(&key.digest));
         self.keys.push(Arc::new(key));
         Ok(())
+    }
+
+    /// Every configured key's name, in configuration order.
+    pub fn names(&self) -> Vec<String> {
+        self.keys.iter().map(|k| k.name.clone()).collect()
     }
 
     /// Whether any key is configured (else the service is open).

@@ -14,6 +14,7 @@ mod rerank;
 pub mod serve;
 pub mod state;
 mod systemone;
+mod usage;
 pub mod wire;
 
 pub use state::AppState;
@@ -52,6 +53,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v2/rerank", post(rerank::handle))
         .route("/v1/rerank", post(rerank::handle))
         .route("/v1/models", get(list_models))
+        .route("/v1/usage", get(usage::handle))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -129,7 +131,8 @@ impl FromRequestParts<AppState> for Caller {
         tracing::Span::current().record("key", caller.name());
         state.metrics.count_key_request(caller.name());
         caller
-            .admit_request()
+            .check_request(&state.quotas)
+            .await
             .inspect_err(|e| count_rejection(state, &caller, e))?;
         Ok(caller)
     }
@@ -196,6 +199,9 @@ async fn readyz(State(state): State<AppState>) -> Response {
             "last_check_unix": last_check,
         }));
     }
+    // A store that cannot answer makes the service unready only under `fail_closed`.
+    let limits = state.quotas.status().await;
+    ready &= limits.ready;
     let status = if ready {
         StatusCode::OK
     } else {
@@ -203,7 +209,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
     };
     (
         status,
-        Json(serde_json::json!({"ready": ready, "models": models})),
+        Json(serde_json::json!({"ready": ready, "models": models, "limits": limits})),
     )
         .into_response()
 }
@@ -218,6 +224,11 @@ async fn metrics(State(state): State<AppState>) -> Response {
             circuit: model.circuit.state().as_metric(),
         }
     });
+    if state.quotas.store_kind() != "memory" {
+        state
+            .metrics
+            .set_limit_store_up(state.quotas.store_kind(), state.quotas.connected());
+    }
     let body = state
         .metrics
         .render(gauges, state.pipeline.in_flight().in_use());

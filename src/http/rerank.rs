@@ -29,7 +29,7 @@ use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
 use super::systemone::{observe_answers, say_model};
-use super::{blocking, body, count_rejection, wire, AppState, RequestId};
+use super::{blocking, body, count_rejection, usage, wire, AppState, RequestId};
 use crate::config::Limits;
 use crate::engine::{Outcome, PipelineError, Usage};
 use crate::error::{ApiError, Code};
@@ -78,6 +78,7 @@ async fn answer(
         .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))?;
     let usage = total_usage(&outcomes);
     span.record("upstream_requests", usage.upstream_requests);
+    super::usage::record(state, caller, plan.documents, &usage).await;
     let mut response = wire::json_ok(&response_body(id, &plan, &outcomes, usage))?;
     say_model(&plan.batches[0].model().name, response.headers_mut());
     Ok(response)
@@ -424,10 +425,17 @@ async fn run(state: &AppState, caller: &Caller, plan: &Plan) -> Result<Vec<Outco
         .collect();
     state.metrics.observe_request(options.into_iter());
     let ticket = first.model().circuit.admit()?;
-    caller
-        .admit_questions(plan.documents)
+    let admission = caller
+        .admit_questions(&state.quotas, plan.documents)
+        .await
         .inspect_err(|e| count_rejection(state, caller, e))?;
-    let mut outcomes = vec![run_batch(state, first, ticket).await?];
+    let mut outcomes = match run_batch(state, first, ticket).await {
+        Ok(outcome) => vec![outcome],
+        Err(e) => {
+            usage::refund_unsent(state, caller, admission, &e).await;
+            return Err(e);
+        }
+    };
     outcomes.extend(
         try_join_all(rest.iter().map(|batch| async move {
             let ticket = batch.model().circuit.admit()?;

@@ -7,6 +7,7 @@ use crate::config::{ConfigError, Limits, ServeConfig, UpstreamSettings};
 use crate::engine::Pipeline;
 use crate::metrics::Metrics;
 use crate::models::Models;
+use crate::quota::Quotas;
 
 use super::auth::Keys;
 
@@ -23,6 +24,10 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The API keys and their limits (empty: open).
     pub keys: Arc<Keys>,
+    /// Where the keys' limits and usage are counted (memory, `redb` or Redis).
+    pub quotas: Arc<Quotas>,
+    /// The key name that may read every key's usage (`--admin-key`).
+    pub admin_key: Option<String>,
 }
 
 /// Builds the shared state from a serve configuration.
@@ -54,12 +59,23 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         config.gateway.api_keys.as_ref(),
     )?;
     let metrics = Arc::new(Metrics::new());
+    let settings = &config.limit_store;
+    if let Some(admin) = &settings.admin_key {
+        if !keys.names().contains(admin) {
+            return Err(ConfigError::Invalid(format!(
+                "--admin-key {admin:?} names no configured key (the names are those of --keys-file and key-1, key-2, … of SYSTEMONE_API_KEYS)"
+            )));
+        }
+    }
+    let quotas = Quotas::from_settings(settings, config.redis_url()?.as_ref(), metrics.clone())?;
     Ok(AppState {
         models: Arc::new(models),
         pipeline: Arc::new(Pipeline::new(&config.upstream).with_metrics(metrics.clone())),
         limits: Arc::new(config.limits.clone()),
         metrics,
         keys: Arc::new(keys),
+        quotas: Arc::new(quotas),
+        admin_key: settings.admin_key.clone(),
     })
 }
 

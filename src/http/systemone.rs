@@ -6,7 +6,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 use super::auth::Caller;
-use super::{blocking, body, count_rejection, wire, AppState};
+use super::{blocking, body, count_rejection, usage, wire, AppState};
 use crate::calibration::Decoded;
 use crate::engine::Outcome;
 use crate::error::ApiError;
@@ -73,11 +73,21 @@ pub(super) async fn run_request(
         .metrics
         .observe_request(request.questions().iter().map(|q| q.options.len()));
     let ticket = request.model().circuit.admit()?;
-    caller
-        .admit_questions(request.questions().len())
+    let questions = request.questions().len();
+    let admission = caller
+        .admit_questions(&state.quotas, questions)
+        .await
         .inspect_err(|e| count_rejection(state, caller, e))?;
-    let outcome = state.pipeline.run(request, ticket).await?;
+    let outcome = match state.pipeline.run(request, ticket).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            let e = ApiError::from(e);
+            usage::refund_unsent(state, caller, admission, &e).await;
+            return Err(e);
+        }
+    };
     span.record("upstream_requests", outcome.usage.upstream_requests);
+    usage::record(state, caller, questions, &outcome.usage).await;
     observe_answers(state, &request.model().name, &outcome.answers);
     Ok(outcome)
 }

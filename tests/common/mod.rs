@@ -3,7 +3,7 @@
 //! requests and files). What only some suites share has a module of its own: `rows` (the
 //! validation table's runner), `props` (the property tests' in-process harness and valid
 //! requests), `llama` and `proxy` (the llama.cpp end-to-end tests' setup, shape checks and
-//! recording proxy).
+//! recording proxy), `redis` (a real redis-server and replicas sharing it).
 
 #![allow(dead_code)]
 
@@ -13,6 +13,7 @@ pub mod log;
 pub mod props;
 pub mod proxy;
 pub mod real_tokenizers;
+pub mod redis;
 pub mod rows;
 
 use std::net::SocketAddr;

@@ -42,6 +42,7 @@ pub(super) async fn handle() -> Response {
         rerank_v2,
         rerank_v1,
         models,
+        usage,
         healthz,
         readyz,
         metrics,
@@ -148,6 +149,9 @@ enum KeyErrors {
     /// The key's requests per minute.
     #[response(status = 429)]
     TooMany(ErrorBody),
+    /// The shared limit store cannot answer and its policy is `fail_closed`.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
 }
 
 /// Answer typed questions about a state (TypeSafe's System One request).
@@ -188,6 +192,24 @@ fn rerank_v1() {}
     security((), ("bearer" = [])))]
 #[allow(dead_code)]
 fn models() {}
+
+/// Each key's answered requests and usage per UTC day: the admin key reads every key's,
+/// any other key its own.
+#[utoipa::path(get, path = "/v1/usage", tag = "service",
+    params(
+        ("key" = Option<String>, Query, description = "A configured key's name (default: the caller's; every key for the admin key)"),
+        ("from" = Option<String>, Query, description = "First UTC day, YYYY-MM-DD (default today)"),
+        ("to" = Option<String>, Query, description = "Last UTC day, YYYY-MM-DD, inclusive (default today; at most 366 days after from)")),
+    responses(
+        (status = 200, description = "The usage.", body = UsageReport),
+        (status = 401, description = "A wrong key.", body = ErrorBody),
+        (status = 403, description = "A missing key, or another key's usage asked by a key that is not the admin key.", body = ErrorBody),
+        (status = 422, description = "A bad parameter.", body = ErrorBody),
+        (status = 429, description = "The key's requests per minute.", body = ErrorBody),
+        (status = 503, description = "The limit store is unavailable.", body = ErrorBody)),
+    security((), ("bearer" = [])))]
+#[allow(dead_code)]
+fn usage() {}
 
 /// Liveness: 200 while the process runs.
 #[utoipa::path(get, path = "/healthz", tag = "service",

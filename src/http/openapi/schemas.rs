@@ -661,6 +661,37 @@ pub struct OpenAiModel {
     owned_by: String,
 }
 
+/// `GET /v1/usage`: answered requests and what they used, per key and UTC day.
+#[derive(Serialize, ToSchema)]
+pub struct UsageReport {
+    object: String,
+    /// `YYYY-MM-DD`, inclusive.
+    from: String,
+    to: String,
+    /// The keys read.
+    keys: Vec<String>,
+    /// One row per key and day with usage.
+    usage: Vec<UsageRow>,
+    total: UsageCounts,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct UsageRow {
+    key: String,
+    date: String,
+    #[serde(flatten)]
+    counts: UsageCounts,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct UsageCounts {
+    requests: u64,
+    questions: u64,
+    input_tokens: u64,
+    cached_tokens: u64,
+    upstream_requests: u64,
+}
+
 /// `GET /healthz`.
 #[derive(Serialize, ToSchema)]
 pub struct Health {
@@ -672,6 +703,18 @@ pub struct Health {
 pub struct Readiness {
     ready: bool,
     models: Vec<ModelReadiness>,
+    /// The per-key limit store.
+    limits: LimitsReadiness,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct LimitsReadiness {
+    /// `memory`, `embedded` or `redis`.
+    store: String,
+    /// `fail_open` or `fail_closed`.
+    policy: String,
+    connected: bool,
+    ready: bool,
 }
 
 #[derive(Serialize, ToSchema)]

@@ -1,0 +1,154 @@
+//! `GET /v1/usage?key=NAME&from=YYYY-MM-DD&to=YYYY-MM-DD`: each key's answered requests
+//! and what they used, per UTC day, from the limit store; and the two hooks the front
+//! doors call, [`record`] after an answer and [`refund_unsent`] after a refusal.
+//!
+//! The admin key (`--admin-key NAME`) reads every key (all of them without `key`); any
+//! other key reads only its own. `from` and `to` default to today (UTC), span at most
+//! [`MAX_DAYS`] days, and are inclusive.
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::auth::{Caller, ANONYMOUS};
+use super::AppState;
+use crate::engine::Usage;
+use crate::error::{ApiError, Code};
+use crate::quota::{date_of, day_of, Admission, UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
+
+/// Most days one usage query may span.
+pub const MAX_DAYS: u64 = 366;
+
+/// Adds one answered request to its key's usage today.
+pub(super) async fn record(state: &AppState, caller: &Caller, questions: usize, usage: &Usage) {
+    let counts = UsageCounts {
+        requests: 1,
+        questions: questions as u64,
+        input_tokens: usage.input_tokens,
+        cached_tokens: usage.cached_tokens,
+        upstream_requests: usage.upstream_requests,
+    };
+    state.quotas.record(caller.name(), counts).await;
+}
+
+/// Gives a request's questions back when it was refused before any upstream call (the
+/// model's token table failed its check: the pipeline sends nothing then).
+pub(super) async fn refund_unsent(
+    state: &AppState,
+    caller: &Caller,
+    admission: Option<Admission>,
+    e: &ApiError,
+) {
+    if e.code == Code::TokenTableMismatch {
+        caller.refund(&state.quotas, admission).await;
+    }
+}
+
+fn bad(message: String) -> ApiError {
+    ApiError::new(Code::BadUsageQuery, message)
+}
+
+/// The day of the query parameter `field`, `today` when absent.
+fn day_param(query: &HashMap<String, String>, field: &str, today: u64) -> Result<u64, ApiError> {
+    match query.get(field) {
+        None => Ok(today),
+        Some(text) => day_of(text).ok_or_else(|| {
+            bad(format!(
+                "{field} must be a UTC date written YYYY-MM-DD (1970 or later), got {text:?}"
+            ))
+        }),
+    }
+}
+
+/// The keys the caller asked for and may read.
+fn keys_to_read(
+    state: &AppState,
+    caller: &Caller,
+    asked: Option<&String>,
+) -> Result<Vec<String>, ApiError> {
+    let all = if state.keys.is_open() {
+        vec![ANONYMOUS.to_string()]
+    } else {
+        state.keys.names()
+    };
+    let admin = state.keys.is_open() || state.admin_key.as_deref() == Some(caller.name());
+    match asked {
+        None if admin => Ok(all),
+        None => Ok(vec![caller.name().to_string()]),
+        Some(name) if !admin && name != caller.name() => Err(ApiError::new(
+            Code::UsageForbidden,
+            format!(
+                "this API key may read only its own usage (key {:?}); the admin key reads every key's",
+                caller.name()
+            ),
+        )),
+        Some(name) if all.contains(name) => Ok(vec![name.clone()]),
+        Some(name) => Err(bad(format!("key names no configured key, got {name:?}"))),
+    }
+}
+
+pub(super) async fn handle(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(unknown) = query
+        .keys()
+        .find(|k| !matches!(k.as_str(), "key" | "from" | "to"))
+    {
+        return Err(bad(format!(
+            "unknown query parameter {unknown:?}; the parameters are key, from and to"
+        )));
+    }
+    let today = state.quotas.now().day();
+    let from = day_param(&query, "from", today)?;
+    let to = day_param(&query, "to", today)?;
+    if from > to {
+        return Err(bad(format!(
+            "from ({}) is after to ({})",
+            date_of(from),
+            date_of(to)
+        )));
+    }
+    if to - from >= MAX_DAYS {
+        return Err(bad(format!(
+            "from..to spans {} days, more than the limit of {MAX_DAYS}",
+            to - from + 1
+        )));
+    }
+    let keys = keys_to_read(&state, &caller, query.get("key"))?;
+    let rows = state.quotas.usage(&keys, from, to).await.map_err(|_| {
+        ApiError::new(
+            Code::LimitsUnavailable,
+            "usage cannot be read right now: the limit store is unavailable",
+        )
+        .retry_after(UNAVAILABLE_RETRY_SECS)
+    })?;
+    Ok(Json(body(&keys, from, to, &rows)))
+}
+
+/// The response: the query, one row per key and day with usage, and their total.
+fn body(keys: &[String], from: u64, to: u64, rows: &[UsageRow]) -> Value {
+    let mut total = UsageCounts::default();
+    let listed: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            total.add(&row.counts);
+            let mut entry = json!({"key": row.key, "date": date_of(row.day)});
+            if let (Some(map), Value::Object(counts)) = (entry.as_object_mut(), json!(row.counts)) {
+                map.extend(counts);
+            }
+            entry
+        })
+        .collect();
+    json!({
+        "object": "usage",
+        "from": date_of(from),
+        "to": date_of(to),
+        "keys": keys,
+        "usage": listed,
+        "total": total,
+    })
+}

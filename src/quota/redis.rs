@@ -1,0 +1,410 @@
+//! The shared store: one Redis every replica uses (`--redis-url`).
+//!
+//! Why the `redis` crate with its tokio [`ConnectionManager`]: it is the most used async
+//! Redis client for Rust, its manager multiplexes every call of the process over one
+//! connection (no pool to size) and reconnects by itself after Redis goes away (the next
+//! call after a dropped connection starts the reconnect; calls meanwhile fail fast, which
+//! is what the failure policy needs), and its [`Script`] sends `EVALSHA` and loads the
+//! script only when Redis answers `NOSCRIPT` (after a restart). `fred` does as much with a
+//! larger API and more features than needed here.
+//!
+//! Every limit check is one script call (one round trip): GCRA per minute (the theoretical
+//! arrival time in µs, expiring when it no longer matters) and the daily cap (a counter per
+//! key and UTC day with an expiry past midnight), checked and taken atomically; a refusal
+//! by either takes nothing. Usage is one atomic pipeline of `HINCRBY` per answered
+//! request. Keys are `PREFIX:{NAME}:…` with the key's configured name (never the key
+//! itself; the braces keep one key's entries in one cluster slot); nothing a caller sent
+//! is written.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{BoxFuture, FutureExt};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Script};
+use tokio::sync::watch;
+
+use super::local::wait_secs;
+use super::{
+    secs_to_utc_midnight, Checked, KeyQuota, LimitKind, LimitStore, Now, Refusal, StoreError,
+    UsageCounts, UsageRow, DAY_SECS, USAGE_RETENTION_DAYS,
+};
+use crate::config::ConfigError;
+use crate::secret::Secret;
+
+/// GCRA over one minute plus an optional daily cap, checked and taken in one go.
+///
+/// KEYS: the rate's arrival time, the day's counter. ARGV: now in µs (0: Redis's own
+/// clock), cells, limit per minute (0: none), period in µs, daily cap (0: none), the
+/// counter's expiry in s. Returns {0, used today} taken; {1, wait µs} rate limited;
+/// {2, 0} more cells than the limit; {3, used today} over the cap.
+const TAKE: &str = r"
+local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local n = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local period = tonumber(ARGV[4])
+local cap = tonumber(ARGV[5])
+local used = 0
+if cap > 0 then
+  used = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if used + n > cap then return {3, used} end
+end
+if limit > 0 then
+  if n > limit then return {2, 0} end
+  local interval = math.floor(period / limit)
+  local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+  if tat < now then tat = now end
+  local new_tat = tat + interval * n
+  local allow_at = new_tat - period
+  if allow_at > now then return {1, allow_at - now} end
+  redis.call('SET', KEYS[1], string.format('%d', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1)
+end
+if cap > 0 then
+  used = redis.call('INCRBY', KEYS[2], n)
+  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[6]))
+end
+return {0, used}
+";
+
+/// Gives back up to ARGV[1] of the day's counter KEYS[1] (never below zero, never creating
+/// it); returns what is left.
+const REFUND: &str = r"
+local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local n = math.min(used, tonumber(ARGV[1]))
+if n > 0 then redis.call('DECRBY', KEYS[1], n) end
+return used - n
+";
+
+/// The usage hash's fields, in [`UsageCounts::to_array`]'s order.
+const USAGE_FIELDS: [&str; 5] = [
+    "requests",
+    "questions",
+    "input_tokens",
+    "cached_tokens",
+    "upstream_requests",
+];
+
+/// A minute in µs: the per-minute limits' period.
+const MINUTE_MICROS: u64 = 60_000_000;
+
+/// The connection, once made: filled by the connecting task, read by every call.
+type Slot = watch::Sender<Option<ConnectionManager>>;
+
+/// Limits and usage in Redis.
+pub struct RedisStore {
+    /// Opens connections; holds the URL (and any password in it).
+    client: redis::Client,
+    /// Prefix of every key.
+    prefix: String,
+    /// The bound on one call, also the connection's response timeout.
+    timeout: Duration,
+    /// The managed connection, `None` until the first connect succeeds.
+    slot: Arc<Slot>,
+    /// Whether a connect is under way (one at a time).
+    connecting: Arc<AtomicBool>,
+    /// [`TAKE`].
+    take: Script,
+    /// [`REFUND`].
+    refund: Script,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold a password: only the prefix is shown.
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+fn store_error(e: RedisError) -> StoreError {
+    if e.is_timeout() {
+        // The connection's own response timeout (set to the same bound) fired first.
+        StoreError::Timeout
+    } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+        StoreError::Unavailable(e.category().to_string())
+    } else {
+        StoreError::Failed(e.category().to_string())
+    }
+}
+
+impl RedisStore {
+    /// A store for `url` (checked here; connected on first use, so the service starts
+    /// while Redis is down and the failure policy applies until it is up).
+    pub fn open(url: &Secret, prefix: &str, timeout: Duration) -> Result<Self, ConfigError> {
+        let client = redis::Client::open(url.expose()).map_err(|e| {
+            // The error never echoes the URL: it may carry a password.
+            ConfigError::Invalid(format!(
+                "--redis-url is not a Redis URL (redis://[user:password@]host:port[/db]): {}",
+                e.category()
+            ))
+        })?;
+        let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
+        if prefix.is_empty() || prefix.len() > 64 || !prefix.chars().all(valid) {
+            return Err(ConfigError::Invalid(format!(
+                "--redis-prefix must be 1 to 64 of A-Z a-z 0-9 - _ . :, got {prefix:?}"
+            )));
+        }
+        Ok(RedisStore {
+            client,
+            prefix: prefix.to_string(),
+            timeout,
+            slot: Arc::new(watch::channel(None).0),
+            connecting: Arc::new(AtomicBool::new(false)),
+            take: Script::new(TAKE),
+            refund: Script::new(REFUND),
+        })
+    }
+
+    /// `PREFIX:{NAME}:rest`.
+    fn key(&self, name: &str, rest: &str) -> String {
+        format!("{}:{{{name}}}:{rest}", self.prefix)
+    }
+
+    /// Starts connecting in the background unless a connect is under way; the task fills
+    /// the slot on success. Detached, so a caller's timeout does not cancel it.
+    fn start_connect(&self) {
+        if self.connecting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (client, slot, connecting) = (
+            self.client.clone(),
+            self.slot.clone(),
+            self.connecting.clone(),
+        );
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Duration::from_millis(250).max(self.timeout))
+            .set_response_timeout(self.timeout.max(Duration::from_millis(10)))
+            .set_number_of_retries(2)
+            .set_max_delay(200);
+        tokio::spawn(async move {
+            match ConnectionManager::new_with_config(client, config).await {
+                Ok(manager) => {
+                    slot.send_replace(Some(manager));
+                    tracing::info!("connected to the Redis limit store");
+                }
+                Err(e) => tracing::debug!(error = %e.category(), "cannot connect to Redis yet"),
+            }
+            connecting.store(false, Ordering::Release);
+        });
+    }
+
+    /// The connection; waits for a connect (bounded by the caller's timeout) when none.
+    async fn conn(&self) -> Result<ConnectionManager, StoreError> {
+        if let Some(manager) = self.slot.borrow().clone() {
+            return Ok(manager);
+        }
+        let mut filled = self.slot.subscribe();
+        self.start_connect();
+        loop {
+            if let Some(manager) = filled.borrow_and_update().clone() {
+                return Ok(manager);
+            }
+            filled
+                .changed()
+                .await
+                .map_err(|_| StoreError::Unavailable("connection closed".into()))?;
+        }
+    }
+
+    /// Runs [`TAKE`] and turns its answer into a verdict.
+    async fn run_take(
+        &self,
+        key: &KeyQuota,
+        kind: LimitKind,
+        questions: usize,
+        now: Now,
+    ) -> Checked {
+        let limits = key.limits();
+        let (per_minute, cap) = match kind {
+            LimitKind::Requests => (limits.requests_per_minute, None),
+            _ => (limits.questions_per_minute, limits.daily_questions),
+        };
+        let limit = per_minute.map_or(0, |l| u64::from(l.get()));
+        let clock = if now.server_clock { 0 } else { now.micros };
+        let ttl = secs_to_utc_midnight(now.unix_secs()) + 3600;
+        let mut conn = self.conn().await?;
+        let (status, value): (u64, u64) = self
+            .take
+            .key(self.key(&key.name, &format!("rate:{}", kind.as_str())))
+            .key(self.key(&key.name, &format!("daily:{}", now.day())))
+            .arg(clock)
+            .arg(questions)
+            .arg(limit)
+            .arg(MINUTE_MICROS)
+            .arg(cap.unwrap_or(0))
+            .arg(ttl)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(store_error)?;
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        Ok(match status {
+            0 => Ok(()),
+            1 => Err(Refusal::RateLimited {
+                kind,
+                limit,
+                retry_after: wait_secs(value),
+            }),
+            2 => Err(Refusal::OverMinuteLimit { questions, limit }),
+            _ => Err(Refusal::DailyCap {
+                limit: cap.unwrap_or(0),
+                used: value,
+                questions,
+                retry_after: secs_to_utc_midnight(now.unix_secs()),
+            }),
+        })
+    }
+
+    async fn write_usage(
+        &self,
+        name: &str,
+        day: u64,
+        counts: UsageCounts,
+    ) -> Result<(), StoreError> {
+        let key = self.key(name, &format!("usage:{day}"));
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for (field, value) in USAGE_FIELDS.iter().zip(counts.to_array()) {
+            pipe.hincr(&key, *field, value).ignore();
+        }
+        pipe.expire(&key, (USAGE_RETENTION_DAYS * DAY_SECS) as i64)
+            .ignore();
+        let mut conn = self.conn().await?;
+        pipe.query_async::<()>(&mut conn).await.map_err(store_error)
+    }
+
+    async fn read_usage(
+        &self,
+        names: &[String],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<UsageRow>, StoreError> {
+        let ids: Vec<(&String, u64)> = names
+            .iter()
+            .flat_map(|n| (from..=to).map(move |d| (n, d)))
+            .collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (name, day) in &ids {
+            pipe.cmd("HMGET")
+                .arg(self.key(name, &format!("usage:{day}")))
+                .arg(&USAGE_FIELDS[..]);
+        }
+        let mut conn = self.conn().await?;
+        let values: Vec<Vec<Option<u64>>> =
+            pipe.query_async(&mut conn).await.map_err(store_error)?;
+        Ok(ids
+            .into_iter()
+            .zip(values)
+            .filter_map(|((name, day), fields)| {
+                let mut a = [0u64; 5];
+                for (slot, v) in a.iter_mut().zip(fields) {
+                    *slot = v.unwrap_or(0);
+                }
+                let counts = UsageCounts::from_array(a);
+                (!counts.is_empty()).then(|| UsageRow {
+                    key: name.clone(),
+                    day,
+                    counts,
+                })
+            })
+            .collect())
+    }
+}
+
+impl LimitStore for RedisStore {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    fn remote(&self) -> bool {
+        true
+    }
+
+    fn take_request<'a>(&'a self, key: &'a Arc<KeyQuota>, now: Now) -> BoxFuture<'a, Checked> {
+        self.run_take(key, LimitKind::Requests, 1, now).boxed()
+    }
+
+    fn take_questions<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        questions: usize,
+        now: Now,
+    ) -> BoxFuture<'a, Checked> {
+        self.run_take(key, LimitKind::Questions, questions, now)
+            .boxed()
+    }
+
+    fn refund<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        day: u64,
+        questions: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        async move {
+            let mut conn = self.conn().await?;
+            self.refund
+                .key(self.key(&key.name, &format!("daily:{day}")))
+                .arg(questions)
+                .invoke_async::<u64>(&mut conn)
+                .await
+                .map(|_| ())
+                .map_err(store_error)
+        }
+        .boxed()
+    }
+
+    fn record<'a>(
+        &'a self,
+        name: &'a str,
+        day: u64,
+        counts: UsageCounts,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.write_usage(name, day, counts).boxed()
+    }
+
+    fn usage<'a>(
+        &'a self,
+        names: &'a [String],
+        from: u64,
+        to: u64,
+    ) -> BoxFuture<'a, Result<Vec<UsageRow>, StoreError>> {
+        self.read_usage(names, from, to).boxed()
+    }
+
+    fn daily_used<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        day: u64,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        async move {
+            let mut conn = self.conn().await?;
+            redis::cmd("GET")
+                .arg(self.key(&key.name, &format!("daily:{day}")))
+                .query_async::<Option<u64>>(&mut conn)
+                .await
+                .map(Option::unwrap_or_default)
+                .map_err(store_error)
+        }
+        .boxed()
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        async move {
+            let mut conn = self.conn().await?;
+            redis::cmd("PING")
+                .query_async::<String>(&mut conn)
+                .await
+                .map(|_| ())
+                .map_err(store_error)
+        }
+        .boxed()
+    }
+}
