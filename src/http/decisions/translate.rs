@@ -407,24 +407,13 @@ fn questions(
     limits: &Limits,
     images: &mut Images,
 ) -> Result<(Map<String, Value>, Vec<Asked>), ApiError> {
-    let list = match value {
-        Some(Value::Array(list)) => list,
-        None => {
-            return refuse(
-                Code::InvalidQuestions,
-                loc(&["questions"]),
-                "questions is required",
-            )
-        }
-        Some(other) => {
-            return refuse_type(
-                Code::InvalidQuestions,
-                loc(&["questions"]),
-                "questions must be an array",
-                other,
-            )
-        }
-    };
+    let list = required_array(
+        value,
+        &loc(&["questions"]),
+        Code::InvalidQuestions,
+        "questions is required",
+        "questions must be an array",
+    )?;
     check_question_count(list.len(), limits)?;
     let mut map = Map::new();
     let mut asked: Vec<Asked> = Vec::with_capacity(list.len());
@@ -578,24 +567,13 @@ fn choices(
     value: Option<&Value>,
     at: &[String],
 ) -> Result<(Map<String, Value>, Vec<ChoiceValue>), ApiError> {
-    let list = match value {
-        Some(Value::Array(list)) => list,
-        None => {
-            return refuse(
-                Code::InvalidCriteria,
-                at.to_vec(),
-                "a choice question needs choices",
-            )
-        }
-        Some(other) => {
-            return refuse_type(
-                Code::InvalidCriteria,
-                at.to_vec(),
-                "choices must be an array",
-                other,
-            )
-        }
-    };
+    let list = required_array(
+        value,
+        at,
+        Code::InvalidCriteria,
+        "a choice question needs choices",
+        "choices must be an array",
+    )?;
     let (min, max) = DECISIONS_CHOICES;
     if list.len() < min {
         return refuse(
@@ -700,24 +678,13 @@ fn label_of(value: &ChoiceValue, all: &[ChoiceValue]) -> String {
 /// `levels`: each `{label, description?}`, lowest first (their count is validation's
 /// rule). Returns the System One levels and the labels.
 fn levels(value: Option<&Value>, at: &[String]) -> Result<(Vec<Value>, Vec<String>), ApiError> {
-    let list = match value {
-        Some(Value::Array(list)) => list,
-        None => {
-            return refuse(
-                Code::InvalidCriteria,
-                at.to_vec(),
-                "a score question needs levels",
-            )
-        }
-        Some(other) => {
-            return refuse_type(
-                Code::InvalidCriteria,
-                at.to_vec(),
-                "levels must be an array",
-                other,
-            )
-        }
-    };
+    let list = required_array(
+        value,
+        at,
+        Code::InvalidCriteria,
+        "a score question needs levels",
+        "levels must be an array",
+    )?;
     let mut levels = Vec::with_capacity(list.len());
     let mut labels = Vec::with_capacity(list.len());
     for (k, level) in list.iter().enumerate() {
@@ -809,6 +776,21 @@ fn openai_options(body: &Map<String, Value>) -> Result<(), ApiError> {
             "prompt_cache_options must be an object",
             other,
         ),
+    }
+}
+
+/// A required array at `at`: `missing` when absent, `<must>, got <type>` when not an array.
+fn required_array<'v>(
+    value: Option<&'v Value>,
+    at: &[String],
+    code: Code,
+    missing: &str,
+    must: &str,
+) -> Result<&'v Vec<Value>, ApiError> {
+    match value {
+        Some(Value::Array(list)) => Ok(list),
+        None => refuse(code, at.to_vec(), missing),
+        Some(other) => refuse_type(code, at.to_vec(), must, other),
     }
 }
 
