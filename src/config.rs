@@ -97,6 +97,13 @@ pub struct ServeConfig {
     #[arg(long, env = "SYSTEMONE_PROFILES_DIR")]
     pub profiles_dir: Option<PathBuf>,
 
+    /// Log the first 200 bytes of a backend's error answers, at `trace`. Off by default: a
+    /// backend may repeat the prompt in an error, and the prompt holds callers' states and
+    /// questions. Only for debugging a backend, never where callers' content must stay out
+    /// of the logs. Without it an error is logged by status, length and a hash.
+    #[arg(long, env = "SYSTEMONE_LOG_BACKEND_ERROR_TEXT")]
+    pub log_backend_error_text: bool,
+
     #[command(flatten)]
     pub limits: Limits,
 

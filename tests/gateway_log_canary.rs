@@ -13,7 +13,8 @@
 //! caller's query and documents (canary strings, also in a refused body and a truncated
 //! document) ever reach a log line, `/metrics`, an error body or a header. The same holds
 //! for `/v1/decisions` (its input, instructions, choices and names, also in a refused
-//! body).
+//! body). Nor does a state the backend echoes back in its error text: that error is
+//! logged by status, length and hash only.
 
 mod common;
 
@@ -32,6 +33,8 @@ const DOC_CANARY: &str = "canary-document-51c9";
 const INPUT_CANARY: &str = "canary-input-8d2e";
 const CHOICE_CANARY: &str = "canary-choice-8d2e";
 const NAME_CANARY: &str = "canary-name-8d2e";
+/// In a state the fake backend echoes back in its error text (issue 16, item 3).
+const ECHO_CANARY: &str = "canary-echoed-state-3b7f";
 
 /// POSTs `body` to the service's `path` with `Authorization: Bearer <bearer>` when given.
 async fn rerank_as(
@@ -156,6 +159,15 @@ fn api_keys_never_reach_logs_errors_or_headers() {
             }
             ids.push((id, status, name));
         }
+        // A backend whose error repeats the prompt: the caller's state is in its text.
+        fake.set_fault(common::fake_vllm::Fault::EchoError);
+        let echoed = json!({"state": ECHO_CANARY, "questions": {"q": {"type": "noul", "instructions": "yes?"}}});
+        let reply = ask_as(&service, Some(LIST_KEY), &echoed).await;
+        fake.set_fault(common::fake_vllm::Fault::None);
+        assert_eq!(reply.status, 400, "{}", reply.text);
+        assert_eq!(reply.body["error"]["code"], "system_one_upstream_rejected");
+        assert!(!reply.text.contains(ECHO_CANARY), "{}", reply.text);
+        ids.push((reply.header("x-request-id").expect("request id").to_string(), 400, "key-1"));
         let metrics = common::metrics(&service).await;
         assert!(metrics.contains("route=\"/v1/decisions\""), "{metrics}");
         assert!(metrics.contains("route=\"/v2/rerank\""), "{metrics}");
@@ -170,6 +182,11 @@ fn api_keys_never_reach_logs_errors_or_headers() {
     });
     let text = log.text();
     assert!(text.contains("configuration"), "the config was logged");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("backend answered an error") && l.contains("body_bytes")),
+        "the echoing backend's error is logged by its length and hash"
+    );
     for (id, status, name) in &ids {
         let finished: Vec<&str> = text
             .lines()
@@ -196,6 +213,7 @@ fn api_keys_never_reach_logs_errors_or_headers() {
             INPUT_CANARY,
             CHOICE_CANARY,
             NAME_CANARY,
+            ECHO_CANARY,
         ] {
             assert!(
                 !line.contains(secret),

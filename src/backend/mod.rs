@@ -6,6 +6,7 @@
 //! differs from plain OpenAI and refuses what it cannot honour.
 
 mod http;
+pub use http::set_log_error_text;
 pub mod llamacpp;
 pub mod openai;
 pub mod vllm;

@@ -32,6 +32,7 @@ pub struct AppState {
 
 /// Builds the shared state from a serve configuration.
 pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
+    crate::backend::set_log_error_text(config.log_backend_error_text);
     let client = upstream_client(&config.upstream)?;
     let models = Models::from_configs(
         &config.model_configs()?,

@@ -40,6 +40,9 @@ pub enum Fault {
     ServerError,
     /// Sleep this long (tokio time, so paused clocks advance) before answering correctly.
     Slow(Duration),
+    /// A 400 whose error text repeats the request's messages (some backends echo the
+    /// prompt in a context-length error): the caller's content, which must not be logged.
+    EchoError,
     /// A 200 whose body is not JSON.
     MalformedJson,
     /// A 200 without `logprobs`.
@@ -336,6 +339,13 @@ async fn chat(State(state): State<Arc<FakeState>>, body: axum::body::Bytes) -> R
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "CUDA error at http://secret-backend.internal key sk-backend",
             )
+        }
+        Fault::EchoError => {
+            // From the prompt's state on, as a context-length error might quote it.
+            let messages = body["messages"].to_string();
+            let from = messages.find("{\\\"state\\\"").unwrap_or(0);
+            let echoed = format!("prompt too long near {}", &messages[from..]);
+            return error(StatusCode::BAD_REQUEST, &echoed);
         }
         Fault::MalformedJson => return (StatusCode::OK, "{\"choices\": [").into_response(),
         Fault::Slow(d) => tokio::time::sleep(*d).await,
