@@ -3,8 +3,8 @@
 //! workflow engine branches on. Handlers never pick a status.
 //!
 //! Messages meant for the caller name the field, the limit and the value the caller sent;
-//! they never carry the backend's own text, URL or key (those are logged once, at `warn`,
-//! where the failure is first seen).
+//! they never carry the backend's own text, URL or key (its failure is logged once, at `warn`,
+//! where it is first seen, by status and length: never the text, which may echo the prompt).
 
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
