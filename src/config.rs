@@ -114,6 +114,9 @@ pub struct ServeConfig {
     pub gateway: GatewaySettings,
 
     #[command(flatten)]
+    pub edge: EdgeSettings,
+
+    #[command(flatten)]
     pub limit_store: LimitStoreSettings,
 
     /// Log format (`text` for people, `json` for collectors). Level via `RUST_LOG`.
@@ -336,6 +339,98 @@ pub struct GatewaySettings {
     /// connections are refused at once); the process exits when they are done or this ends.
     #[arg(long, env = "SYSTEMONE_SHUTDOWN_GRACE_SECS", default_value_t = 30.0)]
     pub shutdown_grace_secs: f64,
+}
+
+/// How the edge treats client connections (`src/http/edge/`): deadlines, caps, head
+/// limits. A timeout of 0 turns that rule off.
+#[derive(Debug, Clone, Args)]
+pub struct EdgeSettings {
+    /// Seconds a client may take to send a request's head (method, path, headers), from
+    /// its first byte (or from connecting, for the first request); then 408
+    /// `system_one_request_timeout` and the connection is closed.
+    #[arg(long, env = "SYSTEMONE_HEADER_READ_TIMEOUT_SECS", default_value_t = 10.0, value_parser = seconds)]
+    pub header_read_timeout_secs: f64,
+
+    /// Seconds a client may take to send a request's body, from the end of its head; then
+    /// 408 `system_one_request_timeout`.
+    #[arg(long, env = "SYSTEMONE_BODY_READ_TIMEOUT_SECS", default_value_t = 30.0, value_parser = seconds)]
+    pub body_read_timeout_secs: f64,
+
+    /// Seconds a keep-alive connection may sit idle between requests before it is closed
+    /// (without a response: none is due).
+    #[arg(long, env = "SYSTEMONE_IDLE_TIMEOUT_SECS", default_value_t = 60.0, value_parser = seconds)]
+    pub idle_timeout_secs: f64,
+
+    /// Most client connections open at once. A connection beyond it is answered 503
+    /// `system_one_overloaded` with `Retry-After` and closed; open ones are served as usual.
+    #[arg(long, env = "SYSTEMONE_MAX_CONNECTIONS", default_value_t = 4096, value_parser = at_least_one)]
+    pub max_connections: usize,
+
+    /// Most API requests (`/v1`, `/v2`) being handled at once, waiting for upstream slots
+    /// included; beyond it a request is answered 503 `system_one_overloaded` with
+    /// `Retry-After` at once rather than queued. Health, readiness and metrics are not
+    /// counted, so an operator can still look in.
+    #[arg(long, env = "SYSTEMONE_MAX_CONCURRENT_REQUESTS", default_value_t = 512, value_parser = at_least_one)]
+    pub max_concurrent_requests: usize,
+
+    /// Most bytes of one request head (request line and headers); beyond it 431
+    /// `system_one_headers_too_large`.
+    #[arg(long, env = "SYSTEMONE_MAX_HEADER_BYTES", default_value_t = 32 * 1024, value_parser = at_least_one)]
+    pub max_header_bytes: usize,
+
+    /// Most header lines in one request head; beyond it 431 `system_one_headers_too_large`.
+    #[arg(long, env = "SYSTEMONE_MAX_HEADERS", default_value_t = 100, value_parser = at_least_one)]
+    pub max_headers: usize,
+}
+
+impl Default for EdgeSettings {
+    /// The flags' defaults.
+    fn default() -> Self {
+        clap_defaults()
+    }
+}
+
+impl EdgeSettings {
+    /// The head deadline (`None`: off).
+    pub fn header_read_timeout(&self) -> Option<Duration> {
+        deadline(self.header_read_timeout_secs)
+    }
+    /// The body deadline (`None`: off).
+    pub fn body_read_timeout(&self) -> Option<Duration> {
+        deadline(self.body_read_timeout_secs)
+    }
+    /// The idle keep-alive deadline (`None`: off).
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        deadline(self.idle_timeout_secs)
+    }
+}
+
+/// A timeout flag as a deadline: 0 is off. The flag's parser has already refused
+/// negative, non-finite and absurd values.
+fn deadline(secs: f64) -> Option<Duration> {
+    (secs > 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// Parses a count that must be at least 1 (a cap of 0 would refuse everything).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{text:?} is not a whole number of at least 1")),
+    }
+}
+
+/// Parses a timeout in seconds: finite, 0 (off) up to a day.
+fn seconds(text: &str) -> Result<f64, String> {
+    const DAY: f64 = 86_400.0;
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if secs.is_finite() && (0.0..=DAY).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(format!("{secs} is outside 0 (off) to {DAY} seconds"))
+    }
 }
 
 impl GatewaySettings {

@@ -131,6 +131,11 @@ codes! {
     CircuitOpen => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_circuit_open"),
     UpstreamTimeout => (StatusCode::GATEWAY_TIMEOUT, Timeout, "system_one_upstream_timeout"),
     DeadlineExceeded => (StatusCode::GATEWAY_TIMEOUT, Timeout, "system_one_deadline_exceeded"),
+    // The edge: refused before or while a request is read (`src/http/edge/`).
+    BadRequestHead => (StatusCode::BAD_REQUEST, Invalid, "system_one_bad_request_head"),
+    HeadersTooLarge => (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, CapExceeded, "system_one_headers_too_large"),
+    RequestTimeout => (StatusCode::REQUEST_TIMEOUT, Timeout, "system_one_request_timeout"),
+    Overloaded => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_overloaded"),
     // Routing and the unexpected.
     NotFound => (StatusCode::NOT_FOUND, Invalid, "system_one_not_found"),
     MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Invalid, "system_one_method_not_allowed"),

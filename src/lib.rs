@@ -71,7 +71,7 @@ pub mod request;
 pub mod secret;
 pub mod shipped;
 
-pub use http::serve::serve;
+pub use http::edge::{serve, Edge};
 pub use http::state::{build_state, upstream_client, AppState};
 
 /// The service's router for a state (what `serve` runs).

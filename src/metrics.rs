@@ -59,6 +59,13 @@ pub struct Metrics {
     limit_store_decisions: IntCounterVec,
     /// 1 when the limit store answered its last call, else 0.
     limit_store_up: IntGaugeVec,
+    /// Client connections open now (the edge's own count).
+    open_connections: IntGauge,
+    /// Connections the edge refused or closed, by rule (`connection_cap`,
+    /// `header_timeout`, `idle_timeout`, `bad_request_head`, `headers_too_large`).
+    connections_closed: IntCounterVec,
+    /// Requests refused over the concurrent-request cap (503 `system_one_overloaded`).
+    requests_shed: prometheus::IntCounter,
 }
 
 impl Default for Metrics {
@@ -173,6 +180,19 @@ impl Metrics {
                 "1 when the per-key limit store answered its last call, else 0",
                 &["store"],
             ),
+            open_connections: r.register(IntGauge::new(
+                "open_connections",
+                "Client connections open now",
+            )),
+            connections_closed: r.counters(
+                "connections_closed_total",
+                "Client connections the edge refused or closed, by rule",
+                &["rule"],
+            ),
+            requests_shed: r.register(prometheus::IntCounter::new(
+                "requests_shed_total",
+                "Requests refused over the concurrent-request cap",
+            )),
             registry,
         }
     }
@@ -255,6 +275,21 @@ impl Metrics {
 
     /// Counts one finished request and records how long it took (the route label is the
     /// matched route pattern, so its values are bounded).
+    /// A client connection opened (+1) or closed (-1).
+    pub fn add_open_connections(&self, delta: i64) {
+        self.open_connections.add(delta);
+    }
+
+    /// A connection the edge refused or closed by `rule` (a fixed name).
+    pub fn count_connection_closed(&self, rule: &'static str) {
+        self.connections_closed.with_label_values(&[rule]).inc();
+    }
+
+    /// A request refused over the concurrent-request cap.
+    pub fn count_request_shed(&self) {
+        self.requests_shed.inc();
+    }
+
     pub fn count_request(&self, route: &str, status: u16, code: &str, elapsed: Duration) {
         self.requests
             .with_label_values(&[route, &status.to_string(), code])

@@ -332,7 +332,8 @@ async fn backend_400_is_upstream_rejected() {
 // ---------------------------------------------------------------------------------------
 
 /// A backend that takes an hour hits the default 30 s per-read timeout: 504
-/// `system_one_upstream_timeout` (paused clock, no real waiting).
+/// `system_one_upstream_timeout` (paused clock, no real waiting). The read keeps its slot
+/// while the backend still works on it, up to the 60 s bound on an abandoned exchange.
 #[tokio::test(start_paused = true)]
 async fn slow_backend_is_504_upstream_timeout() {
     let (fake, service) = setup(&[]).await;
@@ -342,6 +343,14 @@ async fn slow_backend_is_504_upstream_timeout() {
     assert_no_leak(&reply, &fake.base_url());
     assert_request_id(&reply);
     assert_eq!(fake.chat_requests(), 1);
+    assert_slot_held_then_freed(&service, Duration::from_secs(60)).await;
+}
+
+/// A read abandoned mid-exchange still holds its slot (the backend is working on it), and
+/// gives it back within `bound` (paused clock).
+async fn assert_slot_held_then_freed(service: &Service, bound: Duration) {
+    assert_eq!(service.state.pipeline.in_flight().in_use(), 1);
+    tokio::time::sleep(bound + Duration::from_secs(1)).await;
     assert_eq!(service.state.pipeline.in_flight().in_use(), 0);
 }
 
@@ -355,12 +364,16 @@ async fn request_deadline_is_504_deadline_exceeded() {
     let reply = ask(&service, &several_choices(3)).await;
     assert_error(&reply, 504, "system_one_deadline_exceeded", "timeout");
     assert_no_leak(&reply, &fake.base_url());
+    // Three reads were abandoned mid-exchange: each holds its slot to the 60 s bound.
+    assert_eq!(service.state.pipeline.in_flight().in_use(), 3);
+    tokio::time::sleep(Duration::from_secs(61)).await;
     assert_eq!(service.state.pipeline.in_flight().in_use(), 0);
 }
 
 /// The deadline counts time spent waiting for an in-flight slot: with `--max-in-flight 1`,
 /// a 50 s deadline and 5 reads of 20 s each (every read within the 30 s read timeout, 100 s
-/// in all), the request is a 504 `system_one_deadline_exceeded`, and the slots are freed.
+/// in all), the request is a 504 `system_one_deadline_exceeded`, and the slot is freed when
+/// the backend finishes the read it was on.
 #[tokio::test(start_paused = true)]
 async fn the_deadline_includes_slot_waits() {
     let (fake, service) = setup(&["--max-in-flight", "1", "--request-timeout-secs", "50"]).await;
@@ -368,7 +381,7 @@ async fn the_deadline_includes_slot_waits() {
     let reply = ask(&service, &several_choices(5)).await;
     assert_error(&reply, 504, "system_one_deadline_exceeded", "timeout");
     assert!(fake.chat_requests() < 5, "{} reads", fake.chat_requests());
-    assert_eq!(service.state.pipeline.in_flight().in_use(), 0);
+    assert_slot_held_then_freed(&service, Duration::from_secs(20)).await;
 }
 
 /// A backend that takes 20 s (within the 30 s read timeout and the 120 s deadline) answers

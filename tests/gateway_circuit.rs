@@ -487,9 +487,11 @@ async fn serve(fake: &FakeVllm, grace_secs: &str) -> Running {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let edge = systemone::Edge::new(&state);
     let server = tokio::spawn(systemone::serve(
         listener,
         systemone::app(state),
+        edge,
         async move {
             let _ = stopped.await;
         },

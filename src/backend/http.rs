@@ -1,10 +1,82 @@
-//! HTTP plumbing every dialect shares: transport errors, capped bodies, status mapping.
+//! HTTP plumbing every dialect shares: the exchange under its in-flight permit, transport
+//! errors, capped bodies, status mapping.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 use super::BackendError;
+use crate::limits::InFlightPermit;
+
+/// How long an exchange whose caller stopped waiting may run on in the background before
+/// it is cut (a backend that never answers must not hold a slot forever).
+const ABANDONED_EXCHANGE_BOUND: Duration = Duration::from_secs(60);
+
+/// Sends `call` and reads its answer whole (a 2xx body, or the error its status stands
+/// for), holding a share of the read's in-flight slot until the backend can no longer be
+/// working on it (the slot is free once every share is gone: a read of several exchanges
+/// holds one share throughout, each exchange another).
+///
+/// If the caller stops waiting (a sibling read failed, the read timed out, the client
+/// left), the exchange is not cut: it runs on in a background task to its end (at most
+/// [`ABANDONED_EXCHANGE_BOUND`]) and only then returns the permit. Cutting it would free
+/// the slot while the backend still computes the answer (the HTTP client closes the
+/// connection in its own task, after the drop), so the backend could see more requests
+/// than the cap.
+pub(crate) async fn exchange(
+    call: reqwest::RequestBuilder,
+    slot: &Arc<InFlightPermit>,
+) -> Result<Vec<u8>, BackendError> {
+    let exchange = async move {
+        let mut response = call.send().await.map_err(transport_error)?;
+        read_success(&mut response).await
+    };
+    ToTheEnd {
+        exchange: Some(Box::pin(exchange)),
+        slot: Some(slot.clone()),
+    }
+    .await
+}
+
+/// An exchange that, dropped before its end, finishes in the background with its permit.
+struct ToTheEnd<F: Future + Send + 'static> {
+    exchange: Option<Pin<Box<F>>>,
+    slot: Option<Arc<InFlightPermit>>,
+}
+
+impl<F: Future + Send + 'static> Future for ToTheEnd<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let Some(exchange) = self.exchange.as_mut() else {
+            return Poll::Pending;
+        };
+        let out = std::task::ready!(exchange.as_mut().poll(cx));
+        self.exchange = None;
+        self.slot = None;
+        Poll::Ready(out)
+    }
+}
+
+impl<F: Future + Send + 'static> Drop for ToTheEnd<F> {
+    fn drop(&mut self) {
+        let (Some(exchange), slot) = (self.exchange.take(), self.slot.take()) else {
+            return;
+        };
+        // Without a runtime (the process is ending) there is nothing to finish it on.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = tokio::time::timeout(ABANDONED_EXCHANGE_BOUND, exchange).await;
+                drop(slot);
+            });
+        }
+    }
+}
 
 /// Whether a backend's error text may be logged (at `trace`): off unless the operator
 /// passes `--log-backend-error-text`. A backend may repeat the prompt in an error (some do

@@ -27,13 +27,16 @@
 //! `post_sampling_probs` read to 1.1e-6 (technique §7); a second read costs 20–35 ms even
 //! from the cache. So the second read is only the fallback.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::http::{read_success, transport_error};
+use super::http::exchange;
 use super::openai::{ChatResponse, TokenLogprobs};
-use super::{holding, Backend, BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
+use super::{Backend, BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
 use crate::limits::InFlightPermit;
 use crate::secret::Secret;
 
@@ -154,18 +157,26 @@ impl LlamaCppBackend {
         }
     }
 
-    async fn post(&self, url: &str, body: &impl Serialize) -> Result<Vec<u8>, BackendError> {
+    async fn post(
+        &self,
+        url: &str,
+        body: &impl Serialize,
+        slot: &Arc<InFlightPermit>,
+    ) -> Result<Vec<u8>, BackendError> {
         let mut call = self.client.post(url).json(body);
         if let Some(key) = &self.api_key {
             call = call.bearer_auth(key.expose());
         }
-        let mut response = call.send().await.map_err(transport_error)?;
-        read_success(&mut response).await
+        exchange(call, slot).await
     }
 
-    async fn send(&self, request: ReadRequest<'_>) -> Result<ReadReply, BackendError> {
+    async fn send(
+        &self,
+        request: ReadRequest<'_>,
+        slot: &Arc<InFlightPermit>,
+    ) -> Result<ReadReply, BackendError> {
         let bytes = self
-            .post(&self.chat_url, &self.body(&request, false))
+            .post(&self.chat_url, &self.body(&request, false), slot)
             .await?;
         let raw = parse(&bytes)?;
         let mut usage = raw.usage;
@@ -186,7 +197,7 @@ impl LlamaCppBackend {
         }
         // Some option is outside the raw top-K: read the masked distribution itself.
         let bytes = self
-            .post(&self.chat_url, &self.body(&request, true))
+            .post(&self.chat_url, &self.body(&request, true), slot)
             .await?;
         let masked = parse(&bytes)?;
         let entries = masked.entries(true)?;
@@ -219,12 +230,16 @@ impl LlamaCppBackend {
         })
     }
 
-    async fn tokenize_texts(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, BackendError> {
+    async fn tokenize_texts(
+        &self,
+        texts: &[String],
+        slot: &Arc<InFlightPermit>,
+    ) -> Result<Vec<Vec<u32>>, BackendError> {
         let url = format!("{}/tokenize", self.root_url);
         let mut out = Vec::with_capacity(texts.len());
         for text in texts {
             let bytes = self
-                .post(&url, &serde_json::json!({"content": text, "add_special": false, "with_pieces": false}))
+                .post(&url, &serde_json::json!({"content": text, "add_special": false, "with_pieces": false}), slot)
                 .await?;
             let parsed: TokenizeResponse = serde_json::from_slice(&bytes)
                 .map_err(|e| BackendError::Protocol(format!("malformed /tokenize answer: {e}")))?;
@@ -235,7 +250,11 @@ impl LlamaCppBackend {
 
     /// Whether the chat template opens a reasoning block between the user turn and the
     /// `answer=` prefill (such models would answer inside their thoughts).
-    async fn opens_reasoning(&self, prefix: &str) -> Result<Option<String>, BackendError> {
+    async fn opens_reasoning(
+        &self,
+        prefix: &str,
+        slot: &Arc<InFlightPermit>,
+    ) -> Result<Option<String>, BackendError> {
         const PROBE: &str = "SYSTEMONE-TEMPLATE-PROBE";
         let mut body = serde_json::json!({
             "messages": [{"role": "user", "content": PROBE}, {"role": "assistant", "content": prefix}],
@@ -246,7 +265,7 @@ impl LlamaCppBackend {
             body["chat_template_kwargs"] = kwargs.clone();
         }
         let bytes = self
-            .post(&format!("{}/apply-template", self.root_url), &body)
+            .post(&format!("{}/apply-template", self.root_url), &body, slot)
             .await?;
         let parsed: ApplyTemplateResponse = serde_json::from_slice(&bytes).map_err(|e| {
             BackendError::Protocol(format!("malformed /apply-template answer: {e}"))
@@ -286,7 +305,8 @@ impl Backend for LlamaCppBackend {
         request: ReadRequest<'a>,
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<ReadReply, BackendError>> {
-        holding(permit, self.send(request))
+        let slot = Arc::new(permit);
+        async move { self.send(request, &slot).await }.boxed()
     }
 
     fn tokenize<'a>(
@@ -294,7 +314,8 @@ impl Backend for LlamaCppBackend {
         texts: &'a [String],
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>> {
-        holding(permit, self.tokenize_texts(texts))
+        let slot = Arc::new(permit);
+        async move { self.tokenize_texts(texts, &slot).await }.boxed()
     }
 
     fn refuses_template<'a>(
@@ -302,7 +323,8 @@ impl Backend for LlamaCppBackend {
         prefix: &'a str,
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<Option<String>, BackendError>> {
-        holding(permit, self.opens_reasoning(prefix))
+        let slot = Arc::new(permit);
+        async move { self.opens_reasoning(prefix, &slot).await }.boxed()
     }
 }
 

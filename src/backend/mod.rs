@@ -118,20 +118,6 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// Runs one upstream exchange while holding its in-flight permit, released when the
-/// exchange completes (every dialect's `read` and `tokenize` go through here).
-pub(crate) fn holding<'a, T: Send + 'a>(
-    permit: InFlightPermit,
-    exchange: impl std::future::Future<Output = T> + Send + 'a,
-) -> BoxFuture<'a, T> {
-    async move {
-        let out = exchange.await;
-        drop(permit);
-        out
-    }
-    .boxed()
-}
-
 impl From<BackendError> for ApiError {
     fn from(e: BackendError) -> Self {
         let retry = |s: Option<u64>| s.unwrap_or(1).clamp(1, MAX_RETRY_AFTER_SECS);

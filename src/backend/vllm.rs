@@ -14,12 +14,15 @@
 //! Servers older than `logprob_token_ids` ignore it silently and return the top-k instead,
 //! so every requested id must come back: a missing one is a protocol error, never a zero.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 
-use super::http::{read_success, transport_error};
+use super::http::exchange;
 use super::openai::ChatResponse;
-use super::{holding, Backend, BackendError, Messages, ReadReply, ReadRequest};
+use super::{Backend, BackendError, Messages, ReadReply, ReadRequest};
 use crate::limits::InFlightPermit;
 use crate::secret::Secret;
 
@@ -83,7 +86,11 @@ impl VllmBackend {
     }
 
     /// `POST <base>/completions` with `echo` and `max_tokens: 0`: the prompt's tokens as ids.
-    async fn tokenize_texts(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, BackendError> {
+    async fn tokenize_texts(
+        &self,
+        texts: &[String],
+        slot: &Arc<InFlightPermit>,
+    ) -> Result<Vec<Vec<u32>>, BackendError> {
         let body = serde_json::json!({
             "model": self.upstream_model,
             "prompt": texts,
@@ -97,8 +104,7 @@ impl VllmBackend {
         if let Some(key) = &self.api_key {
             call = call.bearer_auth(key.expose());
         }
-        let mut response = call.send().await.map_err(transport_error)?;
-        let bytes = read_success(&mut response).await?;
+        let bytes = exchange(call, slot).await?;
         let parsed: CompletionsResponse = serde_json::from_slice(&bytes)
             .map_err(|e| BackendError::Protocol(format!("malformed tokenize answer: {e}")))?;
         let mut out = vec![None; texts.len()];
@@ -144,7 +150,11 @@ impl VllmBackend {
         }
     }
 
-    async fn send(&self, request: ReadRequest<'_>) -> Result<ReadReply, BackendError> {
+    async fn send(
+        &self,
+        request: ReadRequest<'_>,
+        slot: &Arc<InFlightPermit>,
+    ) -> Result<ReadReply, BackendError> {
         let body = serde_json::to_vec(&self.body(&request))
             .map_err(|e| BackendError::Protocol(format!("cannot encode request: {e}")))?;
         let mut call = self
@@ -155,8 +165,7 @@ impl VllmBackend {
         if let Some(key) = &self.api_key {
             call = call.bearer_auth(key.expose());
         }
-        let mut response = call.send().await.map_err(transport_error)?;
-        let bytes = read_success(&mut response).await?;
+        let bytes = exchange(call, slot).await?;
         parse_reply(&bytes, request.read_ids)
     }
 }
@@ -175,7 +184,8 @@ impl Backend for VllmBackend {
         request: ReadRequest<'a>,
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<ReadReply, BackendError>> {
-        holding(permit, self.send(request))
+        let slot = Arc::new(permit);
+        async move { self.send(request, &slot).await }.boxed()
     }
 
     fn tokenize<'a>(
@@ -183,7 +193,8 @@ impl Backend for VllmBackend {
         texts: &'a [String],
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>> {
-        holding(permit, self.tokenize_texts(texts))
+        let slot = Arc::new(permit);
+        async move { self.tokenize_texts(texts, &slot).await }.boxed()
     }
 }
 

@@ -61,9 +61,11 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         tracing::info!(keys = state.keys.len(), "API keys configured");
     }
+    let edge = crate::Edge::new(&state);
     crate::serve(
         listener,
         crate::app(state),
+        edge,
         shutdown_signal(),
         config.gateway.shutdown_grace(),
     )

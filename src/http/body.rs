@@ -10,6 +10,7 @@ use http_body_util::{BodyExt, Limited};
 use serde_json::Value;
 
 use super::blocking;
+use super::edge::BodyTimedOut;
 use crate::error::{ApiError, Code};
 use crate::json::{parse_strict, JsonError};
 use crate::request::images::{part_label, Parts};
@@ -74,6 +75,8 @@ pub async fn read_request(
                     Code::BodyTooLarge,
                     format!("the body is larger than the limit of {max_bytes} bytes"),
                 )
+            } else if let Some(timed_out) = BodyTimedOut::find(e.as_ref()) {
+                ApiError::new(Code::RequestTimeout, timed_out.to_string())
             } else {
                 ApiError::new(Code::InvalidJson, "the body could not be read")
             }

@@ -8,10 +8,10 @@ pub mod auth;
 mod blocking;
 pub mod body;
 mod decisions;
+pub mod edge;
 pub mod openapi;
 mod playground;
 mod rerank;
-pub mod serve;
 pub mod state;
 mod systemone;
 mod usage;
@@ -40,6 +40,14 @@ use auth::{AuthError, Caller};
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
+impl RequestId {
+    /// A fresh id.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        RequestId(format!("req_{}", uuid::Uuid::new_v4().simple()))
+    }
+}
+
 /// `x-typesafe-request-id`, which the Python SDK reads.
 pub static TYPESAFE_REQUEST_ID: HeaderName = HeaderName::from_static("x-typesafe-request-id");
 /// `x-request-id`, the same value for everything else.
@@ -47,13 +55,16 @@ pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The service's router.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let api = Router::new()
         .route("/v1/systemone", post(systemone::handle))
         .route("/v1/decisions", post(decisions::handle))
         .route("/v2/rerank", post(rerank::handle))
         .route("/v1/rerank", post(rerank::handle))
         .route("/v1/models", get(list_models))
         .route("/v1/usage", get(usage::handle))
+        .layer(shed_over_cap(&state));
+    Router::new()
+        .merge(api)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -69,6 +80,46 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// The cap on API requests being handled at once (`--max-concurrent-requests`): beyond
+/// it a request is answered 503 `system_one_overloaded` with `Retry-After` at once, rather
+/// than queued without bound. One tower semaphore for all the API routes, with load
+/// shedding; a request holds its place until its response is made.
+fn shed_over_cap(
+    state: &AppState,
+) -> impl tower::Layer<
+    axum::routing::Route,
+    Service = impl tower::Service<
+        Request,
+        Response = Response,
+        Error = std::convert::Infallible,
+        Future = impl Send + 'static,
+    > + Clone
+                  + Send
+                  + Sync
+                  + 'static,
+> + Clone
+       + Send
+       + Sync
+       + 'static {
+    let max = state.edge.max_concurrent_requests;
+    let metrics = state.metrics.clone();
+    tower::ServiceBuilder::new()
+        .layer(axum::error_handling::HandleErrorLayer::new(
+            move |_: tower::BoxError| {
+                metrics.count_request_shed();
+                std::future::ready(
+                    ApiError::new(
+                        Code::Overloaded,
+                        format!("the service is handling its limit of {max} requests; retry later"),
+                    )
+                    .retry_after(1),
+                )
+            },
+        ))
+        .load_shed()
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(max))
+}
+
 /// Gives each request an id, a tracing span and one summary log line; puts the id on the
 /// response. The log names the route and outcome only, never the caller's content.
 async fn request_context(
@@ -76,7 +127,7 @@ async fn request_context(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let id = format!("req_{}", uuid::Uuid::new_v4().simple());
+    let RequestId(id) = RequestId::new();
     let route = request
         .extensions()
         .get::<MatchedPath>()
@@ -94,7 +145,14 @@ async fn request_context(
         upstream_requests = tracing::field::Empty,
     );
     let started = Instant::now();
+    let mut abandoned = Abandoned {
+        state: &state,
+        route: &route,
+        started,
+        span: &span,
+    };
     let mut response = next.run(request).instrument(span.clone()).await;
+    abandoned.disarm();
     let code = response.extensions().get::<Code>().map(|c| c.as_str());
     state.metrics.count_request(
         &route,
@@ -116,6 +174,49 @@ async fn request_context(
         headers.insert(REQUEST_ID.clone(), value);
     }
     response
+}
+
+/// The status a request the client abandoned is counted with (nginx's "client closed
+/// request"); it is never sent, there being no one to send it to.
+const CLIENT_CLOSED_STATUS: u16 = 499;
+
+/// While armed, counts and logs the request as abandoned when dropped: hyper drops a
+/// request's handler when its client closes the connection before the response is made.
+struct Abandoned<'a> {
+    state: &'a AppState,
+    route: &'a str,
+    started: Instant,
+    span: &'a tracing::Span,
+}
+
+impl Abandoned<'_> {
+    /// The response was made: nothing to count here.
+    fn disarm(&mut self) {
+        self.route = "";
+    }
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if self.route.is_empty() {
+            return;
+        }
+        let elapsed = self.started.elapsed();
+        self.state.metrics.count_request(
+            self.route,
+            CLIENT_CLOSED_STATUS,
+            "client_closed",
+            elapsed,
+        );
+        self.span.in_scope(|| {
+            tracing::info!(
+                status = CLIENT_CLOSED_STATUS,
+                error_code = "client_closed",
+                latency_ms = elapsed.as_secs_f64() * 1e3,
+                "request abandoned by the client"
+            )
+        });
+    }
 }
 
 /// The caller of a `/v1` route: authenticated by its bearer and counted against its key's

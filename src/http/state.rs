@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::calibration::profile::{Profiles, Served};
-use crate::config::{ConfigError, Limits, ServeConfig, UpstreamSettings};
+use crate::config::{ConfigError, EdgeSettings, Limits, ServeConfig, UpstreamSettings};
 use crate::engine::Pipeline;
 use crate::metrics::Metrics;
 use crate::models::Models;
@@ -28,6 +28,8 @@ pub struct AppState {
     pub quotas: Arc<Quotas>,
     /// The key name that may read every key's usage (`--admin-key`).
     pub admin_key: Option<String>,
+    /// Connection deadlines and caps, and the concurrent-request cap.
+    pub edge: Arc<EdgeSettings>,
 }
 
 /// Builds the shared state from a serve configuration.
@@ -77,6 +79,7 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         keys: Arc::new(keys),
         quotas: Arc::new(quotas),
         admin_key: settings.admin_key.clone(),
+        edge: Arc::new(config.edge.clone()),
     })
 }
 

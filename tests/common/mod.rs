@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod real_tokenizers;
 pub mod redis;
 pub mod rows;
+pub mod tcp_counter;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

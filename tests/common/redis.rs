@@ -181,9 +181,11 @@ impl Stoppable {
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let edge = systemone::Edge::new(&state);
         let server = tokio::spawn(systemone::serve(
             listener,
             systemone::app(state.clone()),
+            edge,
             async move {
                 let _ = stopped.await;
             },

@@ -1,0 +1,118 @@
+//! The request body under the body read deadline, and the response body that tells the
+//! connection's guard when its request is over.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+
+use super::guard::InService;
+
+/// The body did not arrive within the body read timeout.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("the body did not arrive within the body read timeout of {} s", .0.as_secs_f64())]
+pub struct BodyTimedOut(pub Duration);
+
+impl BodyTimedOut {
+    /// The timeout somewhere in `error`'s chain of sources (axum wraps a body's errors).
+    pub fn find(error: &(dyn std::error::Error + 'static)) -> Option<BodyTimedOut> {
+        let mut cause = Some(error);
+        while let Some(e) = cause {
+            if let Some(found) = e.downcast_ref::<BodyTimedOut>() {
+                return Some(*found);
+            }
+            cause = e.source();
+        }
+        None
+    }
+}
+
+/// A request body that fails with [`BodyTimedOut`] once its deadline passes (counted from
+/// the end of the head, when the service gets the request).
+pub struct DeadlineBody {
+    inner: Incoming,
+    deadline: Option<(Pin<Box<tokio::time::Sleep>>, Duration)>,
+}
+
+impl DeadlineBody {
+    pub fn new(inner: Incoming, timeout: Option<Duration>) -> Self {
+        DeadlineBody {
+            inner,
+            deadline: timeout.map(|t| (Box::pin(tokio::time::sleep(t)), t)),
+        }
+    }
+}
+
+impl Body for DeadlineBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        if let Some((sleep, after)) = &mut this.deadline {
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Some(Err(Box::new(BodyTimedOut(*after)))));
+            }
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A response body holding its request's [`InService`] token until the body has been
+/// sent (or dropped).
+pub struct Tracked {
+    inner: axum::body::Body,
+    token: Option<InService>,
+}
+
+impl Tracked {
+    pub fn new(inner: axum::body::Body, token: InService) -> Self {
+        Tracked {
+            inner,
+            token: Some(token),
+        }
+    }
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let frame = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(None) = frame {
+            this.token = None;
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
