@@ -459,3 +459,72 @@ async fn a_request_its_client_abandons_is_logged_and_counted_as_client_closed() 
             && l.contains("/v1/systemone")
             && l.contains("client_closed")));
 }
+
+/// Under a low file-descriptor limit (256, set for the binary by its shell) the connection
+/// cap is lowered to fit at startup, with a warning, so callers beyond it get the cap's 503
+/// instead of an `accept` that fails and a connection left hanging; open ones are served.
+#[tokio::test]
+async fn the_connection_cap_is_fitted_under_the_file_descriptor_limit() {
+    use std::io::BufRead;
+    let binary = env!("CARGO_BIN_EXE_systemone");
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 256 && exec {binary} serve --listen 127.0.0.1:0 --backend vllm \
+             --backend-url http://127.0.0.1:9/v1 --token-table golden-fake \
+             --model glm-5.3-flash --token-check-interval-secs 0"
+        ))
+        .env("RUST_LOG", "warn,systemone::cli=info")
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let (addr, warning) = tokio::task::spawn_blocking(move || {
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let (mut addr, mut warning) = (None, None);
+        for line in lines.by_ref().map_while(Result::ok) {
+            if line.contains("lowered") {
+                warning = Some(line.clone());
+            }
+            if let Some(at) = line.split("address=").nth(1) {
+                addr = at.split_whitespace().next().and_then(|a| a.parse().ok());
+            }
+            if addr.is_some() && warning.is_some() {
+                break;
+            }
+        }
+        std::thread::spawn(move || lines.for_each(drop));
+        (addr, warning)
+    })
+    .await
+    .expect("stderr reader");
+    let addr: SocketAddr = addr.expect("listening line");
+    let warning = warning.expect("a warning that the cap was lowered");
+    assert!(warning.contains("fd_limit=256"), "{warning}");
+    let mut streams = Vec::new();
+    for _ in 0..300 {
+        streams.push(connect(addr).await);
+    }
+    let mut refused = 0;
+    for stream in &mut streams[200..] {
+        let raw = read_response(stream, &mut Vec::new()).await;
+        if let Some(raw) = raw {
+            raw.assert_refusal(503, "system_one_overloaded");
+            refused += 1;
+        }
+    }
+    assert_eq!(
+        refused, 100,
+        "every connection beyond the fitted cap is refused"
+    );
+    let first = &mut streams[0];
+    first
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let health = read_response(first, &mut Vec::new()).await.expect("200");
+    assert_eq!(health.status, 200);
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -61,7 +61,9 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         tracing::info!(keys = state.keys.len(), "API keys configured");
     }
-    let edge = crate::Edge::new(&state);
+    let mut edge = crate::Edge::new(&state);
+    // Each model's pool may keep up to --max-in-flight connections.
+    edge.fit_to_fd_limit(config.upstream.max_in_flight * state.models.iter().count().max(1));
     crate::serve(
         listener,
         crate::app(state),

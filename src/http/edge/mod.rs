@@ -37,6 +37,10 @@ use crate::metrics::Metrics;
 use guard::{Activity, Guarded, Rules};
 use refusal::Refusal;
 
+/// File descriptors kept back from the connection cap beyond the upstream connections: the
+/// listener, the limit store, log and data files.
+const RESERVED_FDS: u64 = 64;
+
 /// hyper's own floor for its read buffer.
 const MIN_BUF_BYTES: usize = 8192;
 
@@ -53,6 +57,32 @@ impl Edge {
         Edge {
             settings: (*state.edge).clone(),
             metrics: (*state.metrics).clone(),
+        }
+    }
+
+    /// Fits the connection cap under the process's file-descriptor limit: raises the soft
+    /// limit towards the hard one as far as the cap needs, and if that is not enough lowers
+    /// the cap (with a warning), so that the cap's 503, not a failing `accept`, is what a
+    /// caller beyond it meets. `upstream` is how many descriptors the backends' connections
+    /// may hold.
+    pub fn fit_to_fd_limit(&mut self, upstream: usize) {
+        let reserved = upstream as u64 + RESERVED_FDS;
+        let wanted = self.settings.max_connections as u64 + reserved;
+        match rlimit::increase_nofile_limit(wanted) {
+            Ok(limit) if limit < wanted => {
+                let fit = usize::try_from(limit.saturating_sub(reserved))
+                    .unwrap_or(usize::MAX)
+                    .max(1);
+                tracing::warn!(
+                    max_connections = self.settings.max_connections,
+                    fd_limit = limit,
+                    lowered_to = fit,
+                    "--max-connections does not fit the file-descriptor limit: lowered"
+                );
+                self.settings.max_connections = fit;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the file-descriptor limit"),
         }
     }
 
