@@ -174,29 +174,19 @@ fn main() {
     client_rt.block_on(async {
         for r in 0..ROUNDS {
             for attacked in [r % 2 == 1, r % 2 == 0] {
+                let measure = || {
+                    let request = request.try_clone().expect("plain");
+                    drive(request, CALLERS, Duration::from_millis(250), round)
+                };
                 if !attacked {
-                    let phase = drive(
-                        request.try_clone().expect("plain"),
-                        CALLERS,
-                        Duration::from_millis(250),
-                        round,
-                    )
-                    .await;
-                    without.merge(phase);
+                    without.merge(measure().await);
                     continue;
                 }
                 let attack = Arc::new(Attack::default());
                 let tasks = launch(addr, &attack).await;
                 // Let the idle connections be made before measuring.
                 tokio::time::sleep(Duration::from_secs(2)).await;
-                let phase = drive(
-                    request.try_clone().expect("plain"),
-                    CALLERS,
-                    Duration::from_millis(250),
-                    round,
-                )
-                .await;
-                with.merge(phase);
+                with.merge(measure().await);
                 let text = reqwest::get(format!("http://{addr}/metrics"))
                     .await
                     .expect("metrics")

@@ -41,6 +41,9 @@ use refusal::Refusal;
 /// listener, the limit store, log and data files.
 const RESERVED_FDS: u64 = 64;
 
+/// How much later than the guard's deadlines hyper's own header timeout fires.
+const BACKSTOP_MARGIN: Duration = Duration::from_secs(1);
+
 /// hyper's own floor for its read buffer.
 const MIN_BUF_BYTES: usize = 8192;
 
@@ -96,13 +99,25 @@ impl Edge {
         })
     }
 
-    /// hyper's settings: the guard does the timing, so hyper's own header timeout is off;
-    /// its limits sit above the guard's so that every refusal is the guard's.
+    /// hyper's settings: its limits sit above the guard's, so every refusal is the guard's.
+    /// The guard does the timing; hyper's own header timeout (which runs from when hyper
+    /// starts waiting for a head, idle time included) is only a backstop that never fires
+    /// before the guard's deadlines, for connections the guard passes through unchecked
+    /// (after a chunked body).
     fn http1(&self) -> http1::Builder {
+        let backstop = match (
+            self.settings.idle_timeout(),
+            self.settings.header_read_timeout(),
+        ) {
+            (None, None) => None,
+            (idle, header) => {
+                Some(idle.unwrap_or_default() + header.unwrap_or_default() + BACKSTOP_MARGIN)
+            }
+        };
         let mut builder = http1::Builder::new();
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(None)
+            .header_read_timeout(backstop)
             .max_headers(self.settings.max_headers)
             .max_buf_size((self.settings.max_header_bytes + MIN_BUF_BYTES).max(400 * 1024));
         builder
