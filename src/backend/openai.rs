@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 use super::{BackendError, ReadRequest, ReadUsage};
 
@@ -80,6 +81,50 @@ impl Serialize for UserContent {
     }
 }
 
+/// A user message with its JSON encoding, rendered once when the prompt is built: every
+/// read of it (each slice of ids, each node of a label trie) splices these bytes into its
+/// body instead of escaping the ~16 KB prompt again.
+#[derive(Debug, Clone)]
+pub struct EncodedContent {
+    content: UserContent,
+    json: Box<RawValue>,
+}
+
+impl EncodedContent {
+    /// Encodes `content` (serde_json's escaping, the same bytes a body would hold).
+    pub fn new(content: UserContent) -> Self {
+        // Only strings are serialised (no maps with non-string keys, no floats): cannot fail.
+        let json = serde_json::value::to_raw_value(&content).expect("strings serialise");
+        EncodedContent { content, json }
+    }
+
+    /// The encoded bytes (a JSON string, or an array of parts).
+    pub fn json(&self) -> &RawValue {
+        &self.json
+    }
+}
+
+impl std::ops::Deref for EncodedContent {
+    type Target = UserContent;
+    fn deref(&self) -> &UserContent {
+        &self.content
+    }
+}
+
+/// Serialises a read's body into a buffer sized for it up front (the content's bytes, the
+/// ids, the rest), so a ~16 KB body is written once instead of grown by doubling.
+pub fn encode_body(
+    body: &impl Serialize,
+    request: &ReadRequest<'_>,
+) -> Result<Vec<u8>, BackendError> {
+    let ids = request.allowed_ids.len() + request.read_ids.len();
+    let capacity = request.content.json().get().len() + request.prefix.len() + 8 * ids + 512;
+    let mut out = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut out, body)
+        .map_err(|e| BackendError::Protocol(format!("cannot encode request: {e}")))?;
+    Ok(out)
+}
+
 /// The two messages every dialect sends: the user message and the assistant prefill
 /// (`answer=`) that the model continues. Serialises as a JSON array.
 #[derive(Debug, serde::Serialize)]
@@ -91,7 +136,7 @@ impl<'a> Messages<'a> {
         Messages(
             UserMessage {
                 role: "user",
-                content: request.content,
+                content: request.content.json(),
             },
             AssistantMessage {
                 role: "assistant",
@@ -104,7 +149,7 @@ impl<'a> Messages<'a> {
 #[derive(Debug, serde::Serialize)]
 struct UserMessage<'a> {
     role: &'static str,
-    content: &'a UserContent,
+    content: &'a RawValue,
 }
 
 #[derive(Debug, serde::Serialize)]

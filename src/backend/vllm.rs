@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::http::{read_success, transport_error};
-use super::openai::ChatResponse;
+use super::openai::{encode_body, ChatResponse};
 use super::{holding, Backend, BackendError, Messages, ReadReply, ReadRequest};
 use crate::limits::InFlightPermit;
 use crate::secret::Secret;
@@ -32,6 +32,8 @@ pub struct VllmBackend {
     client: reqwest::Client,
     /// `<base>/chat/completions`.
     url: String,
+    /// `url` parsed once, not per read; `None` when it does not parse.
+    parsed_url: Option<reqwest::Url>,
     /// The backend's model id.
     upstream_model: String,
     /// Bearer key for the backend.
@@ -61,9 +63,12 @@ impl VllmBackend {
         api_key: Option<Secret>,
         max_ids_per_read: usize,
     ) -> Self {
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        let parsed_url = reqwest::Url::parse(&url).ok();
         VllmBackend {
             client,
-            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            url,
+            parsed_url,
             upstream_model,
             api_key,
             max_ids_per_read: max_ids_per_read.max(1),
@@ -80,6 +85,15 @@ impl VllmBackend {
     /// `<base>/completions`, for the tokenizer check.
     fn completions_url(&self) -> String {
         self.url.replace("/chat/completions", "/completions")
+    }
+
+    /// A POST to the chat URL.
+    fn post_chat(&self) -> reqwest::RequestBuilder {
+        match &self.parsed_url {
+            Some(url) => self.client.post(url.clone()),
+            // reqwest reports the unparseable URL when the read is sent, as before.
+            None => self.client.post(&self.url),
+        }
     }
 
     /// `POST <base>/completions` with `echo` and `max_tokens: 0`: the prompt's tokens as ids.
@@ -145,11 +159,9 @@ impl VllmBackend {
     }
 
     async fn send(&self, request: ReadRequest<'_>) -> Result<ReadReply, BackendError> {
-        let body = serde_json::to_vec(&self.body(&request))
-            .map_err(|e| BackendError::Protocol(format!("cannot encode request: {e}")))?;
+        let body = encode_body(&self.body(&request), &request)?;
         let mut call = self
-            .client
-            .post(&self.url)
+            .post_chat()
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         if let Some(key) = &self.api_key {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::trie::ReadPlan;
 use super::{History, RenderedQuestion, ValidRequest};
-use crate::backend::{Part, UserContent};
+use crate::backend::{EncodedContent, Part, UserContent};
 use crate::config::Layout;
 use crate::json::{write_python, write_python_str, NonFiniteNumber};
 use crate::models::tokens::{OptionLabels, TokenTable};
@@ -27,8 +27,8 @@ pub struct Ask {
     pub order: usize,
     /// Position `p` of this order holds the caller's option `(p + shift) mod n`.
     pub shift: usize,
-    /// The user message.
-    pub content: Arc<UserContent>,
+    /// The user message, JSON-encoded once for all its reads.
+    pub content: Arc<EncodedContent>,
 }
 
 /// The rotation of each order for `n` options and `k` requested permutations:
@@ -165,7 +165,7 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
                         question: qi,
                         order: r,
                         shift: *shift,
-                        content: Arc::new(message.content(&lead, qjson)),
+                        content: Arc::new(EncodedContent::new(message.content(&lead, qjson))),
                     }
                 })
                 .collect()
