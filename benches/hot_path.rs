@@ -1,8 +1,8 @@
 //! The per-question CPU hot path, without any I/O:
 //!
 //! * `render`: [`prompt::plan`] plus every vLLM body the pipeline would send for the
-//!   question (one per order and slice of ≤128 ids), serialised as the dialect does
-//!   ([`encode_body`]);
+//!   question (one per order and slice of ≤128 ids), encoded as the dialect sends them
+//!   (`VllmBackend::encode`);
 //! * `decode`: [`decode::decode`] on synthetic log-probabilities, with the model's default
 //!   temperature;
 //! * `render+decode`: both, i.e. what one question costs the service besides HTTP.
@@ -22,7 +22,6 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use serde_json::json;
 
-use systemone::backend::openai::encode_body;
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::{Backend, ReadRequest};
 use systemone::engine::decode::{decode, OrderRead};
@@ -88,7 +87,7 @@ fn render(req: &ValidRequest, backend: &VllmBackend, ids: &[u32], prefix: &str) 
                     allowed_ids: ids,
                     read_ids: chunk,
                 };
-                let body = encode_body(&backend.body(&read), &read).expect("serialises");
+                let body = backend.encode(&read).expect("serialises");
                 bytes += black_box(body).len();
             }
         }

@@ -167,6 +167,15 @@ pub fn to_python(v: &Value) -> Result<String, NonFiniteNumber> {
 pub fn write_python_str(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
+    write_escaped(out, s);
+    out.push('"');
+}
+
+/// Writes the inside of `s`'s JSON string literal: `"` `\\` and C0 controls escaped
+/// (`\n`-style where JSON has one, else `\u00xx`), everything else as is. These are both
+/// Python's `json.dumps(ensure_ascii=False)` bytes and serde_json's, so the prompt's pieces
+/// can be escaped once each for an upstream body and joined.
+pub fn write_escaped(out: &mut String, s: &str) {
     let mut start = 0;
     for (i, b) in s.bytes().enumerate() {
         let esc: &str = match b {
@@ -189,7 +198,6 @@ pub fn write_python_str(out: &mut String, s: &str) {
         start = i + 1;
     }
     out.push_str(&s[start..]);
-    out.push('"');
 }
 
 /// Writes a JSON number literal the way Python re-serialises what `json.loads` read:

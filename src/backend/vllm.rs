@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::http::{read_success, transport_error};
-use super::openai::{encode_body, ChatResponse};
+use super::openai::ChatResponse;
 use super::{holding, Backend, BackendError, Messages, ReadReply, ReadRequest};
 use crate::limits::InFlightPermit;
 use crate::secret::Secret;
@@ -145,21 +145,34 @@ impl VllmBackend {
         ChatRequest {
             model: &self.upstream_model,
             messages: Messages::new(request),
-            continue_final_message: true,
-            add_generation_prompt: false,
-            max_tokens: 1,
-            temperature: 0,
-            logprobs: true,
-            top_logprobs: request.read_ids.len().min(MAX_TOP_LOGPROBS),
-            logprob_token_ids: request.read_ids,
-            allowed_token_ids: request.allowed_ids,
-            return_tokens_as_token_ids: true,
-            chat_template_kwargs: self.chat_template_kwargs.as_ref(),
+            options: ReadOptions {
+                continue_final_message: true,
+                add_generation_prompt: false,
+                max_tokens: 1,
+                temperature: 0,
+                logprobs: true,
+                top_logprobs: request.read_ids.len().min(MAX_TOP_LOGPROBS),
+                logprob_token_ids: request.read_ids,
+                allowed_token_ids: request.allowed_ids,
+                return_tokens_as_token_ids: true,
+                chat_template_kwargs: self.chat_template_kwargs.as_ref(),
+            },
         }
     }
 
+    /// The request body's bytes (those of [`Self::body`] through serde_json), in a buffer
+    /// sized for them up front.
+    pub fn encode(&self, request: &ReadRequest<'_>) -> Result<Vec<u8>, BackendError> {
+        let body = self.body(request);
+        let ids = request.allowed_ids.len() + request.read_ids.len();
+        let mut out = Vec::with_capacity(body.messages.encoded_len() + 8 * ids + 512);
+        body.write_json(&mut out)
+            .map_err(|e| BackendError::Protocol(format!("cannot encode request: {e}")))?;
+        Ok(out)
+    }
+
     async fn send(&self, request: ReadRequest<'_>) -> Result<ReadReply, BackendError> {
-        let body = encode_body(&self.body(&request), &request)?;
+        let body = self.encode(&request)?;
         let mut call = self
             .post_chat()
             .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -204,6 +217,29 @@ impl Backend for VllmBackend {
 pub struct ChatRequest<'a> {
     model: &'a str,
     messages: Messages<'a>,
+    #[serde(flatten)]
+    options: ReadOptions<'a>,
+}
+
+impl ChatRequest<'_> {
+    /// Writes the bytes serde_json would, with the messages spliced in
+    /// ([`Messages::write_json`]).
+    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        out.extend_from_slice(br#"{"model":"#);
+        serde_json::to_writer(&mut *out, self.model)?;
+        out.extend_from_slice(br#","messages":"#);
+        self.messages.write_json(out)?;
+        // The options as an object `{…}`, its brace turned into the comma that joins them.
+        let at = out.len();
+        serde_json::to_writer(&mut *out, &self.options)?;
+        out[at] = b',';
+        Ok(())
+    }
+}
+
+/// Every field of the body after the messages.
+#[derive(Debug, Serialize)]
+struct ReadOptions<'a> {
     continue_final_message: bool,
     add_generation_prompt: bool,
     max_tokens: u32,

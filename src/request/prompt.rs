@@ -14,7 +14,7 @@ use super::trie::ReadPlan;
 use super::{History, RenderedQuestion, ValidRequest};
 use crate::backend::{EncodedContent, Part, UserContent};
 use crate::config::Layout;
-use crate::json::{write_python, write_python_str, NonFiniteNumber};
+use crate::json::{write_escaped, write_python, write_python_str, NonFiniteNumber};
 use crate::models::tokens::{OptionLabels, TokenTable};
 use crate::question::{LoweredQuestion, PREAMBLE};
 
@@ -131,6 +131,11 @@ pub fn render_orders(
 
 /// Every ask of every question, in logical order (question, then order).
 /// Includes single-option questions; the pipeline answers those without asking.
+///
+/// A text prompt's upstream encoding (its JSON string literal) is joined from pieces
+/// escaped once each (the state, each question object), so nothing is escaped twice:
+/// the question object appears twice in an `accuracy` prompt, every object in each `cost`
+/// prompt.
 pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
     let rendered = req.rendered();
     let images: Vec<Part> = req
@@ -140,6 +145,8 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
         .collect();
     let whole_block_lead =
         req.layout() == Layout::Cost || matches!(req.history(), History::Shared(_));
+    let text_prompts = images.is_empty() && !matches!(req.history(), History::Shared(_));
+    let escaped = Escaped::new(req, text_prompts);
     rendered
         .iter()
         .enumerate()
@@ -150,22 +157,37 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
                 History::PerQuestion(per) => per[qi].as_deref(),
             };
             let message = Message {
-                state: req.state_json(),
+                state: Piece {
+                    text: req.state_json(),
+                    escaped: &escaped.state,
+                },
                 history,
                 images: &images,
             };
             (question.shifts.iter().zip(&question.json).enumerate())
                 .map(|(r, (shift, qjson))| {
-                    let lead = if whole_block_lead {
-                        block(rendered, r)
+                    let (lead, lead_escaped) = if whole_block_lead {
+                        (
+                            block(&rendered_json(rendered), r, "\n"),
+                            block(&escaped.questions, r, "\\n"),
+                        )
                     } else {
-                        format!("{qjson}\n")
+                        let esc = escaped.question(qi, r);
+                        (format!("{qjson}\n"), format!("{esc}\\n"))
+                    };
+                    let lead = Piece {
+                        text: &lead,
+                        escaped: &lead_escaped,
+                    };
+                    let qjson = Piece {
+                        text: qjson,
+                        escaped: escaped.question(qi, r),
                     };
                     Ask {
                         question: qi,
                         order: r,
                         shift: *shift,
-                        content: Arc::new(EncodedContent::new(message.content(&lead, qjson))),
+                        content: Arc::new(message.content(lead, qjson)),
                     }
                 })
                 .collect()
@@ -173,21 +195,78 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
         .collect()
 }
 
+/// The escaped form (inside a JSON string literal) of the state and of every question
+/// object in every order; empty when no prompt of the request is a plain text (images, a
+/// shared history).
+struct Escaped {
+    state: String,
+    questions: Vec<Vec<String>>,
+}
+
+impl Escaped {
+    fn new(req: &ValidRequest, text_prompts: bool) -> Self {
+        if !text_prompts {
+            return Escaped {
+                state: String::new(),
+                questions: Vec::new(),
+            };
+        }
+        Escaped {
+            state: escape(req.state_json()),
+            questions: rendered_json(req.rendered())
+                .iter()
+                .map(|orders| orders.iter().map(|j| escape(j)).collect())
+                .collect(),
+        }
+    }
+
+    fn question(&self, q: usize, order: usize) -> &str {
+        self.questions
+            .get(q)
+            .and_then(|orders| orders.get(order))
+            .map_or("", String::as_str)
+    }
+}
+
+/// `s` escaped for the inside of a JSON string literal.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 4);
+    write_escaped(&mut out, s);
+    out
+}
+
+/// Each question's objects, one per order.
+fn rendered_json(rendered: &[RenderedQuestion]) -> Vec<&[String]> {
+    rendered.iter().map(|q| q.json.as_slice()).collect()
+}
+
 /// The whole question block for order index `r` (the `cost` layout, a shared history):
-/// each question's object in that order (its last order when it has fewer), one a line.
-fn block(rendered: &[RenderedQuestion], r: usize) -> String {
+/// each question's object in that order (its last order when it has fewer), each followed
+/// by `newline` (`\n`, or its escape `\\n` when `questions` are escaped ones).
+fn block<S: AsRef<str>>(questions: &[impl AsRef<[S]>], r: usize, newline: &str) -> String {
     let mut lead = String::new();
-    for question in rendered {
-        lead.push_str(&question.json[r.min(question.json.len() - 1)]);
-        lead.push('\n');
+    for orders in questions {
+        let orders = orders.as_ref();
+        let Some(last) = orders.len().checked_sub(1) else {
+            continue;
+        };
+        lead.push_str(orders[r.min(last)].as_ref());
+        lead.push_str(newline);
     }
     lead
+}
+
+/// One piece of a prompt and its escaped form.
+#[derive(Clone, Copy)]
+struct Piece<'a> {
+    text: &'a str,
+    escaped: &'a str,
 }
 
 /// What every user message of one question shares.
 struct Message<'a> {
     /// The state as Python JSON.
-    state: &'a str,
+    state: Piece<'a>,
     /// The question's history, if any.
     history: Option<&'a str>,
     /// Image parts, sent ahead of the text.
@@ -195,16 +274,17 @@ struct Message<'a> {
 }
 
 impl Message<'_> {
-    /// The user message for one order: `lead` then the state and `qjson`.
-    fn content(&self, lead: &str, qjson: &str) -> UserContent {
-        let state = self.state;
+    /// The user message for one order: `lead` then the state and `qjson`, encoded.
+    fn content(&self, lead: Piece<'_>, qjson: Piece<'_>) -> EncodedContent {
+        let state = self.state.text;
         match self.history {
             // The growing record sits in the cacheable head; the question comes last.
             Some(h) => {
-                let mut head =
-                    String::with_capacity(PREAMBLE.len() + lead.len() + state.len() + h.len() + 16);
+                let mut head = String::with_capacity(
+                    PREAMBLE.len() + lead.text.len() + state.len() + h.len() + 16,
+                );
                 head.push_str(PREAMBLE);
-                head.push_str(lead);
+                head.push_str(lead.text);
                 head.push_str("{\"state\": ");
                 head.push_str(state);
                 head.push('}');
@@ -215,25 +295,47 @@ impl Message<'_> {
                 let mut parts = Vec::with_capacity(self.images.len() + 2);
                 parts.push(Part::Text(head));
                 parts.extend(self.images.iter().cloned());
-                parts.push(Part::Text(qjson.to_string()));
-                UserContent::Parts(parts)
+                parts.push(Part::Text(qjson.text.to_string()));
+                EncodedContent::new(UserContent::Parts(parts))
             }
             None => {
                 let mut text = String::with_capacity(
-                    PREAMBLE.len() + lead.len() + state.len() + qjson.len() + 12,
+                    PREAMBLE.len() + lead.text.len() + state.len() + qjson.text.len() + 12,
                 );
                 text.push_str(PREAMBLE);
-                text.push_str(lead);
-                text.push_str(&state_and_question(state, qjson));
+                text.push_str(lead.text);
+                text.push_str(&state_and_question(state, qjson.text));
                 if self.images.is_empty() {
-                    UserContent::Text(text)
+                    let json = self.text_json(lead, qjson);
+                    EncodedContent::from_text(text, json)
                 } else {
                     let mut parts = self.images.to_vec();
                     parts.push(Part::Text(text));
-                    UserContent::Parts(parts)
+                    EncodedContent::new(UserContent::Parts(parts))
                 }
             }
         }
+    }
+
+    /// The JSON string literal of the plain text prompt, joined from escaped pieces.
+    fn text_json(&self, lead: Piece<'_>, qjson: Piece<'_>) -> String {
+        let mut json = String::with_capacity(
+            PREAMBLE.len()
+                + lead.escaped.len()
+                + self.state.escaped.len()
+                + qjson.escaped.len()
+                + 32,
+        );
+        json.push('"');
+        write_escaped(&mut json, PREAMBLE);
+        json.push_str(lead.escaped);
+        json.push_str("{\\\"state\\\": ");
+        json.push_str(self.state.escaped);
+        json.push_str(", ");
+        // The object's opening brace needs no escape: dropping it drops one byte.
+        json.push_str(qjson.escaped.get(1..).unwrap_or_default());
+        json.push('"');
+        json
     }
 }
 
