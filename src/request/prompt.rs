@@ -157,6 +157,7 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
                 History::PerQuestion(per) => per[qi].as_deref(),
             };
             let message = Message {
+                preamble: &escaped.preamble,
                 state: Piece {
                     text: req.state_json(),
                     escaped: &escaped.state,
@@ -199,6 +200,7 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
 /// object in every order; empty when no prompt of the request is a plain text (images, a
 /// shared history).
 struct Escaped {
+    preamble: String,
     state: String,
     questions: Vec<Vec<String>>,
 }
@@ -207,11 +209,13 @@ impl Escaped {
     fn new(req: &ValidRequest, text_prompts: bool) -> Self {
         if !text_prompts {
             return Escaped {
+                preamble: String::new(),
                 state: String::new(),
                 questions: Vec::new(),
             };
         }
         Escaped {
+            preamble: escape(PREAMBLE),
             state: escape(req.state_json()),
             questions: rendered_json(req.rendered())
                 .iter()
@@ -265,6 +269,8 @@ struct Piece<'a> {
 
 /// What every user message of one question shares.
 struct Message<'a> {
+    /// The preamble, escaped.
+    preamble: &'a str,
     /// The state as Python JSON.
     state: Piece<'a>,
     /// The question's history, if any.
@@ -327,7 +333,7 @@ impl Message<'_> {
                 + 32,
         );
         json.push('"');
-        write_escaped(&mut json, PREAMBLE);
+        json.push_str(self.preamble);
         json.push_str(lead.escaped);
         json.push_str("{\\\"state\\\": ");
         json.push_str(self.state.escaped);
