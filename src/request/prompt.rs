@@ -94,14 +94,12 @@ fn write_number(out: &mut String, labels: Option<OptionLabels<'_>>, p: usize) {
     }
 }
 
-/// `{"state": S, <keys of the question object>}` without re-rendering either.
-fn state_and_question(state_json: &str, qjson: &str) -> String {
-    let mut out = String::with_capacity(12 + state_json.len() + qjson.len());
+/// Appends `{"state": S, <keys of the question object>}` without re-rendering either.
+fn push_state_and_question(out: &mut String, state_json: &str, qjson: &str) {
     out.push_str("{\"state\": ");
     out.push_str(state_json);
     out.push_str(", ");
     out.push_str(&qjson[1..]);
-    out
 }
 
 /// The orders of `q` for `permutations` requested rotations, each rendered; `first` is
@@ -167,22 +165,28 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
             };
             (question.shifts.iter().zip(&question.json).enumerate())
                 .map(|(r, (shift, qjson))| {
-                    let (lead, lead_escaped) = if whole_block_lead {
-                        (
-                            block(&rendered_json(rendered), r, "\n"),
-                            block(&escaped.questions, r, "\\n"),
-                        )
-                    } else {
-                        let esc = escaped.question(qi, r);
-                        (format!("{qjson}\n"), format!("{esc}\\n"))
-                    };
-                    let lead = Piece {
-                        text: &lead,
-                        escaped: &lead_escaped,
-                    };
                     let qjson = Piece {
                         text: qjson,
                         escaped: escaped.question(qi, r),
+                    };
+                    let blocks;
+                    let lead = if whole_block_lead {
+                        blocks = (
+                            block(&rendered_json(rendered), r, "\n"),
+                            block(&escaped.questions, r, "\\n"),
+                        );
+                        Lead {
+                            piece: Piece {
+                                text: &blocks.0,
+                                escaped: &blocks.1,
+                            },
+                            newline: false,
+                        }
+                    } else {
+                        Lead {
+                            piece: qjson,
+                            newline: true,
+                        }
                     };
                     Ask {
                         question: qi,
@@ -260,6 +264,32 @@ fn block<S: AsRef<str>>(questions: &[impl AsRef<[S]>], r: usize, newline: &str) 
     lead
 }
 
+/// What a prompt starts with after the preamble: the question block, or the asked
+/// question's object and a newline (borrowed, not copied).
+#[derive(Clone, Copy)]
+struct Lead<'a> {
+    piece: Piece<'a>,
+    newline: bool,
+}
+
+impl Lead<'_> {
+    fn len(&self) -> usize {
+        self.piece.escaped.len().max(self.piece.text.len()) + 2
+    }
+    fn push_text(&self, out: &mut String) {
+        out.push_str(self.piece.text);
+        if self.newline {
+            out.push('\n');
+        }
+    }
+    fn push_escaped(&self, out: &mut String) {
+        out.push_str(self.piece.escaped);
+        if self.newline {
+            out.push_str("\\n");
+        }
+    }
+}
+
 /// One piece of a prompt and its escaped form.
 #[derive(Clone, Copy)]
 struct Piece<'a> {
@@ -281,16 +311,15 @@ struct Message<'a> {
 
 impl Message<'_> {
     /// The user message for one order: `lead` then the state and `qjson`, encoded.
-    fn content(&self, lead: Piece<'_>, qjson: Piece<'_>) -> EncodedContent {
+    fn content(&self, lead: Lead<'_>, qjson: Piece<'_>) -> EncodedContent {
         let state = self.state.text;
         match self.history {
             // The growing record sits in the cacheable head; the question comes last.
             Some(h) => {
-                let mut head = String::with_capacity(
-                    PREAMBLE.len() + lead.text.len() + state.len() + h.len() + 16,
-                );
+                let mut head =
+                    String::with_capacity(PREAMBLE.len() + lead.len() + state.len() + h.len() + 16);
                 head.push_str(PREAMBLE);
-                head.push_str(lead.text);
+                lead.push_text(&mut head);
                 head.push_str("{\"state\": ");
                 head.push_str(state);
                 head.push('}');
@@ -306,11 +335,11 @@ impl Message<'_> {
             }
             None => {
                 let mut text = String::with_capacity(
-                    PREAMBLE.len() + lead.text.len() + state.len() + qjson.text.len() + 12,
+                    PREAMBLE.len() + lead.len() + state.len() + qjson.text.len() + 12,
                 );
                 text.push_str(PREAMBLE);
-                text.push_str(lead.text);
-                text.push_str(&state_and_question(state, qjson.text));
+                lead.push_text(&mut text);
+                push_state_and_question(&mut text, state, qjson.text);
                 if self.images.is_empty() {
                     let json = self.text_json(lead, qjson);
                     EncodedContent::from_text(text, json)
@@ -324,17 +353,13 @@ impl Message<'_> {
     }
 
     /// The JSON string literal of the plain text prompt, joined from escaped pieces.
-    fn text_json(&self, lead: Piece<'_>, qjson: Piece<'_>) -> String {
+    fn text_json(&self, lead: Lead<'_>, qjson: Piece<'_>) -> String {
         let mut json = String::with_capacity(
-            PREAMBLE.len()
-                + lead.escaped.len()
-                + self.state.escaped.len()
-                + qjson.escaped.len()
-                + 32,
+            PREAMBLE.len() + lead.len() + self.state.escaped.len() + qjson.escaped.len() + 32,
         );
         json.push('"');
         json.push_str(self.preamble);
-        json.push_str(lead.escaped);
+        lead.push_escaped(&mut json);
         json.push_str("{\\\"state\\\": ");
         json.push_str(self.state.escaped);
         json.push_str(", ");
