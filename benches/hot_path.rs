@@ -1,7 +1,8 @@
 //! The per-question CPU hot path, without any I/O:
 //!
 //! * `render`: [`prompt::plan`] plus every vLLM body the pipeline would send for the
-//!   question (one per order and slice of ≤128 ids), serialised with `serde_json::to_vec`;
+//!   question (one per order and slice of ≤128 ids), encoded as the dialect sends them
+//!   (`VllmBackend::encode`);
 //! * `decode`: [`decode::decode`] on synthetic log-probabilities, with the model's default
 //!   temperature;
 //! * `render+decode`: both, i.e. what one question costs the service besides HTTP.
@@ -86,7 +87,7 @@ fn render(req: &ValidRequest, backend: &VllmBackend, ids: &[u32], prefix: &str) 
                     allowed_ids: ids,
                     read_ids: chunk,
                 };
-                let body = serde_json::to_vec(&backend.body(&read)).expect("serialises");
+                let body = backend.encode(&read).expect("serialises");
                 bytes += black_box(body).len();
             }
         }

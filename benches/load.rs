@@ -1,25 +1,30 @@
-//! End-to-end load: the real `systemone` binary in front of the fake vLLM server.
+//! End-to-end load: `systemone` binaries side by side in front of one fake vLLM server.
 //!
 //! * The fake runs in this process on its own multi-thread runtime, with no added latency.
-//! * The service is the binary Cargo built (`CARGO_BIN_EXE_systemone`), started as a child
-//!   on `127.0.0.1:0`; the bound address is read from its `listening` log line.
-//! * A keep-alive reqwest client sends 1-question, 4-option requests at each concurrency
-//!   level for a fixed time, in alternating rounds (each after a short warm-up) straight to
-//!   the fake (the exact body the service sends upstream for that request) and through the
-//!   service. The *added* latency is the service percentile minus the direct percentile at
-//!   the same concurrency.
-//! * Memory is the child's `VmRSS` before/after each level and `VmHWM` (peak) from
-//!   `/proc/<pid>/status`.
+//! * **new** is the binary Cargo built (`CARGO_BIN_EXE_systemone`); **base** is the binary
+//!   at `LOAD_BASE_BIN` (`scripts/bench-load-ab.sh` builds the base commit's in a temporary
+//!   worktree and sets it). Both run at once as children on `127.0.0.1:0`, and every
+//!   measurement alternates between them (each round starts with the other one), so a change
+//!   is judged as a ratio on the same noisy machine. Without `LOAD_BASE_BIN` only new runs.
+//! * Scenarios: 1 question × 4 options, 5 questions × 4 options, 1 question × 150 options
+//!   (two upstream requests: 128 ids per read), each at 1, 16 and 64 callers.
+//! * Per row and binary: **service CPU per answer** (utime + stime of the child from
+//!   `/proc/<pid>/stat` over its phases, warm-ups included, divided by the questions
+//!   answered), **peak RSS** (`VmHWM`, reset through `/proc/<pid>/clear_refs` before each
+//!   phase, so it is the row's own peak), **upstream requests per answer** (the fake's
+//!   count) and latency. At 1 question × 4 options the exact upstream body is also sent
+//!   straight to the fake: *added* latency is the service percentile minus that one.
+//! * `LOAD_LOGS=quiet,info` runs each binary twice more with `RUST_LOG=info` (the
+//!   default's one summary line per request) and prints what that logging costs.
 //!
 //! Targets are printed next to the numbers, never asserted.
 //!
-//! `cargo bench --bench load`
-//! Knobs (environment): `LOAD_SECS` (measured seconds per path and level, default 3, split
+//! `scripts/bench-load-ab.sh [BASE_COMMIT]`, or `LOAD_BASE_BIN=… cargo bench --bench load`
+//! Knobs (environment): `LOAD_SECS` (measured seconds per binary and row, default 3, split
 //! over 3 rounds), `LOAD_WARMUP_SECS` (per round, default 0.3), `LOAD_LEVELS` (default
-//! `1,64`),
-//! `LOAD_SERVICE_RUST_LOG` (the child's `RUST_LOG`; default keeps only warnings plus the
-//! startup lines), `LOAD_SERVICE_ARGS` (extra `serve` flags, split on whitespace, e.g.
-//! `--max-in-flight 64`).
+//! `1,16,64`), `LOAD_SCENARIOS` (names, default all: `1x4,5x4,1x150`), `LOAD_LOGS`
+//! (`quiet` and/or `info`; default `quiet`: warnings plus the startup lines),
+//! `LOAD_SERVICE_ARGS` (extra `serve` flags, split on whitespace).
 
 #[path = "../tests/common/fake_vllm.rs"]
 mod fake_vllm;
@@ -27,6 +32,8 @@ mod fake_vllm;
 mod support;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,8 +41,8 @@ use serde_json::{json, Value};
 
 use fake_vllm::FakeVllm;
 use support::{
-    drive, env_secs, fake_backend_flags, label_ids, mark, ms, one_question, route_criteria,
-    route_question, serve_command, ticket_state, Phase, ServiceGuard, ROUTE_INSTRUCTIONS,
+    drive, env_secs, fake_backend_flags, label_ids, mark, one_question, route_criteria,
+    route_question, ticket_state, Phase, ServiceGuard, ROUTE_INSTRUCTIONS, SERVICE_RUST_LOG,
 };
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::ReadRequest;
@@ -44,30 +51,121 @@ use systemone::models::Model;
 use systemone::request::prompt::plan;
 
 const MODEL: &str = "glm-5.3-flash";
-const LEVELS: [usize; 2] = [1, 64];
-/// Each level alternates direct and service rounds, so drift in the machine's state (other
-/// work, frequency) hits both paths alike.
+const LEVELS: [usize; 3] = [1, 16, 64];
+/// Each row alternates the binaries (and the direct path) over this many rounds, so drift
+/// in the machine's state (other work, frequency) hits every side alike.
 const ROUNDS: u32 = 3;
 /// No single request may take longer than this; keeps every phase bounded.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-// Targets (printed, not asserted).
-const TARGET_QPS: f64 = 5_000.0;
-const TARGET_ADDED_P50_C1_MS: f64 = 1.0;
-const TARGET_RSS_MB: f64 = 100.0;
+// Targets of issue 14 (printed, not asserted), as new ÷ base.
+const TARGET_CPU_RATIO: f64 = 0.5;
+const TARGET_CPU_RATIO_150: f64 = 0.35;
+const TARGET_LOG_SHARE: f64 = 0.05;
+const TARGET_RSS_MB: f64 = 30.0;
 
-/// Starts the service against `backend_url`; returns the guard and its address.
-fn start_service(backend_url: &str) -> (ServiceGuard, SocketAddr) {
-    let extra_args = std::env::var("LOAD_SERVICE_ARGS").unwrap_or_default();
-    if !extra_args.is_empty() {
-        eprintln!("extra service flags: {extra_args}");
+/// One load shape: `questions` choice questions of `options` options each.
+#[derive(Clone, Copy)]
+struct Scenario {
+    name: &'static str,
+    questions: usize,
+    options: usize,
+}
+
+const SCENARIOS: [Scenario; 3] = [
+    Scenario {
+        name: "1x4",
+        questions: 1,
+        options: 4,
+    },
+    Scenario {
+        name: "5x4",
+        questions: 5,
+        options: 4,
+    },
+    Scenario {
+        name: "1x150",
+        questions: 1,
+        options: 150,
+    },
+];
+
+impl Scenario {
+    fn label(&self) -> String {
+        format!("{} q × {} options", self.questions, self.options)
     }
-    let mut command = serve_command(&fake_backend_flags(backend_url));
-    command.args(extra_args.split_whitespace());
-    if let Ok(rust_log) = std::env::var("LOAD_SERVICE_RUST_LOG") {
-        command.env("RUST_LOG", rust_log);
+
+    /// The options of each question: the routing options, or `n` numbered categories.
+    fn criteria(&self) -> Vec<(String, Value)> {
+        if self.options == 4 {
+            return route_criteria();
+        }
+        (0..self.options)
+            .map(|i| {
+                (
+                    format!("category_{i:03}"),
+                    json!(format!(
+                        "Tickets about topic number {i} of the support taxonomy"
+                    )),
+                )
+            })
+            .collect()
     }
-    support::start_service(command, |_, _| {})
+
+    /// The caller's body.
+    fn body(&self) -> Vec<u8> {
+        let criteria: serde_json::Map<String, Value> = self.criteria().into_iter().collect();
+        let questions: serde_json::Map<String, Value> = (0..self.questions)
+            .map(|i| {
+                let name = if self.questions == 1 {
+                    "route".to_string()
+                } else {
+                    format!("route_{i}")
+                };
+                let q = json!({"type": "choice", "instructions": ROUTE_INSTRUCTIONS, "criteria": criteria});
+                (name, q)
+            })
+            .collect();
+        let body = json!({"state": ticket_state(), "questions": questions});
+        serde_json::to_vec(&body).expect("serialises")
+    }
+}
+
+/// One service child: which binary, which logging.
+struct Config {
+    /// `base` or `new`.
+    binary: &'static str,
+    path: PathBuf,
+    /// `quiet` or `info`.
+    log: String,
+}
+
+impl Config {
+    fn name(&self) -> String {
+        format!("{}/{}", self.binary, self.log)
+    }
+
+    /// Starts this binary against `backend_url`; returns the guard and its address.
+    fn start(&self, backend_url: &str) -> (ServiceGuard, SocketAddr) {
+        let extra_args = std::env::var("LOAD_SERVICE_ARGS").unwrap_or_default();
+        let mut command = std::process::Command::new(&self.path);
+        command
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(fake_backend_flags(backend_url))
+            // The 150-option question is ~17 k bytes, estimated as as many tokens.
+            .args(["--max-question-tokens", "32768"])
+            .args(extra_args.split_whitespace())
+            .env("NO_COLOR", "1")
+            .env(
+                "RUST_LOG",
+                if self.log == "info" {
+                    "info"
+                } else {
+                    SERVICE_RUST_LOG
+                },
+            );
+        support::start_service(command, |_, _| {})
+    }
 }
 
 /// `(VmRSS, VmHWM)` of `pid` in MiB.
@@ -82,6 +180,11 @@ fn memory(pid: u32) -> (f64, f64) {
             .map_or(f64::NAN, |kb| kb / 1024.0)
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Resets `pid`'s peak RSS to its current RSS (Linux ≥ 4.0); false when not allowed.
+fn reset_peak(pid: u32) -> bool {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
 }
 
 /// CPU time (user + system) the process has used so far.
@@ -100,30 +203,12 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_millis((ticks(14) + ticks(15)) * 10)
 }
 
-/// The caller's body: one choice question with four options.
-fn service_body() -> Vec<u8> {
-    let criteria: serde_json::Map<String, Value> = route_criteria().into_iter().collect();
-    let body = json!({
-        "state": ticket_state(),
-        "questions": {
-            "route": {"type": "choice", "instructions": ROUTE_INSTRUCTIONS, "criteria": criteria}
-        }
-    });
-    serde_json::to_vec(&body).expect("serialises")
-}
-
-/// The vLLM body the service sends upstream for [`service_body`], rendered by the library.
+/// The vLLM body the service sends upstream for the 1 × 4 scenario, rendered by the library.
 fn direct_body(base_url: &str) -> Vec<u8> {
-    let backend = VllmBackend::new(reqwest::Client::new(), base_url, MODEL.into(), None, 128);
+    let backend = || VllmBackend::new(reqwest::Client::new(), base_url, MODEL.into(), None, 128);
     let model = Arc::new(Model::new(
         MODEL,
-        Arc::new(VllmBackend::new(
-            reqwest::Client::new(),
-            base_url,
-            MODEL.into(),
-            None,
-            128,
-        )),
+        Arc::new(backend()),
         TokenTable::load("golden-fake").expect("golden-fake table"),
     ));
     let req = one_question(&model, &ticket_state(), route_question(route_criteria()));
@@ -135,47 +220,129 @@ fn direct_body(base_url: &str) -> Vec<u8> {
         allowed_ids: &ids,
         read_ids: &ids,
     };
-    serde_json::to_vec(&backend.body(&read)).expect("serialises")
+    serde_json::to_vec(&backend().body(&read)).expect("serialises")
+}
+
+/// One binary's measurements of one row, rounds merged.
+#[derive(Default)]
+struct Measured {
+    phase: Phase,
+    cpu: Duration,
+    upstream: usize,
+    /// The highest peak RSS of its phases (MiB).
+    peak_mb: f64,
+}
+
+impl Measured {
+    /// Questions answered, warm-ups included (what the CPU time covers).
+    fn answers(&self, s: &Scenario) -> f64 {
+        (self.phase.all_requests * s.questions).max(1) as f64
+    }
+    fn cpu_us_per_answer(&self, s: &Scenario) -> f64 {
+        self.cpu.as_secs_f64() * 1e6 / self.answers(s)
+    }
+    fn upstream_per_answer(&self, s: &Scenario) -> f64 {
+        self.upstream as f64 / self.answers(s)
+    }
+}
+
+/// A running service of one [`Config`].
+struct Running {
+    config: Config,
+    guard: ServiceGuard,
+    url: String,
+}
+
+/// What the run needs from the environment.
+struct Knobs {
+    warmup: Duration,
+    round: Duration,
+    levels: Vec<usize>,
+    scenarios: Vec<Scenario>,
+    configs: Vec<Config>,
+}
+
+fn knobs() -> Knobs {
+    let list = |name: &str| -> Option<Vec<String>> {
+        std::env::var(name).ok().map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+    };
+    let levels: Vec<usize> = list("LOAD_LEVELS")
+        .map(|l| l.iter().filter_map(|c| c.parse().ok()).collect::<Vec<_>>())
+        .map(|l| l.into_iter().filter(|c| (1..=4096).contains(c)).collect())
+        .filter(|l: &Vec<usize>| !l.is_empty())
+        .unwrap_or_else(|| LEVELS.to_vec());
+    let scenarios: Vec<Scenario> = list("LOAD_SCENARIOS")
+        .map(|names| {
+            SCENARIOS
+                .into_iter()
+                .filter(|s| names.iter().any(|n| n == s.name))
+                .collect()
+        })
+        .filter(|s: &Vec<Scenario>| !s.is_empty())
+        .unwrap_or_else(|| SCENARIOS.to_vec());
+    let logs = list("LOAD_LOGS")
+        .map(|l| {
+            l.into_iter()
+                .filter(|l| l == "quiet" || l == "info")
+                .collect()
+        })
+        .filter(|l: &Vec<String>| !l.is_empty())
+        .unwrap_or_else(|| vec!["quiet".to_string()]);
+    let base = std::env::var_os("LOAD_BASE_BIN").map(PathBuf::from);
+    match &base {
+        Some(b) if !b.is_file() => panic!("LOAD_BASE_BIN={} is not a file", b.display()),
+        Some(b) => eprintln!("base binary: {}", b.display()),
+        None => eprintln!("LOAD_BASE_BIN is not set: measuring the new binary only"),
+    }
+    let mut configs = Vec::new();
+    for log in &logs {
+        if let Some(b) = &base {
+            configs.push(Config {
+                binary: "base",
+                path: b.clone(),
+                log: log.clone(),
+            });
+        }
+        configs.push(Config {
+            binary: "new",
+            path: PathBuf::from(env!("CARGO_BIN_EXE_systemone")),
+            log: log.clone(),
+        });
+    }
+    Knobs {
+        warmup: env_secs("LOAD_WARMUP_SECS", 0.3),
+        round: env_secs("LOAD_SECS", 3.0) / ROUNDS,
+        levels,
+        scenarios,
+        configs,
+    }
 }
 
 fn main() {
     // `cargo bench` passes `--bench` (and maybe a filter); nothing here takes arguments.
-    let warmup = env_secs("LOAD_WARMUP_SECS", 0.3);
-    let duration = env_secs("LOAD_SECS", 3.0);
-    let round = duration / ROUNDS;
-    let levels: Vec<usize> = std::env::var("LOAD_LEVELS")
-        .ok()
-        .map(|v| {
-            v.split(',')
-                .filter_map(|c| c.trim().parse().ok())
-                .filter(|c| (1..=4096).contains(c))
-                .collect()
-        })
-        .filter(|l: &Vec<usize>| !l.is_empty())
-        .unwrap_or_else(|| LEVELS.to_vec());
-
+    let knobs = knobs();
     let fake_rt = support::runtime("fake-vllm");
     let fake = fake_rt.block_on(FakeVllm::start());
-    // The fake keeps every body it receives; empty the log so it does not grow unbounded.
-    {
-        let fake = fake.clone();
-        fake_rt.spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                // Swap under the lock, drop outside it: the handlers share this mutex.
-                let old = std::mem::take(&mut *fake.state.chat_bodies.lock().expect("lock"));
-                drop(old);
+    fake.set_keep_bodies(false);
+
+    let services: Vec<Running> = knobs
+        .configs
+        .into_iter()
+        .map(|config| {
+            let (guard, addr) = config.start(&fake.base_url());
+            eprintln!("{} (pid {}) at {addr}", config.name(), guard.pid());
+            Running {
+                config,
+                guard,
+                url: format!("http://{addr}/v1/systemone"),
             }
-        });
-    }
-
-    let (service, addr) = start_service(&fake.base_url());
-    let pid = service.pid();
-    eprintln!(
-        "fake vLLM at {}, service (pid {pid}) at {addr}",
-        fake.base_url()
-    );
-
+        })
+        .collect();
     let client_rt = support::runtime("load-client");
     let client = support::load_client(256, REQUEST_TIMEOUT);
     let post = |url: &str, body: &[u8]| {
@@ -184,147 +351,267 @@ fn main() {
             .header("content-type", "application/json")
             .body(body.to_vec())
     };
-
-    let service_url = format!("http://{addr}/v1/systemone");
     let direct_url = format!("{}/chat/completions", fake.base_url());
-    let service_body = service_body();
     let direct_body = direct_body(&fake.base_url());
-
-    // Sanity: the service answers, and sends upstream exactly the body the direct path uses.
-    let (rss_idle, _) = memory(pid);
-    client_rt.block_on(async {
-        fake.state.chat_bodies.lock().expect("lock").clear();
-        let response = post(&service_url, &service_body)
-            .send()
-            .await
-            .expect("the service answers");
-        let status = response.status();
-        let text = response.text().await.unwrap_or_default();
-        if !status.is_success() {
-            eprintln!("WARNING: the service answered {status}: {text}");
-        }
-        let sent = fake.chat_bodies();
-        let want: Value = serde_json::from_slice(&direct_body).expect("json");
-        if sent.len() != 1 || sent[0] != want {
-            eprintln!(
-                "WARNING: the service sent {} upstream bodies, not exactly the direct body; \
-                 added latency compares different requests",
-                sent.len()
-            );
-        }
-    });
+    let bodies: Vec<Vec<u8>> = knobs.scenarios.iter().map(Scenario::body).collect();
+    sanity_check(&client_rt, &fake, &services, &bodies, &direct_body, &post);
     eprintln!(
-        "service body {} bytes, upstream body {} bytes; per level and path {ROUNDS} rounds of \
-         {:.1} s warm-up + {:.1} s measured",
-        service_body.len(),
-        direct_body.len(),
-        warmup.as_secs_f64(),
-        round.as_secs_f64()
+        "fake vLLM at {}; per row and side {ROUNDS} rounds of {:.1} s warm-up + {:.1} s measured",
+        fake.base_url(),
+        knobs.warmup.as_secs_f64(),
+        knobs.round.as_secs_f64()
     );
 
-    struct Row {
-        concurrency: usize,
-        direct: Phase,
-        through: Phase,
-        cpu_per_q: Duration,
-        rss_before: f64,
-        rss_after: f64,
-        hwm: f64,
-    }
-    let mut rows = Vec::new();
-    for &concurrency in &levels {
-        let (rss_before, _) = memory(pid);
-        let mut direct = Phase::default();
-        let mut through = Phase::default();
-        let mut cpu_used = Duration::ZERO;
-        for _ in 0..ROUNDS {
-            let request = post(&direct_url, &direct_body);
-            direct.merge(client_rt.block_on(drive(request, concurrency, warmup, round)));
-            let cpu_before = cpu_time(pid);
-            let request = post(&service_url, &service_body);
-            through.merge(client_rt.block_on(drive(request, concurrency, warmup, round)));
-            cpu_used += cpu_time(pid).saturating_sub(cpu_before);
+    let rows = knobs.scenarios.len() * knobs.levels.len();
+    let mut measured: Vec<Vec<Measured>> = (0..rows)
+        .map(|_| services.iter().map(|_| Measured::default()).collect())
+        .collect();
+    let mut direct: Vec<Phase> = (0..rows).map(|_| Phase::default()).collect();
+    let run = |request, concurrency| {
+        client_rt.block_on(drive(request, concurrency, knobs.warmup, knobs.round))
+    };
+    for r in 0..ROUNDS as usize {
+        for (si, s) in knobs.scenarios.iter().enumerate() {
+            for (li, &concurrency) in knobs.levels.iter().enumerate() {
+                let row = si * knobs.levels.len() + li;
+                if s.name == "1x4" {
+                    direct[row].merge(run(post(&direct_url, &direct_body), concurrency));
+                }
+                for k in 0..services.len() {
+                    let c = (k + r) % services.len();
+                    let pid = services[c].guard.pid();
+                    if !reset_peak(pid) && r == 0 {
+                        eprintln!(
+                            "WARNING: cannot reset the peak RSS of pid {pid}: peaks are cumulative"
+                        );
+                    }
+                    let cpu_before = cpu_time(pid);
+                    let up_before = fake.state.chat_requests.load(Ordering::SeqCst);
+                    let phase = run(post(&services[c].url, &bodies[si]), concurrency);
+                    let m = &mut measured[row][c];
+                    m.cpu += cpu_time(pid).saturating_sub(cpu_before);
+                    m.upstream += fake.state.chat_requests.load(Ordering::SeqCst) - up_before;
+                    m.peak_mb = m.peak_mb.max(memory(pid).1);
+                    m.phase.merge(phase);
+                }
+            }
         }
-        let (rss_after, hwm) = memory(pid);
-        // The CPU time covers the warm-up too; so does `all_requests`.
-        let cpu_per_q = cpu_used / u32::try_from(through.all_requests.max(1)).unwrap_or(u32::MAX);
-        for (name, phase) in [("direct", &direct), ("service", &through)] {
-            phase.report_errors(&format!("c={concurrency} {name}"));
+        eprintln!("round {} of {ROUNDS} done", r + 1);
+    }
+    for (row, per_service) in measured.iter().enumerate() {
+        for (m, s) in per_service.iter().zip(&services) {
+            m.phase
+                .report_errors(&format!("row {row} {}", s.config.name()));
         }
-        eprintln!(
-            "c={concurrency}: direct {:.0}/s, service {:.0}/s",
-            direct.rate(),
-            through.rate()
-        );
-        rows.push(Row {
-            concurrency,
-            direct,
-            through,
-            cpu_per_q,
-            rss_before,
-            rss_after,
-            hwm,
-        });
     }
-    let (rss_end, hwm_end) = memory(pid);
-    drop(service);
-
-    println!();
-    println!(
-        "### systemone load: 1 question × 4 options, fake vLLM with 0 latency, {} s measured per path and level",
-        duration.as_secs_f64()
-    );
-    println!();
-    println!(
-        "| concurrency | requests | errors svc/direct | questions/s (≥ {TARGET_QPS:.0}) | p50 ms | p99 ms \
-         | direct p50 ms | direct p99 ms | direct req/s | added p50 ms (< {TARGET_ADDED_P50_C1_MS} at c=1) \
-         | added p99 ms | service CPU µs/q | RSS before MB | RSS after MB | peak RSS MB (< {TARGET_RSS_MB:.0}) |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for r in &rows {
-        // An empty phase shows 0.
-        let at = |phase: &Phase, p: f64| phase.percentile(p).unwrap_or_default();
-        let (p50, p99) = (at(&r.through, 50.0), at(&r.through, 99.0));
-        let (d50, d99) = (at(&r.direct, 50.0), at(&r.direct, 99.0));
-        let added50 = ms(p50) - ms(d50);
-        let added99 = ms(p99) - ms(d99);
-        let qps = r.through.rate();
-        let added_note = if r.concurrency == 1 {
-            format!(" {}", mark(added50 < TARGET_ADDED_P50_C1_MS))
-        } else {
-            String::new()
-        };
-        println!(
-            "| {} | {} | {}/{} | {:.0} {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {:.3}{} | {:.3} | {:.0} | {:.1} | {:.1} | {:.1} {} |",
-            r.concurrency,
-            r.through.requests(),
-            r.through.errors,
-            r.direct.errors,
-            qps,
-            mark(qps >= TARGET_QPS),
-            ms(p50),
-            ms(p99),
-            ms(d50),
-            ms(d99),
-            r.direct.rate(),
-            added50,
-            added_note,
-            added99,
-            r.cpu_per_q.as_secs_f64() * 1e6,
-            r.rss_before,
-            r.rss_after,
-            r.hwm,
-            mark(r.hwm < TARGET_RSS_MB),
-        );
-    }
-    println!();
-    println!(
-        "Service RSS: {rss_idle:.1} MB idle after start, {rss_end:.1} MB at the end, peak (VmHWM) {hwm_end:.1} MB. \
-         Added latency = service percentile − direct percentile at the same concurrency. \
-         The fake, the client and the service share this machine's {} CPUs.",
-        support::cpus()
-    );
-
+    let table = Table {
+        knobs_levels: &knobs.levels,
+        scenarios: &knobs.scenarios,
+        services: &services,
+        measured: &measured,
+        direct: &direct,
+    };
+    table.print(knobs.round * ROUNDS);
+    drop(services);
     drop(client_rt);
     drop(fake_rt);
+}
+
+/// Each service answers each scenario; at 1 × 4 it sends upstream exactly the direct body.
+fn sanity_check(
+    client_rt: &tokio::runtime::Runtime,
+    fake: &FakeVllm,
+    services: &[Running],
+    bodies: &[Vec<u8>],
+    direct_body: &[u8],
+    post: &impl Fn(&str, &[u8]) -> reqwest::RequestBuilder,
+) {
+    client_rt.block_on(async {
+        for s in services {
+            for body in bodies {
+                let response = post(&s.url, body)
+                    .send()
+                    .await
+                    .expect("the service answers");
+                let status = response.status();
+                let text = response.text().await.unwrap_or_default();
+                if !status.is_success() {
+                    eprintln!("WARNING: {} answered {status}: {text}", s.config.name());
+                }
+            }
+        }
+        fake.set_keep_bodies(true);
+        fake.state.chat_bodies.lock().expect("lock").clear();
+        if let (Some(s), Some(body)) = (services.first(), bodies.first()) {
+            let _ = post(&s.url, body).send().await;
+            let sent = fake.chat_bodies();
+            let want: Value = serde_json::from_slice(direct_body).expect("json");
+            if sent.len() != 1 || sent[0] != want {
+                eprintln!(
+                    "WARNING: the service sent {} upstream bodies, not exactly the direct body; \
+                     added latency compares different requests",
+                    sent.len()
+                );
+            }
+        }
+        fake.set_keep_bodies(false);
+        fake.state.chat_bodies.lock().expect("lock").clear();
+    });
+}
+
+/// The measurements, printed as Markdown.
+struct Table<'a> {
+    knobs_levels: &'a [usize],
+    scenarios: &'a [Scenario],
+    services: &'a [Running],
+    measured: &'a [Vec<Measured>],
+    direct: &'a [Phase],
+}
+
+impl Table<'_> {
+    /// The index of the service of `binary` with logging `log`.
+    fn find(&self, binary: &str, log: &str) -> Option<usize> {
+        self.services
+            .iter()
+            .position(|s| s.config.binary == binary && s.config.log == log)
+    }
+
+    fn print(&self, measured_secs: Duration) {
+        println!();
+        println!(
+            "### systemone load vs zero-latency fake vLLM, {:.1} s measured per row and side, {} CPUs shared by client, fake and services",
+            measured_secs.as_secs_f64(),
+            support::cpus()
+        );
+        for log in ["quiet", "info"] {
+            if let Some(new) = self.find("new", log) {
+                self.print_log(log, self.find("base", log), new);
+            }
+        }
+        if let (Some(quiet), Some(info)) = (self.find("new", "quiet"), self.find("new", "info")) {
+            self.print_logging_cost(
+                quiet,
+                info,
+                self.find("base", "quiet"),
+                self.find("base", "info"),
+            );
+        }
+    }
+
+    fn rows(&self) -> impl Iterator<Item = (usize, &Scenario, usize)> + '_ {
+        self.scenarios.iter().enumerate().flat_map(move |(si, s)| {
+            self.knobs_levels
+                .iter()
+                .enumerate()
+                .map(move |(li, &c)| (si * self.knobs_levels.len() + li, s, c))
+        })
+    }
+
+    /// One table of new (and base, with ratios) under one logging setting.
+    fn print_log(&self, log: &str, base: Option<usize>, new: usize) {
+        println!();
+        println!(
+            "#### logging `{log}`: base = `LOAD_BASE_BIN`, new = this tree; ratio = new ÷ base"
+        );
+        println!();
+        println!(
+            "| scenario | callers | CPU µs/answer base | new | ratio (≤ {TARGET_CPU_RATIO}, ≤ {TARGET_CPU_RATIO_150} at 150) \
+             | answers/s base | new | p50 ms base | new | added p50 ms base | new \
+             | peak RSS MB base | new (< {TARGET_RSS_MB:.0}) | upstream/answer base | new | errors base/new |"
+        );
+        println!(
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for (row, s, callers) in self.rows() {
+            let n = &self.measured[row][new];
+            let b = base.map(|b| &self.measured[row][b]);
+            let target = if s.options >= 150 {
+                TARGET_CPU_RATIO_150
+            } else {
+                TARGET_CPU_RATIO
+            };
+            let ratio = b.map(|b| n.cpu_us_per_answer(s) / b.cpu_us_per_answer(s));
+            let cell = |f: &dyn Fn(&Measured) -> String| b.map_or("–".to_string(), f);
+            let added = |m: &Measured| {
+                if s.name == "1x4" {
+                    format!(
+                        "{:+.3}",
+                        m.phase.percentile_ms(50.0) - self.direct[row].percentile_ms(50.0)
+                    )
+                } else {
+                    "–".to_string()
+                }
+            };
+            let answers_rate = |m: &Measured| m.phase.rate() * s.questions as f64;
+            println!(
+                "| {} | {callers} | {} | {:.1} | {} | {} | {:.0} | {} | {:.3} | {} | {} | {} | {:.1} {} | {} | {:.2} | {}/{} |",
+                s.label(),
+                cell(&|b| format!("{:.1}", b.cpu_us_per_answer(s))),
+                n.cpu_us_per_answer(s),
+                ratio.map_or("–".to_string(), |r| format!("{r:.3} {}", mark(r <= target))),
+                cell(&|b| format!("{:.0}", answers_rate(b))),
+                answers_rate(n),
+                cell(&|b| format!("{:.3}", b.phase.percentile_ms(50.0))),
+                n.phase.percentile_ms(50.0),
+                cell(&added),
+                added(n),
+                cell(&|b| format!("{:.1}", b.peak_mb)),
+                n.peak_mb,
+                if callers == 64 { mark(n.peak_mb < TARGET_RSS_MB) } else { "" },
+                cell(&|b| format!("{:.2}", b.upstream_per_answer(s))),
+                n.upstream_per_answer(s),
+                b.map_or("–".to_string(), |b| b.phase.errors.to_string()),
+                n.phase.errors,
+            );
+        }
+        if self.direct.iter().any(|d| d.requests() > 0) {
+            let cells: Vec<String> = self
+                .rows()
+                .filter(|(_, s, _)| s.name == "1x4")
+                .map(|(row, _, c)| format!("c={c} {:.3} ms", self.direct[row].percentile_ms(50.0)))
+                .collect();
+            println!();
+            println!(
+                "Direct round trip to the fake (p50, the 1 × 4 upstream body): {}. Added = service p50 − that.",
+                cells.join(", ")
+            );
+        }
+    }
+
+    /// What `RUST_LOG=info` costs over quiet logging, as a share of CPU per answer.
+    fn print_logging_cost(
+        &self,
+        quiet: usize,
+        info: usize,
+        base_quiet: Option<usize>,
+        base_info: Option<usize>,
+    ) {
+        println!();
+        println!(
+            "#### what the default `info` logging costs: (info − quiet) ÷ info CPU per answer"
+        );
+        println!();
+        println!(
+            "| scenario | callers | base | new (≤ {:.0}%) |",
+            TARGET_LOG_SHARE * 100.0
+        );
+        println!("|---|---:|---:|---:|");
+        for (row, s, callers) in self.rows() {
+            let share = |q: usize, i: usize| {
+                let (q, i) = (&self.measured[row][q], &self.measured[row][i]);
+                1.0 - q.cpu_us_per_answer(s) / i.cpu_us_per_answer(s)
+            };
+            let new = share(quiet, info);
+            let base = match (base_quiet, base_info) {
+                (Some(q), Some(i)) => format!("{:.1}%", share(q, i) * 100.0),
+                _ => "–".to_string(),
+            };
+            println!(
+                "| {} | {callers} | {base} | {:.1}% {} |",
+                s.label(),
+                new * 100.0,
+                mark(new <= TARGET_LOG_SHARE)
+            );
+        }
+    }
 }

@@ -167,30 +167,56 @@ pub fn to_python(v: &Value) -> Result<String, NonFiniteNumber> {
 pub fn write_python_str(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
+    write_escaped(out, s);
+    out.push('"');
+}
+
+/// Writes the inside of `s`'s JSON string literal: `"` `\\` and C0 controls escaped
+/// (`\n`-style where JSON has one, else `\u00xx`), everything else as is. These are both
+/// Python's `json.dumps(ensure_ascii=False)` bytes and serde_json's, so the prompt's pieces
+/// can be escaped once each for an upstream body and joined.
+pub fn write_escaped(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let esc: &str = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        let escape = ESCAPE[usize::from(b)];
+        if escape == 0 {
+            continue;
+        }
+        // `b` is ASCII, so `i` is a character boundary.
         out.push_str(&s[start..i]);
-        if esc.is_empty() {
-            let _ = write!(out, "\\u{b:04x}");
+        out.push('\\');
+        if escape == b'u' {
+            out.push_str("u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
         } else {
-            out.push_str(esc);
+            out.push(char::from(escape));
         }
         start = i + 1;
     }
     out.push_str(&s[start..]);
-    out.push('"');
 }
+
+/// Per byte: 0 when it stands for itself in a JSON string, else the letter after the
+/// backslash of its escape (`u` for `\u00xx`). A table, as serde_json has, so the common
+/// byte costs one load and one test.
+static ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b'u';
+        b += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
 
 /// Writes a JSON number literal the way Python re-serialises what `json.loads` read:
 /// integers keep their digits (Python ints are unbounded), floats go through `repr`.
@@ -268,6 +294,17 @@ pub fn write_float_repr(out: &mut String, x: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escapes_are_serde_jsons_bytes() {
+        let every_ascii: String = (0u8..0x80).map(char::from).collect();
+        for text in [every_ascii.as_str(), "é ✓ 𝄞 \u{7f}", "", "plain"] {
+            let mut ours = String::from('"');
+            write_escaped(&mut ours, text);
+            ours.push('"');
+            assert_eq!(ours, serde_json::to_string(text).expect("string"));
+        }
+    }
 
     fn py(text: &str) -> String {
         to_python(&parse_strict(text.as_bytes()).expect("parses")).expect("finite")

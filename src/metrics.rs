@@ -68,6 +68,11 @@ pub struct Metrics {
     requests_shed: prometheus::IntCounter,
 }
 
+/// The `status` label of `request_duration_seconds` by `status / 100`.
+const STATUS_CLASSES: [&str; 10] = [
+    "0xx", "1xx", "2xx", "3xx", "4xx", "5xx", "6xx", "7xx", "8xx", "9xx",
+];
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -291,12 +296,18 @@ impl Metrics {
     }
 
     pub fn count_request(&self, route: &str, status: u16, code: &str, elapsed: Duration) {
+        // Static label text (no per-request `String`): a valid status has its own.
+        let code_text = axum::http::StatusCode::from_u16(status);
+        let status_text = code_text.as_ref().map_or("invalid", |s| s.as_str());
         self.requests
-            .with_label_values(&[route, &status.to_string(), code])
+            .with_label_values(&[route, status_text, code])
             .inc();
-        let class = format!("{}xx", status / 100);
+        let class = STATUS_CLASSES
+            .get(usize::from(status / 100))
+            .copied()
+            .unwrap_or("invalid");
         self.request_duration
-            .with_label_values(&[route, &class])
+            .with_label_values(&[route, class])
             .observe(elapsed.as_secs_f64());
     }
 

@@ -252,6 +252,12 @@ fn every_upstream_body_matches_the_reference() {
                         read_ids: chunk,
                     };
                     let body = serde_json::to_value(backend.body(&read)).expect("serialises");
+                    // What the backend sends: the same bytes, the prompt spliced in.
+                    assert_eq!(
+                        String::from_utf8(backend.encode(&read).expect("encodes")),
+                        serde_json::to_string(&backend.body(&read)).map_err(|_| unreachable!()),
+                        "{name}: encoded body"
+                    );
                     bodies.push((body, ask.content.clone()));
                 }
             }

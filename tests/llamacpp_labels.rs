@@ -16,7 +16,7 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use systemone::backend::llamacpp::LlamaCppBackend;
-use systemone::backend::{ReadRequest, UserContent};
+use systemone::backend::{EncodedContent, ReadRequest, UserContent};
 use systemone::request::prompt::plan;
 use systemone::request::trie::ReadNode;
 use systemone::request::validate;
@@ -139,7 +139,7 @@ fn direct_backend(url: &str) -> LlamaCppBackend {
 async fn ask_directly(
     direct: &LlamaCppBackend,
     url: &str,
-    content: &UserContent,
+    content: &EncodedContent,
     node: &ReadNode,
     post_sampling: bool,
 ) -> Value {
@@ -167,7 +167,7 @@ async fn ask_directly(
 async fn read_directly(
     direct: &LlamaCppBackend,
     url: &str,
-    content: &UserContent,
+    content: &EncodedContent,
     node: &ReadNode,
 ) -> Vec<f64> {
     let response = ask_directly(direct, url, content, node, false).await;
@@ -198,7 +198,7 @@ async fn letters_answer_26_options_at_one_node() {
 
     let request = validate(body, &service.state.models, &service.state.limits).expect("valid");
     let asks = plan(&request);
-    let UserContent::Text(prompt) = &*asks[0][0].content else {
+    let UserContent::Text(prompt) = &**asks[0][0].content else {
         panic!("a text prompt")
     };
     assert!(prompt.contains("{\"number\": \"Z\", \"label\": \"product 25\""));

@@ -11,7 +11,7 @@ pub mod llamacpp;
 pub mod openai;
 pub mod vllm;
 
-pub use openai::{Messages, Part, UserContent};
+pub use openai::{EncodedContent, Messages, Part, UserContent};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -22,8 +22,8 @@ use crate::limits::InFlightPermit;
 /// One upstream request: a masked single-token completion.
 #[derive(Debug, Clone, Copy)]
 pub struct ReadRequest<'a> {
-    /// The user message.
-    pub content: &'a UserContent,
+    /// The user message, encoded once for every read of it.
+    pub content: &'a EncodedContent,
     /// The assistant prefill (`answer=`).
     pub prefix: &'a str,
     /// Every option id of the question: the mask.

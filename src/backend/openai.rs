@@ -80,24 +80,95 @@ impl Serialize for UserContent {
     }
 }
 
+/// A user message with its JSON encoding, rendered once when the prompt is built: every
+/// read of it (each slice of ids, each node of a label trie) splices these bytes into its
+/// body ([`Messages::write_json`]) instead of escaping the ~16 KB prompt again.
+#[derive(Debug, Clone)]
+pub struct EncodedContent {
+    content: UserContent,
+    /// serde_json's encoding of `content`: a string literal, or the array of parts.
+    json: String,
+}
+
+impl EncodedContent {
+    /// Encodes `content` with serde_json.
+    pub fn new(content: UserContent) -> Self {
+        // Only strings are serialised (no maps with non-string keys, no floats): cannot fail.
+        let json = serde_json::to_string(&content).expect("strings serialise");
+        EncodedContent { content, json }
+    }
+
+    /// A text and its JSON string literal, which the caller escaped piece by piece (with
+    /// [`crate::json::write_escaped`], serde_json's bytes), so no piece is escaped twice.
+    pub(crate) fn from_text(text: String, json: String) -> Self {
+        debug_assert_eq!(
+            serde_json::to_string(&text).ok().as_deref(),
+            Some(json.as_str())
+        );
+        EncodedContent {
+            content: UserContent::Text(text),
+            json,
+        }
+    }
+
+    /// The encoded bytes.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+}
+
+impl std::ops::Deref for EncodedContent {
+    type Target = UserContent;
+    fn deref(&self) -> &UserContent {
+        &self.content
+    }
+}
+
 /// The two messages every dialect sends: the user message and the assistant prefill
 /// (`answer=`) that the model continues. Serialises as a JSON array.
-#[derive(Debug, serde::Serialize)]
-pub struct Messages<'a>(UserMessage<'a>, AssistantMessage<'a>);
+#[derive(Debug)]
+pub struct Messages<'a> {
+    content: &'a EncodedContent,
+    prefix: &'a str,
+}
 
 impl<'a> Messages<'a> {
     /// The messages of one read.
     pub fn new(request: &ReadRequest<'a>) -> Self {
-        Messages(
-            UserMessage {
-                role: "user",
-                content: request.content,
-            },
-            AssistantMessage {
-                role: "assistant",
-                content: request.prefix,
-            },
-        )
+        Messages {
+            content: request.content,
+            prefix: request.prefix,
+        }
+    }
+
+    /// Writes the same bytes as serde_json's `to_writer(self)`, splicing the content's
+    /// encoding in rather than escaping it again.
+    pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        out.extend_from_slice(br#"[{"role":"user","content":"#);
+        out.extend_from_slice(self.content.json().as_bytes());
+        out.extend_from_slice(br#"},{"role":"assistant","content":"#);
+        serde_json::to_writer(&mut *out, self.prefix)?;
+        out.extend_from_slice(b"}]");
+        Ok(())
+    }
+
+    /// Bytes the encoded messages take, about.
+    pub fn encoded_len(&self) -> usize {
+        self.content.json().len() + self.prefix.len() + 64
+    }
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let user = UserMessage {
+            role: "user",
+            content: self.content,
+        };
+        let assistant = AssistantMessage {
+            role: "assistant",
+            content: self.prefix,
+        };
+        (user, assistant).serialize(s)
     }
 }
 

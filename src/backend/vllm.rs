@@ -35,6 +35,8 @@ pub struct VllmBackend {
     client: reqwest::Client,
     /// `<base>/chat/completions`.
     url: String,
+    /// `url` parsed once, not per read; `None` when it does not parse.
+    parsed_url: Option<reqwest::Url>,
     /// The backend's model id.
     upstream_model: String,
     /// Bearer key for the backend.
@@ -64,9 +66,12 @@ impl VllmBackend {
         api_key: Option<Secret>,
         max_ids_per_read: usize,
     ) -> Self {
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        let parsed_url = reqwest::Url::parse(&url).ok();
         VllmBackend {
             client,
-            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            url,
+            parsed_url,
             upstream_model,
             api_key,
             max_ids_per_read: max_ids_per_read.max(1),
@@ -83,6 +88,15 @@ impl VllmBackend {
     /// `<base>/completions`, for the tokenizer check.
     fn completions_url(&self) -> String {
         self.url.replace("/chat/completions", "/completions")
+    }
+
+    /// A POST to the chat URL.
+    fn post_chat(&self) -> reqwest::RequestBuilder {
+        match &self.parsed_url {
+            Some(url) => self.client.post(url.clone()),
+            // reqwest reports the unparseable URL when the read is sent, as before.
+            None => self.client.post(&self.url),
+        }
     }
 
     /// `POST <base>/completions` with `echo` and `max_tokens: 0`: the prompt's tokens as ids.
@@ -137,17 +151,30 @@ impl VllmBackend {
         ChatRequest {
             model: &self.upstream_model,
             messages: Messages::new(request),
-            continue_final_message: true,
-            add_generation_prompt: false,
-            max_tokens: 1,
-            temperature: 0,
-            logprobs: true,
-            top_logprobs: request.read_ids.len().min(MAX_TOP_LOGPROBS),
-            logprob_token_ids: request.read_ids,
-            allowed_token_ids: request.allowed_ids,
-            return_tokens_as_token_ids: true,
-            chat_template_kwargs: self.chat_template_kwargs.as_ref(),
+            options: ReadOptions {
+                continue_final_message: true,
+                add_generation_prompt: false,
+                max_tokens: 1,
+                temperature: 0,
+                logprobs: true,
+                top_logprobs: request.read_ids.len().min(MAX_TOP_LOGPROBS),
+                logprob_token_ids: request.read_ids,
+                allowed_token_ids: request.allowed_ids,
+                return_tokens_as_token_ids: true,
+                chat_template_kwargs: self.chat_template_kwargs.as_ref(),
+            },
         }
+    }
+
+    /// The request body's bytes (those of [`Self::body`] through serde_json), in a buffer
+    /// sized for them up front.
+    pub fn encode(&self, request: &ReadRequest<'_>) -> Result<Vec<u8>, BackendError> {
+        let body = self.body(request);
+        let ids = request.allowed_ids.len() + request.read_ids.len();
+        let mut out = Vec::with_capacity(body.messages.encoded_len() + 8 * ids + 512);
+        body.write_json(&mut out)
+            .map_err(|e| BackendError::Protocol(format!("cannot encode request: {e}")))?;
+        Ok(out)
     }
 
     async fn send(
@@ -155,11 +182,9 @@ impl VllmBackend {
         request: ReadRequest<'_>,
         slot: &Arc<InFlightPermit>,
     ) -> Result<ReadReply, BackendError> {
-        let body = serde_json::to_vec(&self.body(&request))
-            .map_err(|e| BackendError::Protocol(format!("cannot encode request: {e}")))?;
+        let body = self.encode(&request)?;
         let mut call = self
-            .client
-            .post(&self.url)
+            .post_chat()
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         if let Some(key) = &self.api_key {
@@ -203,6 +228,29 @@ impl Backend for VllmBackend {
 pub struct ChatRequest<'a> {
     model: &'a str,
     messages: Messages<'a>,
+    #[serde(flatten)]
+    options: ReadOptions<'a>,
+}
+
+impl ChatRequest<'_> {
+    /// Writes the bytes serde_json would, with the messages spliced in
+    /// ([`Messages::write_json`]).
+    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        out.extend_from_slice(br#"{"model":"#);
+        serde_json::to_writer(&mut *out, self.model)?;
+        out.extend_from_slice(br#","messages":"#);
+        self.messages.write_json(out)?;
+        // The options as an object `{…}`, its brace turned into the comma that joins them.
+        let at = out.len();
+        serde_json::to_writer(&mut *out, &self.options)?;
+        out[at] = b',';
+        Ok(())
+    }
+}
+
+/// Every field of the body after the messages.
+#[derive(Debug, Serialize)]
+struct ReadOptions<'a> {
     continue_final_message: bool,
     add_generation_prompt: bool,
     max_tokens: u32,

@@ -5,6 +5,7 @@
 pub mod calibrate;
 pub mod eval;
 pub mod fit;
+mod log;
 pub mod serve;
 pub mod tokens;
 pub mod usage;

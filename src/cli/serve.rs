@@ -8,22 +8,27 @@ use crate::config::{LogFormat, ServeConfig};
 
 /// Serves until SIGTERM or ctrl-c.
 pub fn run(config: &ServeConfig) -> Result<(), String> {
-    init_tracing(config.log_format);
+    // Dropped when `run` returns: what is still buffered is written before the caller's
+    // error line.
+    let _flush = init_tracing(config.log_format);
     super::runtime()?
         .block_on(serve(config))
         .map_err(|e| format!("serve: {e}"))
 }
 
-fn init_tracing(format: LogFormat) {
+/// Logs to stderr in batches ([`super::log`]); the guard writes what is left.
+fn init_tracing(format: LogFormat) -> super::log::Flush {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let (writer, flush) = super::log::batched_stderr();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
+    flush
 }
 
 async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {

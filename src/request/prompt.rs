@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use super::trie::ReadPlan;
 use super::{History, RenderedQuestion, ValidRequest};
-use crate::backend::{Part, UserContent};
+use crate::backend::{EncodedContent, Part, UserContent};
 use crate::config::Layout;
-use crate::json::{write_python, write_python_str, NonFiniteNumber};
+use crate::json::{write_escaped, write_python, write_python_str, NonFiniteNumber};
 use crate::models::tokens::{OptionLabels, TokenTable};
 use crate::question::{LoweredQuestion, PREAMBLE};
 
@@ -27,8 +27,8 @@ pub struct Ask {
     pub order: usize,
     /// Position `p` of this order holds the caller's option `(p + shift) mod n`.
     pub shift: usize,
-    /// The user message.
-    pub content: Arc<UserContent>,
+    /// The user message, JSON-encoded once for all its reads.
+    pub content: Arc<EncodedContent>,
 }
 
 /// The rotation of each order for `n` options and `k` requested permutations:
@@ -94,14 +94,12 @@ fn write_number(out: &mut String, labels: Option<OptionLabels<'_>>, p: usize) {
     }
 }
 
-/// `{"state": S, <keys of the question object>}` without re-rendering either.
-fn state_and_question(state_json: &str, qjson: &str) -> String {
-    let mut out = String::with_capacity(12 + state_json.len() + qjson.len());
+/// Appends `{"state": S, <keys of the question object>}` without re-rendering either.
+fn push_state_and_question(out: &mut String, state_json: &str, qjson: &str) {
     out.push_str("{\"state\": ");
     out.push_str(state_json);
     out.push_str(", ");
     out.push_str(&qjson[1..]);
-    out
 }
 
 /// The orders of `q` for `permutations` requested rotations, each rendered; `first` is
@@ -131,6 +129,11 @@ pub fn render_orders(
 
 /// Every ask of every question, in logical order (question, then order).
 /// Includes single-option questions; the pipeline answers those without asking.
+///
+/// A text prompt's upstream encoding (its JSON string literal) is joined from pieces
+/// escaped once each (the state, each question object), so nothing is escaped twice:
+/// the question object appears twice in an `accuracy` prompt, every object in each `cost`
+/// prompt.
 pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
     let rendered = req.rendered();
     let images: Vec<Part> = req
@@ -140,6 +143,8 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
         .collect();
     let whole_block_lead =
         req.layout() == Layout::Cost || matches!(req.history(), History::Shared(_));
+    let text_prompts = images.is_empty() && !matches!(req.history(), History::Shared(_));
+    let escaped = Escaped::new(req, text_prompts);
     rendered
         .iter()
         .enumerate()
@@ -150,22 +155,44 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
                 History::PerQuestion(per) => per[qi].as_deref(),
             };
             let message = Message {
-                state: req.state_json(),
+                preamble: &escaped.preamble,
+                state: Piece {
+                    text: req.state_json(),
+                    escaped: &escaped.state,
+                },
                 history,
                 images: &images,
             };
             (question.shifts.iter().zip(&question.json).enumerate())
                 .map(|(r, (shift, qjson))| {
+                    let qjson = Piece {
+                        text: qjson,
+                        escaped: escaped.question(qi, r),
+                    };
+                    let blocks;
                     let lead = if whole_block_lead {
-                        block(rendered, r)
+                        blocks = (
+                            block(&rendered_json(rendered), r, "\n"),
+                            block(&escaped.questions, r, "\\n"),
+                        );
+                        Lead {
+                            piece: Piece {
+                                text: &blocks.0,
+                                escaped: &blocks.1,
+                            },
+                            newline: false,
+                        }
                     } else {
-                        format!("{qjson}\n")
+                        Lead {
+                            piece: qjson,
+                            newline: true,
+                        }
                     };
                     Ask {
                         question: qi,
                         order: r,
                         shift: *shift,
-                        content: Arc::new(message.content(&lead, qjson)),
+                        content: Arc::new(message.content(lead, qjson)),
                     }
                 })
                 .collect()
@@ -173,21 +200,109 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
         .collect()
 }
 
+/// The escaped form (inside a JSON string literal) of the state and of every question
+/// object in every order; empty when no prompt of the request is a plain text (images, a
+/// shared history).
+struct Escaped {
+    preamble: String,
+    state: String,
+    questions: Vec<Vec<String>>,
+}
+
+impl Escaped {
+    fn new(req: &ValidRequest, text_prompts: bool) -> Self {
+        if !text_prompts {
+            return Escaped {
+                preamble: String::new(),
+                state: String::new(),
+                questions: Vec::new(),
+            };
+        }
+        Escaped {
+            preamble: escape(PREAMBLE),
+            state: escape(req.state_json()),
+            questions: rendered_json(req.rendered())
+                .iter()
+                .map(|orders| orders.iter().map(|j| escape(j)).collect())
+                .collect(),
+        }
+    }
+
+    fn question(&self, q: usize, order: usize) -> &str {
+        self.questions
+            .get(q)
+            .and_then(|orders| orders.get(order))
+            .map_or("", String::as_str)
+    }
+}
+
+/// `s` escaped for the inside of a JSON string literal.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 4);
+    write_escaped(&mut out, s);
+    out
+}
+
+/// Each question's objects, one per order.
+fn rendered_json(rendered: &[RenderedQuestion]) -> Vec<&[String]> {
+    rendered.iter().map(|q| q.json.as_slice()).collect()
+}
+
 /// The whole question block for order index `r` (the `cost` layout, a shared history):
-/// each question's object in that order (its last order when it has fewer), one a line.
-fn block(rendered: &[RenderedQuestion], r: usize) -> String {
+/// each question's object in that order (its last order when it has fewer), each followed
+/// by `newline` (`\n`, or its escape `\\n` when `questions` are escaped ones).
+fn block<S: AsRef<str>>(questions: &[impl AsRef<[S]>], r: usize, newline: &str) -> String {
     let mut lead = String::new();
-    for question in rendered {
-        lead.push_str(&question.json[r.min(question.json.len() - 1)]);
-        lead.push('\n');
+    for orders in questions {
+        let orders = orders.as_ref();
+        let Some(last) = orders.len().checked_sub(1) else {
+            continue;
+        };
+        lead.push_str(orders[r.min(last)].as_ref());
+        lead.push_str(newline);
     }
     lead
 }
 
+/// What a prompt starts with after the preamble: the question block, or the asked
+/// question's object and a newline (borrowed, not copied).
+#[derive(Clone, Copy)]
+struct Lead<'a> {
+    piece: Piece<'a>,
+    newline: bool,
+}
+
+impl Lead<'_> {
+    fn len(&self) -> usize {
+        self.piece.escaped.len().max(self.piece.text.len()) + 2
+    }
+    fn push_text(&self, out: &mut String) {
+        out.push_str(self.piece.text);
+        if self.newline {
+            out.push('\n');
+        }
+    }
+    fn push_escaped(&self, out: &mut String) {
+        out.push_str(self.piece.escaped);
+        if self.newline {
+            out.push_str("\\n");
+        }
+    }
+}
+
+/// One piece of a prompt and its escaped form.
+#[derive(Clone, Copy)]
+struct Piece<'a> {
+    text: &'a str,
+    escaped: &'a str,
+}
+
 /// What every user message of one question shares.
 struct Message<'a> {
+    /// The preamble, escaped.
+    preamble: &'a str,
     /// The state as Python JSON.
-    state: &'a str,
+    state: Piece<'a>,
     /// The question's history, if any.
     history: Option<&'a str>,
     /// Image parts, sent ahead of the text.
@@ -195,16 +310,16 @@ struct Message<'a> {
 }
 
 impl Message<'_> {
-    /// The user message for one order: `lead` then the state and `qjson`.
-    fn content(&self, lead: &str, qjson: &str) -> UserContent {
-        let state = self.state;
+    /// The user message for one order: `lead` then the state and `qjson`, encoded.
+    fn content(&self, lead: Lead<'_>, qjson: Piece<'_>) -> EncodedContent {
+        let state = self.state.text;
         match self.history {
             // The growing record sits in the cacheable head; the question comes last.
             Some(h) => {
                 let mut head =
                     String::with_capacity(PREAMBLE.len() + lead.len() + state.len() + h.len() + 16);
                 head.push_str(PREAMBLE);
-                head.push_str(lead);
+                lead.push_text(&mut head);
                 head.push_str("{\"state\": ");
                 head.push_str(state);
                 head.push('}');
@@ -215,25 +330,43 @@ impl Message<'_> {
                 let mut parts = Vec::with_capacity(self.images.len() + 2);
                 parts.push(Part::Text(head));
                 parts.extend(self.images.iter().cloned());
-                parts.push(Part::Text(qjson.to_string()));
-                UserContent::Parts(parts)
+                parts.push(Part::Text(qjson.text.to_string()));
+                EncodedContent::new(UserContent::Parts(parts))
             }
             None => {
                 let mut text = String::with_capacity(
-                    PREAMBLE.len() + lead.len() + state.len() + qjson.len() + 12,
+                    PREAMBLE.len() + lead.len() + state.len() + qjson.text.len() + 12,
                 );
                 text.push_str(PREAMBLE);
-                text.push_str(lead);
-                text.push_str(&state_and_question(state, qjson));
+                lead.push_text(&mut text);
+                push_state_and_question(&mut text, state, qjson.text);
                 if self.images.is_empty() {
-                    UserContent::Text(text)
+                    let json = self.text_json(lead, qjson);
+                    EncodedContent::from_text(text, json)
                 } else {
                     let mut parts = self.images.to_vec();
                     parts.push(Part::Text(text));
-                    UserContent::Parts(parts)
+                    EncodedContent::new(UserContent::Parts(parts))
                 }
             }
         }
+    }
+
+    /// The JSON string literal of the plain text prompt, joined from escaped pieces.
+    fn text_json(&self, lead: Lead<'_>, qjson: Piece<'_>) -> String {
+        let mut json = String::with_capacity(
+            PREAMBLE.len() + lead.len() + self.state.escaped.len() + qjson.escaped.len() + 32,
+        );
+        json.push('"');
+        json.push_str(self.preamble);
+        lead.push_escaped(&mut json);
+        json.push_str("{\\\"state\\\": ");
+        json.push_str(self.state.escaped);
+        json.push_str(", ");
+        // The object's opening brace needs no escape: dropping it drops one byte.
+        json.push_str(qjson.escaped.get(1..).unwrap_or_default());
+        json.push('"');
+        json
     }
 }
 
