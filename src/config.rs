@@ -44,6 +44,9 @@ pub enum BackendKind {
     Vllm,
     /// llama.cpp's `llama-server` (the default: the local backend).
     Llamacpp,
+    /// Any OpenAI-compatible host (standard fields only), read the way a startup probe
+    /// found exact, or refused.
+    Openai,
 }
 
 /// The prompt layout (technique §2).
