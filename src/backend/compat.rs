@@ -557,10 +557,9 @@ impl CompatBackend {
             ))
         })?;
         self.check_label_ids(&unbiased)?;
+        // Without a single-token label to bias, the raw read (exact or a 502) is the safe way.
         let Some((target, text, before)) = self.least_likely_label(&unbiased) else {
-            return Err(ProbeFailure::Refused(
-                "the token table has no single-token label to probe `logit_bias` with".into(),
-            ));
+            return Ok(Bias::Ignored);
         };
         let mut biased_body = body.clone();
         biased_body["logit_bias"] = json!({ target.to_string(): GROUP_BIAS });

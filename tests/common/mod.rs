@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod fake_openai;
 pub mod fake_vllm;
 pub mod llama;
 pub mod log;
@@ -141,6 +142,25 @@ pub fn config_with_table(backend_url: &str, table: &str, extra: &[&str]) -> Serv
         table,
         "--model",
         "glm-5.3-flash",
+    ];
+    args.extend_from_slice(extra);
+    serve_config(&args)
+}
+
+/// The serve configuration for an OpenAI-compatible host (`--backend openai`) at
+/// `backend_url` with the token table `table`, with extra flags.
+pub fn openai_config(backend_url: &str, table: &str, extra: &[&str]) -> ServeConfig {
+    let mut args = vec![
+        "systemone",
+        "serve",
+        "--backend",
+        "openai",
+        "--backend-url",
+        backend_url,
+        "--token-table",
+        table,
+        "--model",
+        "compat-model",
     ];
     args.extend_from_slice(extra);
     serve_config(&args)
