@@ -42,6 +42,8 @@ async fn setup_with(
 ) -> (FakeOpenAi, Service) {
     let fake = FakeOpenAi::start(family, labels).await;
     let mut flags = vec![
+        "--model",
+        "compat-model",
         "--max-request-tokens",
         "10000000",
         "--max-question-tokens",
@@ -528,7 +530,7 @@ async fn an_unreachable_host_is_unprobed_and_503_until_it_answers() {
     let service = start(openai_config(
         &format!("http://{closed}/v1"),
         "golden-fake",
-        &[],
+        &["--model", "compat-model"],
     ))
     .await;
     let reply = ask(&service, &one_choice(4)).await;

@@ -148,7 +148,7 @@ pub fn config_with_table(backend_url: &str, table: &str, extra: &[&str]) -> Serv
 }
 
 /// The serve configuration for an OpenAI-compatible host (`--backend openai`) at
-/// `backend_url` with the token table `table`, with extra flags.
+/// `backend_url` with the token table `table`, with extra flags (`--model` among them).
 pub fn openai_config(backend_url: &str, table: &str, extra: &[&str]) -> ServeConfig {
     let mut args = vec![
         "systemone",
@@ -159,8 +159,6 @@ pub fn openai_config(backend_url: &str, table: &str, extra: &[&str]) -> ServeCon
         backend_url,
         "--token-table",
         table,
-        "--model",
-        "compat-model",
     ];
     args.extend_from_slice(extra);
     serve_config(&args)
