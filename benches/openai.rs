@@ -13,10 +13,10 @@
 //!   reports logprobs before the bias, with a top-K of 1000: the raw read, numerals (the
 //!   same reads as llama.cpp's, one request each);
 //! * **`openai post_bias`**: `--backend openai` on llama-server behind a small proxy in this
-//!   bench that makes it a post-bias host with a top-20 cap, as hosted APIs are: it adds
-//!   `post_sampling_probs: true` and a neutral sampler (`top_k: 0, min_p: 0`) to every
-//!   request, answers `top_logprobs` > 20 with a 400, and turns `top_probs` into
-//!   `top_logprobs`. With `--label-scheme letters` (Gemma 3's letters are single tokens),
+//!   bench that makes it a post-bias host with a top-20 cap, as hosted APIs are
+//!   (`tests/common/post_bias_proxy.rs`: `post_sampling_probs: true` and a neutral sampler
+//!   on every request, a 400 above 20 `top_logprobs`, `top_probs` turned into
+//!   `top_logprobs`). With `--label-scheme letters` (Gemma 3's letters are single tokens),
 //!   20 options are one post-bias read and 50 options the anchor merge: 3 reads of at most
 //!   19 letters plus the anchor. 4 options are the digits, one read.
 //!
@@ -29,17 +29,15 @@
 //!
 //! `SYSTEMONE_LLAMA_URL=http://127.0.0.1:PORT/v1 cargo bench --bench openai`
 
+#[path = "../tests/common/post_bias_proxy.rs"]
+mod post_bias_proxy;
 #[path = "support/mod.rs"]
 mod support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Router;
 use serde_json::{json, Map, Value};
 
 use support::nearest_rank;
@@ -73,55 +71,6 @@ async fn service(args: &[&str]) -> SocketAddr {
     };
     let state = systemone::build_state(&config).expect("state builds");
     serve(systemone::app(state)).await
-}
-
-/// The post-bias proxy: llama-server's post-sampling probabilities as `top_logprobs`.
-async fn proxy(
-    State((client, upstream)): State<(reqwest::Client, String)>,
-    Json(mut body): Json<Value>,
-) -> Response {
-    if body["top_logprobs"].as_u64().unwrap_or(0) > PROXY_CAP {
-        return (StatusCode::BAD_REQUEST, "top_logprobs must be at most 20").into_response();
-    }
-    body["post_sampling_probs"] = json!(true);
-    body["top_k"] = json!(0);
-    body["min_p"] = json!(0);
-    let answer = client
-        .post(format!("{upstream}/chat/completions"))
-        .json(&body)
-        .send()
-        .await;
-    let Ok(answer) = answer else {
-        return (StatusCode::BAD_GATEWAY, "llama-server unreachable").into_response();
-    };
-    let status = answer.status();
-    let Ok(mut value) = answer.json::<Value>().await else {
-        return (StatusCode::BAD_GATEWAY, "llama-server answer unreadable").into_response();
-    };
-    if let Some(content) = value["choices"][0]["logprobs"]["content"].as_array_mut() {
-        for position in content {
-            as_logprob(position);
-            if let Some(top) = position.get_mut("top_probs").map(Value::take) {
-                let mut top = top;
-                if let Some(entries) = top.as_array_mut() {
-                    entries.iter_mut().for_each(as_logprob);
-                }
-                position["top_logprobs"] = top;
-            }
-        }
-    }
-    let status = StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    (status, Json(value)).into_response()
-}
-
-/// `prob` → `logprob` in one entry.
-fn as_logprob(entry: &mut Value) {
-    if let Some(p) = entry.get("prob").and_then(Value::as_f64) {
-        entry["logprob"] = json!(p.ln());
-        if let Some(map) = entry.as_object_mut() {
-            map.remove("prob");
-        }
-    }
 }
 
 /// The common flags followed by `extra`.
@@ -214,13 +163,7 @@ fn main() {
             .timeout(CALL_TIMEOUT)
             .build()
             .expect("client");
-        let proxy_addr = serve(
-            Router::new()
-                .route("/v1/chat/completions", post(proxy))
-                .with_state((client.clone(), llama_url.clone())),
-        )
-        .await;
-        let proxy_url = format!("http://{proxy_addr}/v1");
+        let proxy_url = post_bias_proxy::start(&llama_url, PROXY_CAP).await;
         let common = [
             "--model",
             "gemma-3-270m",

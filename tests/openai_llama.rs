@@ -156,3 +156,44 @@ async fn an_option_outside_the_top_k_is_a_clean_502_where_llamacpp_falls_back() 
     }
     eprintln!("26 letters: llama.cpp fell back to post-sampling: {fell_back}");
 }
+
+/// The anchor merge on the real model: llama-server made a post-bias host with a top-20 cap
+/// (`tests/common/post_bias_proxy.rs`), 50 letters (one node of 50 single-token labels)
+/// read in 3 groups of at most 19 plus the anchor, merged by the ratios to the anchor. The
+/// answer equals the masked distribution the llama.cpp dialect reads for the same prompt
+/// (its post-sampling read of all 50 at once, or its raw read renormalised when all 50 are
+/// in the top-1000) to 1e-6.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_anchor_merge_on_the_real_model_equals_the_masked_distribution() {
+    let (url, _turn) = backend_turn().await;
+    let proxied = common::post_bias_proxy::start(&url, 20).await;
+    // A 50-option prompt on a busy 2-core machine can take longer than the default 30 s.
+    let flags = [
+        "--label-scheme",
+        "letters",
+        "--read-timeout-secs",
+        "300",
+        "--request-timeout-secs",
+        "600",
+    ];
+    let openai = openai_service(&proxied, &flags).await;
+    let ready = get(&openai, "/readyz").await;
+    let host = &ready.body["models"][0]["host"];
+    assert_eq!(host["strategy"], "post_bias", "{host}");
+    assert_eq!(host["top_logprobs"], 20, "{host}");
+    let llamacpp = common::start(llama_config(&url, &flags)).await;
+    let body = json!({
+        "state": "The customer says the invoice total is wrong and asks for a refund.",
+        "temperature": 1,
+        "questions": {"team": {"type": "choice", "instructions": "Which team?", "criteria": criteria(50)}},
+    });
+    let (a, b) = both(&openai, &llamacpp, &body).await;
+    assert_eq!(a["usage"]["upstream_requests"], 3, "{a}");
+    let (x, y) = (&a["answers"]["team"], &b["answers"]["team"]);
+    assert_eq!(x["option_mass_unknown"], true);
+    let (px, py) = (probabilities(x), probabilities(y));
+    assert_eq!(px.len(), 50);
+    for (i, (p, q)) in px.iter().zip(&py).enumerate() {
+        assert!((p - q).abs() < 1e-6, "option {i}: {p} vs {q}");
+    }
+}

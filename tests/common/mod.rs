@@ -11,6 +11,7 @@ pub mod fake_openai;
 pub mod fake_vllm;
 pub mod llama;
 pub mod log;
+pub mod post_bias_proxy;
 pub mod props;
 pub mod proxy;
 pub mod real_tokenizers;
