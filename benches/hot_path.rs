@@ -76,7 +76,7 @@ fn request(model: &Arc<Model>, n: usize) -> ValidRequest {
 /// Returns the serialised bytes so nothing is optimised away.
 fn render(req: &ValidRequest, backend: &VllmBackend, ids: &[u32], prefix: &str) -> usize {
     let asks = plan(req);
-    let per_read = backend.max_ids_per_read();
+    let per_read = backend.max_ids_per_read(ids.len());
     let mut bytes = 0;
     for question in &asks {
         for ask in question {
@@ -86,6 +86,7 @@ fn render(req: &ValidRequest, backend: &VllmBackend, ids: &[u32], prefix: &str) 
                     prefix,
                     allowed_ids: ids,
                     read_ids: chunk,
+                    chained: false,
                 };
                 let body = backend.encode(&read).expect("serialises");
                 bytes += black_box(body).len();
@@ -133,7 +134,7 @@ fn hot_path(c: &mut Criterion) {
         let t = model.calibration.temperature(n);
         eprintln!(
             "{n} options: {} upstream bodies, {} bytes in all",
-            n.div_ceil(backend.max_ids_per_read()),
+            n.div_ceil(backend.max_ids_per_read(n)),
             render(&req, &backend, &ids, &prefix)
         );
 

@@ -644,6 +644,7 @@ fn main() {
                             prefix: &node.prefill,
                             allowed_ids: &node.ids,
                             read_ids: &node.ids,
+                            chained: true,
                         };
                         let body =
                             serde_json::to_value(direct.body(&read, false)).expect("serialises");

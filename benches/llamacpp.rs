@@ -303,6 +303,7 @@ impl DirectBodies {
             prefix: &self.model.table.prefix,
             allowed_ids: &ids,
             read_ids: &ids,
+            chained: false,
         };
         serde_json::to_vec(&self.backend.body(&read, false)).expect("serialises")
     }

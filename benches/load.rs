@@ -219,6 +219,7 @@ fn direct_body(base_url: &str) -> Vec<u8> {
         prefix: &model.table.prefix,
         allowed_ids: &ids,
         read_ids: &ids,
+        chained: false,
     };
     serde_json::to_vec(&backend().body(&read)).expect("serialises")
 }

@@ -44,6 +44,9 @@ pub enum BackendKind {
     Vllm,
     /// llama.cpp's `llama-server` (the default: the local backend).
     Llamacpp,
+    /// Any OpenAI-compatible host (standard fields only), read the way a startup probe
+    /// found exact, or refused.
+    Openai,
 }
 
 /// The prompt layout (technique §2).
@@ -179,7 +182,8 @@ pub struct ModelFlags {
     pub tokenizer: Option<String>,
 
     /// Seconds between live checks of the token table against the serving tokenizer
-    /// (0 turns the check off, for backends that cannot tokenize).
+    /// (0 turns the check off, for backends that cannot tokenize; always off with
+    /// `--backend openai`, whose probe checks the label ids it sees instead).
     #[arg(
         long,
         env = "SYSTEMONE_TOKEN_CHECK_INTERVAL_SECS",
@@ -196,7 +200,8 @@ pub struct ModelFlags {
     #[arg(long, env = "SYSTEMONE_DISABLE_THINKING")]
     pub disable_thinking: bool,
 
-    /// Most token ids read in one upstream request (vLLM deployments cap this at 128).
+    /// Most token ids read in one upstream request (vLLM deployments cap this at 128; the
+    /// `openai` dialect takes its cap from its probe instead).
     #[arg(long, env = "SYSTEMONE_MAX_IDS_PER_READ", default_value_t = DEFAULT_MAX_IDS_PER_READ)]
     pub max_ids_per_read: usize,
 

@@ -129,6 +129,7 @@ codes! {
     UpstreamUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_upstream_unavailable"),
     TokenTableMismatch => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_token_table_mismatch"),
     CircuitOpen => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_circuit_open"),
+    BackendUnsupported => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_backend_unsupported"),
     UpstreamTimeout => (StatusCode::GATEWAY_TIMEOUT, Timeout, "system_one_upstream_timeout"),
     DeadlineExceeded => (StatusCode::GATEWAY_TIMEOUT, Timeout, "system_one_deadline_exceeded"),
     // The edge: refused before or while a request is read (`src/http/edge/`).

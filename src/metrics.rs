@@ -45,6 +45,8 @@ pub struct Metrics {
     key_requests: IntCounterVec,
     /// Circuit state per model: 0 closed, 1 open, 2 half-open.
     circuit_state: IntGaugeVec,
+    /// 1 for the read strategy a probing dialect (`openai`) chose per model, 0 for the others.
+    read_strategy: IntGaugeVec,
     /// Answers a calibration profile covered, by profile name (operator-configured) and
     /// whether they were flagged for automation.
     profile_answers: IntCounterVec,
@@ -151,6 +153,11 @@ impl Metrics {
                 "key_requests_total",
                 "Authenticated requests by API key name",
                 &["key"],
+            ),
+            read_strategy: r.gauges(
+                "backend_read_strategy",
+                "Read strategy the openai dialect's probe chose per model (1 = current): post_bias, raw_top_k, unprobed, refused",
+                &["model", "strategy"],
             ),
             circuit_state: r.gauges(
                 "circuit_state",
@@ -333,6 +340,13 @@ impl Metrics {
             self.circuit_state
                 .with_label_values(&[model.name])
                 .set(model.circuit);
+            if let Some(current) = model.read_strategy {
+                for strategy in READ_STRATEGIES {
+                    self.read_strategy
+                        .with_label_values(&[model.name, strategy])
+                        .set(i64::from(strategy == current));
+                }
+            }
         }
         self.upstream_in_flight.set(in_flight as i64);
         let mut out = Vec::new();
@@ -352,7 +366,13 @@ pub struct ModelGauges<'a> {
     pub last_check: Option<std::time::SystemTime>,
     /// Circuit breaker: 0 closed, 1 open, 2 half-open.
     pub circuit: i64,
+    /// The read strategy a probing dialect chose (`post_bias`, `raw_top_k`), or its probe's
+    /// state (`unprobed`, `refused`); `None` for dialects that do not probe.
+    pub read_strategy: Option<&'static str>,
 }
+
+/// Every value of the `strategy` label of `systemone_backend_read_strategy`.
+pub const READ_STRATEGIES: [&str; 4] = ["post_bias", "raw_top_k", "unprobed", "refused"];
 
 /// Creates metrics and registers each as it is made. Names and label sets are fixed at
 /// compile time, so a failure here is a programming error caught by every test.

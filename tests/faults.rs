@@ -840,3 +840,155 @@ async fn jev_latest_resolves_to_the_default_model() {
     );
     assert_eq!(fake.chat_requests(), before);
 }
+
+// ---------------------------------------------------------------------------------------
+// The `openai` dialect (issue 15): the same faults of an OpenAI-compatible host map the same
+// way, after its probe; the anchor merge's reads hold the in-flight cap.
+// ---------------------------------------------------------------------------------------
+
+mod openai {
+    use super::*;
+    use common::fake_openai::{FakeOpenAi, Family, Fault};
+
+    /// A post-bias host (cap 20) for the golden-fake table, probed, with the canary key.
+    async fn probed(extra: &[&str]) -> (FakeOpenAi, Service) {
+        let labels: Vec<(u32, String)> = (0..191).map(|i| (1000 + i, i.to_string())).collect();
+        let fake = FakeOpenAi::start(Family::post_bias_cap_20(), &labels).await;
+        let mut flags = vec!["--model", MODEL, "--backend-api-key", CANARY_KEY];
+        flags.extend_from_slice(extra);
+        let service = common::start(common::openai_config(
+            &fake.base_url(),
+            "golden-fake",
+            &flags,
+        ))
+        .await;
+        let reply = ask(&service, &one_choice(4)).await;
+        assert_eq!(
+            reply.status, 200,
+            "the probe and a first read: {}",
+            reply.text
+        );
+        (fake, service)
+    }
+
+    #[tokio::test]
+    async fn every_host_fault_maps_to_the_contract_and_leaks_nothing() {
+        let cases = [
+            (
+                Fault::Status(429),
+                429,
+                "system_one_upstream_rate_limited",
+                "rate_limited",
+            ),
+            (
+                Fault::Status(503),
+                503,
+                "system_one_upstream_overloaded",
+                "unavailable",
+            ),
+            (
+                Fault::Status(500),
+                502,
+                "system_one_upstream_error",
+                "protocol",
+            ),
+            (
+                Fault::Status(400),
+                400,
+                "system_one_upstream_rejected",
+                "invalid",
+            ),
+            (
+                Fault::MalformedJson,
+                502,
+                "system_one_upstream_protocol",
+                "protocol",
+            ),
+            (
+                Fault::NonFinite,
+                502,
+                "system_one_upstream_protocol",
+                "protocol",
+            ),
+            (
+                Fault::DropLast,
+                502,
+                "system_one_upstream_protocol",
+                "protocol",
+            ),
+        ];
+        for (fault, status, code, kind) in cases {
+            let (fake, service) = probed(&[]).await;
+            fake.set_fault(fault.clone());
+            let reply = ask(&service, &one_choice(4)).await;
+            assert_error(&reply, status, code, kind);
+            assert_no_leak(&reply, &fake.base_url());
+            assert_request_id(&reply);
+            if matches!(status, 429 | 503) {
+                assert_retry_after_1_to_60(&reply);
+            }
+            if fault == Fault::DropLast {
+                assert!(
+                    reply.message().contains("1 of the 4 options"),
+                    "{fault:?}: {}",
+                    reply.message()
+                );
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_host_is_504_upstream_timeout() {
+        let (fake, service) = probed(&[]).await;
+        fake.set_fault(Fault::Slow(Duration::from_secs(3600)));
+        let reply = ask(&service, &one_choice(3)).await;
+        assert_error(&reply, 504, "system_one_upstream_timeout", "timeout");
+        assert_no_leak(&reply, &fake.base_url());
+        super::assert_slot_held_then_freed(&service, Duration::from_secs(60)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_anchor_merge_reads_hold_the_in_flight_cap() {
+        let (fake, service) = probed(&["--max-in-flight", "2"]).await;
+        fake.set_fault(Fault::Slow(Duration::from_secs(1)));
+        let body = json!({
+            "state": "A customer writes: my invoice is wrong.",
+            "questions": {
+                "a": {"type": "choice", "instructions": "One?", "criteria": criteria(50)},
+                "b": {"type": "choice", "instructions": "Two?", "criteria": criteria(50)},
+            },
+        });
+        let reply = ask(&service, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert_eq!(reply.body["usage"]["upstream_requests"], json!(6));
+        assert_eq!(
+            fake.max_in_flight(),
+            2,
+            "the cap is reached and never exceeded"
+        );
+        assert_eq!(service.state.pipeline.in_flight().in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_host_is_503_unavailable_and_leaks_nothing() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr");
+        let url = format!("http://{closed}/v1");
+        let service = common::start(common::openai_config(
+            &url,
+            "golden-fake",
+            &["--model", MODEL, "--backend-api-key", CANARY_KEY],
+        ))
+        .await;
+        let reply = ask(&service, &one_choice(3)).await;
+        assert_error(
+            &reply,
+            503,
+            "system_one_upstream_unavailable",
+            "unavailable",
+        );
+        assert_no_leak(&reply, &url);
+    }
+}

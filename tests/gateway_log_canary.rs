@@ -14,7 +14,9 @@
 //! document) ever reach a log line, `/metrics`, an error body or a header. The same holds
 //! for `/v1/decisions` (its input, instructions, choices and names, also in a refused
 //! body). Nor does a state the backend echoes back in its error text: that error is
-//! logged by status, length and hash only.
+//! logged by status, length and hash only. The `openai` dialect (issue 15) leaves its
+//! probe's line and the count of options missing from a top-K, and none of the caller's
+//! state, labels or question ids, nor the backend key.
 
 mod common;
 
@@ -35,6 +37,10 @@ const CHOICE_CANARY: &str = "canary-choice-8d2e";
 const NAME_CANARY: &str = "canary-name-8d2e";
 /// In a state the fake backend echoes back in its error text (issue 16, item 3).
 const ECHO_CANARY: &str = "canary-echoed-state-3b7f";
+/// In the state, a label and a question id sent through the `openai` dialect (issue 15).
+const OPENAI_STATE_CANARY: &str = "canary-openai-state-6e1a";
+const OPENAI_LABEL_CANARY: &str = "canary-openai-label-6e1a";
+const OPENAI_ID_CANARY: &str = "canary-openai-id-6e1a";
 
 /// POSTs `body` to the service's `path` with `Authorization: Bearer <bearer>` when given.
 async fn rerank_as(
@@ -168,6 +174,7 @@ fn api_keys_never_reach_logs_errors_or_headers() {
         assert_eq!(reply.body["error"]["code"], "system_one_upstream_rejected");
         assert!(!reply.text.contains(ECHO_CANARY), "{}", reply.text);
         ids.push((reply.header("x-request-id").expect("request id").to_string(), 400, "key-1"));
+        ids.extend(openai_dialect_calls().await);
         let metrics = common::metrics(&service).await;
         assert!(metrics.contains("route=\"/v1/decisions\""), "{metrics}");
         assert!(metrics.contains("route=\"/v2/rerank\""), "{metrics}");
@@ -182,6 +189,17 @@ fn api_keys_never_reach_logs_errors_or_headers() {
     });
     let text = log.text();
     assert!(text.contains("configuration"), "the config was logged");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("OpenAI-compatible host probed") && l.contains("post_bias")),
+        "the openai dialect's probe is logged with its strategy"
+    );
+    assert!(
+        text.lines().any(
+            |l| l.contains("options missing from the backend's top-K") && l.contains("missing")
+        ),
+        "the missing options are logged by count"
+    );
     assert!(
         text.lines()
             .any(|l| l.contains("backend answered an error") && l.contains("body_bytes")),
@@ -214,6 +232,9 @@ fn api_keys_never_reach_logs_errors_or_headers() {
             CHOICE_CANARY,
             NAME_CANARY,
             ECHO_CANARY,
+            OPENAI_STATE_CANARY,
+            OPENAI_LABEL_CANARY,
+            OPENAI_ID_CANARY,
         ] {
             assert!(
                 !line.contains(secret),
@@ -221,4 +242,77 @@ fn api_keys_never_reach_logs_errors_or_headers() {
             );
         }
     }
+}
+
+/// The `openai` dialect (issue 15): its probe, a 50-option anchor merge with caller content
+/// in the state, a label and the question id, a host error that echoes the messages (with
+/// them), and a top-K missing an option. Every answer and error body is free of the
+/// backend's key; the log lines are checked with the rest.
+async fn openai_dialect_calls() -> Vec<(String, u16, &'static str)> {
+    use common::fake_openai::{FakeOpenAi, Family, Fault};
+    let labels: Vec<(u32, String)> = (0..191).map(|i| (1000 + i, i.to_string())).collect();
+    let fake = FakeOpenAi::start(Family::text_only(), &labels).await;
+    let config = common::openai_config(
+        &fake.base_url(),
+        "golden-fake",
+        &[
+            "--model",
+            "compat-canary",
+            "--api-keys",
+            LIST_KEY,
+            "--backend-api-key",
+            WRONG_KEY,
+        ],
+    );
+    let service = common::start(config).await;
+    let mut criteria = serde_json::Map::new();
+    for i in 0..50 {
+        criteria.insert(
+            format!("{OPENAI_LABEL_CANARY}-{i}"),
+            json!(format!("option {i}")),
+        );
+    }
+    let body = json!({
+        "state": OPENAI_STATE_CANARY,
+        "questions": {OPENAI_ID_CANARY: {"type": "choice", "instructions": "Which?", "criteria": criteria}},
+    });
+    let mut ids = Vec::new();
+    for (fault, status) in [
+        (Fault::None, 200),
+        (Fault::Status(400), 400),
+        (Fault::DropLast, 502),
+    ] {
+        fake.set_fault(fault);
+        let reply = ask_as(&service, Some(LIST_KEY), &body).await;
+        assert_eq!(reply.status, status, "{}", reply.text);
+        let everything = format!("{:?} {}", reply.headers, reply.text);
+        assert!(
+            !everything.contains(WRONG_KEY),
+            "the backend key in {everything}"
+        );
+        if status != 200 {
+            for secret in [OPENAI_STATE_CANARY, OPENAI_LABEL_CANARY, OPENAI_ID_CANARY] {
+                assert!(!reply.text.contains(secret), "{secret} in {}", reply.text);
+            }
+        }
+        ids.push((
+            reply
+                .header("x-request-id")
+                .expect("request id")
+                .to_string(),
+            status,
+            "key-1",
+        ));
+    }
+    let metrics = common::metrics(&service).await;
+    for secret in [
+        OPENAI_STATE_CANARY,
+        OPENAI_LABEL_CANARY,
+        OPENAI_ID_CANARY,
+        WRONG_KEY,
+        LIST_KEY,
+    ] {
+        assert!(!metrics.contains(secret), "{secret} in /metrics");
+    }
+    ids
 }

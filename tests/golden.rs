@@ -250,6 +250,7 @@ fn every_upstream_body_matches_the_reference() {
                         prefix: "answer=",
                         allowed_ids: &ids,
                         read_ids: chunk,
+                        chained: false,
                     };
                     let body = serde_json::to_value(backend.body(&read)).expect("serialises");
                     // What the backend sends: the same bytes, the prompt spliced in.

@@ -86,6 +86,7 @@ async fn probabilities_are_the_renormalised_raw_logprobs_tempered_by_the_default
             prefix: &model.table.prefix,
             allowed_ids: &ids,
             read_ids: &ids,
+            chained: false,
         };
         let body = serde_json::to_value(direct.body(&read, false)).expect("the body serialises");
         assert_eq!(body["cache_prompt"], false, "{body}");

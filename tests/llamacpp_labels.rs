@@ -148,6 +148,7 @@ async fn ask_directly(
         prefix: &node.prefill,
         allowed_ids: &node.ids,
         read_ids: &node.ids,
+        chained: true,
     };
     let body = serde_json::to_value(direct.body(&read, post_sampling)).expect("serialises");
     reqwest::Client::new()

@@ -296,7 +296,7 @@ impl Backend for LlamaCppBackend {
         "llamacpp"
     }
 
-    fn max_ids_per_read(&self) -> usize {
+    fn max_ids_per_read(&self, _ids: usize) -> usize {
         usize::MAX
     }
 

@@ -5,6 +5,7 @@
 //! that says which contract outcome applies. Each dialect's doc comment lists how it
 //! differs from plain OpenAI and refuses what it cannot honour.
 
+pub mod compat;
 mod http;
 pub use http::set_log_error_text;
 pub mod llamacpp;
@@ -17,7 +18,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use crate::error::{ApiError, Code, MAX_RETRY_AFTER_SECS};
-use crate::limits::InFlightPermit;
+use crate::limits::{InFlight, InFlightPermit};
 
 /// One upstream request: a masked single-token completion.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +31,11 @@ pub struct ReadRequest<'a> {
     pub allowed_ids: &'a [u32],
     /// The ids whose log-probabilities this read returns (a slice of `allowed_ids`).
     pub read_ids: &'a [u32],
+    /// Whether this read is one node of a multi-token label trie, whose log-probabilities
+    /// are added along each label's path (the chain rule): that is exact only for raw,
+    /// pre-mask conditionals, so a dialect that could return the masked distribution
+    /// instead must read raw here.
+    pub chained: bool,
 }
 
 /// Token counts one upstream request reported.
@@ -82,14 +88,55 @@ pub enum BackendError {
     /// non-finite numbers). The text is for the log only.
     #[error("backend answer breaks the protocol: {0}")]
     Protocol(String),
+    /// Options were absent from the backend's top-K log-probabilities, so the masked
+    /// distribution cannot be read exactly (an absent option is not probability 0).
+    #[error("{missing} of {options} options missing from the backend's top-{top_k} logprobs")]
+    Missing {
+        missing: usize,
+        options: usize,
+        top_k: usize,
+    },
+    /// The backend cannot be read exactly at all (its probe found what is missing): the
+    /// model stays disabled. The text names what is missing, never the backend's own words.
+    #[error("the backend cannot be served: {0}")]
+    Unsupported(String),
+}
+
+/// What a dialect found out about its host, for `/readyz`, the metrics and the log.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HostReport {
+    /// `unprobed` (no probe has concluded yet), `ready` or `refused`.
+    pub probe: &'static str,
+    /// The read strategy chosen (`post_bias` or `raw_top_k`), once ready.
+    pub strategy: Option<&'static str>,
+    /// Why the host is refused: what it lacks.
+    pub refused: Option<String>,
+    /// The most `top_logprobs` entries the host returns.
+    pub top_logprobs: Option<usize>,
+    /// How token ids come back (`id`, `token_id:N` strings, or `text`: mapped by the token
+    /// table's label text).
+    pub token_ids: Option<&'static str>,
+    /// What `logit_bias` does: `after_logprobs` (the returned logprobs are biased),
+    /// `before_logprobs` (honoured, logprobs raw) or `ignored`.
+    pub logit_bias: Option<&'static str>,
+    /// What continues the `answer=` prefill: `trailing_message` or `continue_final_message`.
+    pub prefill: Option<&'static str>,
+}
+
+impl HostReport {
+    /// Whether reads may go out.
+    pub fn ready(&self) -> bool {
+        self.probe == "ready"
+    }
 }
 
 /// A chat-completion backend in one dialect, serving one upstream model.
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The dialect's name, for logs and metrics.
     fn dialect(&self) -> &'static str;
-    /// Most ids one read may ask for; longer questions are read in slices.
-    fn max_ids_per_read(&self) -> usize;
+    /// Most ids one read of a node with `ids` options may ask for; longer nodes are read
+    /// in slices (each with the full mask).
+    fn max_ids_per_read(&self, ids: usize) -> usize;
     /// Sends one read. The permit is held until the read completes.
     fn read<'a>(
         &'a self,
@@ -115,6 +162,19 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<Option<String>, BackendError>> {
         let _ = (prefix, permit);
         futures::future::ready(Ok(None)).boxed()
+    }
+    /// Finds out how to read the host, when the dialect must (the `openai` dialect's probe),
+    /// and waits for that; an error refuses the request (`Unsupported`: the model stays
+    /// disabled). Each probe request holds a permit of `in_flight`. Dialects that know
+    /// their host are always ready.
+    fn prepare<'a>(&'a self, in_flight: &'a InFlight) -> BoxFuture<'a, Result<(), BackendError>> {
+        let _ = in_flight;
+        futures::future::ready(Ok(())).boxed()
+    }
+    /// What [`Backend::prepare`] found, for `/readyz` and the metrics; `None` for dialects
+    /// that find nothing out.
+    fn host_report(&self) -> Option<HostReport> {
+        None
     }
 }
 
@@ -153,6 +213,29 @@ impl From<BackendError> for ApiError {
                 Code::UpstreamTimeout,
                 "a backend read did not finish within the read timeout",
             ),
+            BackendError::Missing {
+                missing,
+                options,
+                top_k,
+            } => {
+                tracing::warn!(
+                    missing,
+                    options,
+                    top_k,
+                    "options missing from the backend's top-K"
+                );
+                ApiError::new(
+                    Code::UpstreamProtocol,
+                    format!(
+                        "{missing} of the {options} options were not among the backend's top-{top_k} log-probabilities, so their masked distribution cannot be read exactly"
+                    ),
+                )
+            }
+            BackendError::Unsupported(what) => ApiError::new(
+                Code::BackendUnsupported,
+                format!("the model is disabled: {what}"),
+            )
+            .retry_after(MAX_RETRY_AFTER_SECS),
             BackendError::Protocol(detail) => {
                 tracing::warn!(reason = %detail, "backend answer breaks the protocol");
                 ApiError::new(

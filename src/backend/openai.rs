@@ -209,9 +209,16 @@ pub struct ChoiceLogprobs<'a> {
     pub content: Option<Vec<TokenLogprobs<'a>>>,
 }
 
-/// One generated position's alternatives.
+/// One generated position: the sampled token and its alternatives.
 #[derive(Debug, Deserialize)]
 pub struct TokenLogprobs<'a> {
+    /// The sampled token's id (llama.cpp), when the backend reports one.
+    pub id: Option<u64>,
+    /// The sampled token's id as a `token_id` field (some OpenAI-compatible hosts).
+    pub token_id: Option<u64>,
+    /// The sampled token's text (or `token_id:N`).
+    #[serde(borrow)]
+    pub token: Option<Cow<'a, str>>,
     /// The pre-sampling top-K (log-probabilities).
     #[serde(borrow)]
     pub top_logprobs: Option<Vec<TopLogprob<'a>>>,
@@ -220,11 +227,14 @@ pub struct TokenLogprobs<'a> {
     pub top_probs: Option<Vec<TopLogprob<'a>>>,
 }
 
-/// One alternative: its id (or, in vLLM's `return_tokens_as_token_ids` form, a token
-/// `token_id:N`), and its log-probability or probability.
+/// One alternative: its id (an `id` or `token_id` field, or, in vLLM's
+/// `return_tokens_as_token_ids` form, a token `token_id:N`), its text, and its
+/// log-probability or probability.
 #[derive(Debug, Deserialize)]
 pub struct TopLogprob<'a> {
     pub id: Option<u64>,
+    /// The id as a `token_id` field (some OpenAI-compatible hosts name it so).
+    pub token_id: Option<u64>,
     #[serde(borrow)]
     pub token: Option<Cow<'a, str>>,
     pub logprob: Option<f64>,

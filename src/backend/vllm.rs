@@ -200,7 +200,7 @@ impl Backend for VllmBackend {
         "vllm"
     }
 
-    fn max_ids_per_read(&self) -> usize {
+    fn max_ids_per_read(&self, _ids: usize) -> usize {
         self.max_ids_per_read
     }
 

@@ -187,6 +187,8 @@ impl Pipeline {
     }
 
     async fn run_unbounded(&self, req: &ValidRequest) -> Result<Outcome, PipelineError> {
+        // A dialect that probes its host knows how to slice the reads only after the probe.
+        req.model().backend.prepare(&self.in_flight).await?;
         self.check_table(req).await?;
         let mut reads = self.ask_all(req).await?;
         let mut usage = Usage::default();
@@ -271,10 +273,11 @@ impl Pipeline {
     ) -> Result<QuestionReads, PipelineError> {
         let model = req.model();
         let plan = &req.rendered()[question].reads;
-        let per_read = model.backend.max_ids_per_read().max(1);
+        let backend = model.backend.as_ref();
         let slices: Vec<Slice> = (0..asks.len())
             .flat_map(|ask| {
                 plan.nodes.iter().enumerate().flat_map(move |(node, n)| {
+                    let per_read = backend.max_ids_per_read(n.ids.len()).max(1);
                     (0..n.ids.len()).step_by(per_read).map(move |s| Slice {
                         ask,
                         node,
@@ -291,6 +294,7 @@ impl Pipeline {
                     prefix: &node.prefill,
                     allowed_ids: &node.ids,
                     read_ids: &node.ids[slice.ids.clone()],
+                    chained: plan.chained(),
                 };
                 self.read(model.backend.as_ref(), request)
             }))
@@ -358,7 +362,8 @@ fn status_class(result: &Result<ReadReply, BackendError>) -> &'static str {
         Err(BackendError::Overloaded { .. } | BackendError::ServerError { .. }) => "5xx",
         Err(BackendError::Timeout) => "timeout",
         Err(BackendError::Unreachable) => "unreachable",
-        Err(BackendError::Protocol(_)) => "protocol",
+        Err(BackendError::Protocol(_) | BackendError::Missing { .. }) => "protocol",
+        Err(BackendError::Unsupported(_)) => "unsupported",
     }
 }
 

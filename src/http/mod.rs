@@ -267,8 +267,9 @@ async fn healthz() -> Json<serde_json::Value> {
 /// 200 only when every model is ready: its backend answered its last health probe (the
 /// token-table check, whose concluding counts as an answer; one that could not conclude, by
 /// a 429, a timeout or a malformed body, does not) and its token table is verified (or its
-/// checks are off, when there is no probe), and its circuit is not open (half-open, when a
-/// probe may go through, counts as ready). Starts any check that is due; waits only for a
+/// checks are off, when there is no probe), its circuit is not open (half-open, when a
+/// probe may go through, counts as ready), and a dialect that probes its host found a way
+/// to read it (`host`: what the probe found, or what the host lacks). Starts any check that is due; waits only for a
 /// model's first check.
 async fn readyz(State(state): State<AppState>) -> Response {
     let in_flight = state.pipeline.in_flight();
@@ -281,11 +282,16 @@ async fn readyz(State(state): State<AppState>) -> Response {
             .await;
         let status = model.verifier.status();
         let circuit = model.circuit.state();
+        // A dialect that probes its host (`openai`) is ready once the probe found a way to
+        // read it exactly; its failure is in the report, which says what is missing.
+        let _ = model.backend.prepare(in_flight).await;
+        let host = model.backend.host_report();
         let model_ready = match verdict {
             Verdict::Verified => status.last_check_concluded == Some(true),
             Verdict::Disabled => true,
             Verdict::Unchecked | Verdict::Mismatch => false,
-        } && circuit != CircuitState::Open;
+        } && circuit != CircuitState::Open
+            && host.as_ref().is_none_or(|h| h.ready());
         ready &= model_ready;
         let last_check = status.last_check.map(|t| {
             t.duration_since(std::time::UNIX_EPOCH)
@@ -298,6 +304,8 @@ async fn readyz(State(state): State<AppState>) -> Response {
             "backend_answered": status.last_check_concluded,
             "circuit": circuit.as_str(),
             "last_check_unix": last_check,
+            "dialect": model.backend.dialect(),
+            "host": host,
         }));
     }
     // A store that cannot answer makes the service unready only under `fail_closed`.
@@ -323,6 +331,10 @@ async fn metrics(State(state): State<AppState>) -> Response {
             verdict: status.verdict.as_metric(),
             last_check: status.last_check,
             circuit: model.circuit.state().as_metric(),
+            read_strategy: model
+                .backend
+                .host_report()
+                .map(|h| h.strategy.unwrap_or(h.probe)),
         }
     });
     if state.quotas.store_kind() != "memory" {

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::backend::compat::{CompatBackend, LabelTexts};
 use crate::backend::llamacpp::LlamaCppBackend;
 use crate::backend::vllm::VllmBackend;
 use crate::backend::Backend;
@@ -170,7 +171,15 @@ impl Models {
         let counter = Self::token_counter(c, &table).map_err(invalid)?;
         let calibration = Self::calibration(c).map_err(invalid)?;
         let upstream_model = c.upstream_model.clone().unwrap_or_else(|| c.name.clone());
-        let backend = Self::backend(c, client, &upstream_model);
+        let backend = Self::backend(c, client, &upstream_model, &table, check_timeout);
+        // Plain OpenAI has no tokenizer endpoint: the `openai` dialect's probe checks the
+        // label ids it sees instead of the live check.
+        let check_interval = match c.backend {
+            BackendKind::Openai => Duration::ZERO,
+            BackendKind::Vllm | BackendKind::Llamacpp => {
+                Duration::from_secs(c.token_check_interval_secs)
+            }
+        };
         Ok(Model {
             aliases: c.aliases.clone(),
             upstream_model,
@@ -185,10 +194,7 @@ impl Models {
                 .transpose()
                 .map_err(invalid)?,
             rerank_question: c.rerank_question.clone(),
-            verifier: Arc::new(Verifier::new(
-                Duration::from_secs(c.token_check_interval_secs),
-                check_timeout,
-            )),
+            verifier: Arc::new(Verifier::new(check_interval, check_timeout)),
             table: served,
             ..Model::new(c.name.clone(), backend, table)
         })
@@ -236,11 +242,14 @@ impl Models {
         Ok(TokenCounter::Tokenizer(Arc::new(tk)))
     }
 
-    /// The backend of the configured dialect.
+    /// The backend of the configured dialect (the `openai` one learns the label texts of
+    /// `table`, and probes within `probe_timeout`).
     fn backend(
         c: &ModelConfig,
         client: &reqwest::Client,
         upstream_model: &str,
+        table: &TokenTable,
+        probe_timeout: Duration,
     ) -> Arc<dyn Backend> {
         let thinking_off = c
             .disable_thinking
@@ -263,6 +272,14 @@ impl Models {
                 c.backend_api_key.clone(),
                 c.cache_prompt,
                 thinking_off,
+            )),
+            BackendKind::Openai => Arc::new(CompatBackend::new(
+                client.clone(),
+                &c.backend_url,
+                upstream_model.to_string(),
+                c.backend_api_key.clone(),
+                label_texts(table),
+                probe_timeout,
             )),
         }
     }
@@ -359,6 +376,23 @@ impl Models {
         }
         names
     }
+}
+
+/// The text of each label token of `table`: the single-token labels' numbers, and each
+/// token of a multi-token label its character (one per token, as the trie requires).
+pub fn label_texts(table: &TokenTable) -> LabelTexts {
+    let singles = table
+        .labels
+        .iter()
+        .map(|l| (l.id, l.number.to_string()))
+        .collect();
+    let multi = table.multi_labels().flat_map(|(_, l)| {
+        l.ids
+            .iter()
+            .zip(l.text.chars())
+            .map(|(id, c)| (*id, c.to_string()))
+    });
+    LabelTexts::new(table.prefix.clone(), singles, multi)
 }
 
 impl Models {

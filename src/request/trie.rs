@@ -191,13 +191,19 @@ impl ReadPlan {
         }
     }
 
-    /// Upstream requests per option order when a read may carry `per_read` ids at most.
-    pub fn requests(&self, per_read: usize) -> usize {
-        let per_read = per_read.max(1);
+    /// Upstream requests per option order when a read of a node with `n` ids may carry
+    /// `per_read(n)` ids at most.
+    pub fn requests(&self, per_read: impl Fn(usize) -> usize) -> usize {
         self.nodes
             .iter()
-            .map(|n| n.ids.len().div_ceil(per_read))
+            .map(|n| n.ids.len().div_ceil(per_read(n.ids.len()).max(1)))
             .sum()
+    }
+
+    /// Whether the reads are joined by the chain rule (more than one node), so each must be
+    /// a raw, pre-mask read of its node.
+    pub fn chained(&self) -> bool {
+        self.nodes.len() > 1
     }
 
     /// Each option's log-probability from the reads of every node (`reads[node]` aligned

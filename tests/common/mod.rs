@@ -7,9 +7,11 @@
 
 #![allow(dead_code)]
 
+pub mod fake_openai;
 pub mod fake_vllm;
 pub mod llama;
 pub mod log;
+pub mod post_bias_proxy;
 pub mod props;
 pub mod proxy;
 pub mod real_tokenizers;
@@ -142,6 +144,23 @@ pub fn config_with_table(backend_url: &str, table: &str, extra: &[&str]) -> Serv
         table,
         "--model",
         "glm-5.3-flash",
+    ];
+    args.extend_from_slice(extra);
+    serve_config(&args)
+}
+
+/// The serve configuration for an OpenAI-compatible host (`--backend openai`) at
+/// `backend_url` with the token table `table`, with extra flags (`--model` among them).
+pub fn openai_config(backend_url: &str, table: &str, extra: &[&str]) -> ServeConfig {
+    let mut args = vec![
+        "systemone",
+        "serve",
+        "--backend",
+        "openai",
+        "--backend-url",
+        backend_url,
+        "--token-table",
+        table,
     ];
     args.extend_from_slice(extra);
     serve_config(&args)

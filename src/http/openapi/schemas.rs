@@ -728,4 +728,27 @@ pub struct ModelReadiness {
     /// `closed`, `open` or `half_open`.
     circuit: String,
     last_check_unix: Option<u64>,
+    /// The backend dialect: `vllm`, `llamacpp` or `openai`.
+    dialect: String,
+    /// What the `openai` dialect's probe found of its host (null for the other dialects).
+    host: Option<HostReadiness>,
+}
+
+/// The `openai` dialect's probe of its host (README "The `openai` dialect").
+#[derive(Serialize, ToSchema)]
+pub struct HostReadiness {
+    /// `unprobed`, `ready` or `refused`.
+    probe: String,
+    /// `post_bias` or `raw_top_k`, once ready.
+    strategy: Option<String>,
+    /// What the host lacks, when refused.
+    refused: Option<String>,
+    /// The most `top_logprobs` entries the host returns.
+    top_logprobs: Option<u64>,
+    /// `id`, `token_id:N` or `text` (options found by their label text).
+    token_ids: Option<String>,
+    /// `after_logprobs`, `before_logprobs` or `ignored`.
+    logit_bias: Option<String>,
+    /// `trailing_message` or `continue_final_message`.
+    prefill: Option<String>,
 }

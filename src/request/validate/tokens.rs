@@ -131,7 +131,7 @@ fn upstream_prompt_tokens(
     state_tokens: usize,
 ) -> usize {
     let counter = &req.model.counter;
-    let per_read_ids = req.model.backend.max_ids_per_read().max(1);
+    let per_read_ids = |ids: usize| req.model.backend.max_ids_per_read(ids);
     let block: usize = question_tokens.iter().sum();
     let whole_block = req.layout == Layout::Cost || matches!(req.history, History::Shared(_));
     let shared_history = match &req.history {
