@@ -5,7 +5,10 @@
 //!   (`VllmBackend::encode`);
 //! * `decode`: [`decode::decode`] on synthetic log-probabilities, with the model's default
 //!   temperature;
-//! * `render+decode`: both, i.e. what one question costs the service besides HTTP.
+//! * `render+decode`: both, i.e. what one question costs the service besides HTTP;
+//! * `parse+validate`: the caller's body bytes (state and the one question) through the
+//!   strict parse and validation, as `POST /v1/systemone` runs them: the inline cost that
+//!   `http::blocking::INLINE_LIGHT_BYTES` weighs against a hop to the blocking pool.
 //!
 //! For a 4-option and a 150-option choice question over a state of about 1,000 characters,
 //! with the `golden-fake` token table. Throughput is reported in questions per second.
@@ -26,9 +29,11 @@ use systemone::backend::vllm::VllmBackend;
 use systemone::backend::{Backend, ReadRequest};
 use systemone::engine::decode::{decode, OrderRead};
 use systemone::models::tokens::TokenTable;
-use systemone::models::Model;
+use systemone::config::Limits;
+use systemone::json::parse_strict;
+use systemone::models::{Model, Models};
 use systemone::request::prompt::plan;
-use systemone::request::ValidRequest;
+use systemone::request::{validate_with_parts, ValidRequest};
 
 use support::{label_ids, one_question, route_criteria, route_question, ticket_state};
 
@@ -53,9 +58,9 @@ fn model() -> Arc<Model> {
     ))
 }
 
-/// A one-question request whose choice has `n` options.
-fn request(model: &Arc<Model>, n: usize) -> ValidRequest {
-    let criteria = if n == 4 {
+/// The options of a choice question with `n` of them.
+fn criteria(n: usize) -> Vec<(String, serde_json::Value)> {
+    if n == 4 {
         route_criteria()
     } else {
         (0..n)
@@ -68,8 +73,26 @@ fn request(model: &Arc<Model>, n: usize) -> ValidRequest {
                 )
             })
             .collect()
-    };
-    one_question(model, &ticket_state(), route_question(criteria))
+    }
+}
+
+/// A one-question request whose choice has `n` options.
+fn request(model: &Arc<Model>, n: usize) -> ValidRequest {
+    one_question(model, &ticket_state(), route_question(criteria(n)))
+}
+
+/// The caller's body of that request, as a client sends it.
+fn body(n: usize) -> Vec<u8> {
+    let criteria: serde_json::Map<_, _> = criteria(n).into_iter().collect();
+    let question = json!({"type": "choice", "instructions": support::ROUTE_INSTRUCTIONS, "criteria": criteria});
+    serde_json::to_vec(&json!({"state": ticket_state(), "questions": {"route": question}}))
+        .expect("serialises")
+}
+
+/// Parses and validates `body` as the route does (no multipart parts).
+fn parse_and_validate(body: &[u8], models: &Models, limits: &Limits) -> ValidRequest {
+    let json = parse_strict(body).expect("parses");
+    validate_with_parts(json, &Default::default(), models, limits).expect("valid")
 }
 
 /// Everything the pipeline renders for one request: the plan and every upstream body.
@@ -118,6 +141,12 @@ fn hot_path(c: &mut Criterion) {
     let model = model();
     // The same backend type the model holds; `body` needs the concrete type.
     let backend = backend();
+    let models = Models::new(vec![model.clone()], 0).expect("one model");
+    // The 150-option question is ~17 k bytes, estimated as as many tokens.
+    let limits = Limits {
+        max_question_tokens: 32768,
+        ..Limits::default()
+    };
     let mut group = c.benchmark_group("hot_path");
     group.throughput(Throughput::Elements(1));
     for n in [4usize, 150] {
@@ -150,6 +179,11 @@ fn hot_path(c: &mut Criterion) {
                 let decoded = decode(black_box(&reads), t).expect("decodes");
                 (bytes, decoded)
             })
+        });
+        let body = body(n);
+        eprintln!("{n} options: a caller's body of {} bytes", body.len());
+        group.bench_with_input(BenchmarkId::new("parse+validate", n), &body, |b, body| {
+            b.iter(|| parse_and_validate(black_box(body), &models, &limits))
         });
     }
     group.finish();

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use serde_json::Value;
 
-use super::blocking;
+use super::blocking::{self, Weight};
 use super::edge::BodyTimedOut;
 use crate::error::{ApiError, Code};
 use crate::json::{parse_strict, JsonError};
@@ -85,13 +85,17 @@ pub async fn read_request(
     let bytes = match encoding {
         Encoding::Identity => bytes,
         _ => Bytes::from(
-            blocking::run(bytes.len(), move || decompress(encoding, &bytes, max_bytes)).await??,
+            blocking::run(bytes.len(), Weight::Heavy, move || {
+                decompress(encoding, &bytes, max_bytes)
+            })
+            .await??,
         ),
     };
     let len = bytes.len();
     match kind {
         Kind::Json => Ok(RequestBody {
-            json: blocking::run(len, move || parse_json(&bytes, "the body")).await??,
+            json: blocking::run(len, Weight::Light, move || parse_json(&bytes, "the body"))
+                .await??,
             parts: Parts::new(),
             len,
         }),
@@ -208,7 +212,7 @@ async fn read_multipart(bytes: Bytes, boundary: String) -> Result<RequestBody, A
             parts.len()
         ))
     })?;
-    let json = blocking::run(request.len(), move || {
+    let json = blocking::run(request.len(), Weight::Light, move || {
         parse_json(&request, "the multipart part \"request\"")
     })
     .await??;

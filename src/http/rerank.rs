@@ -29,7 +29,8 @@ use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
 use super::systemone::{observe_answers, say_model};
-use super::{blocking, body, count_rejection, usage, wire, AppState, RequestId};
+use super::blocking::{self, Weight};
+use super::{body, count_rejection, usage, wire, AppState, RequestId};
 use crate::config::Limits;
 use crate::engine::{Outcome, PipelineError, Usage};
 use crate::error::{ApiError, Code};
@@ -68,7 +69,13 @@ async fn answer(
 ) -> Result<Response, ApiError> {
     let body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
     let (models, limits) = (state.models.clone(), state.limits.clone());
-    let plan = blocking::run(body.len, move || plan(body.json, &models, &limits)).await??;
+    // Documents are text: only exact token counting makes the plan heavy.
+    let weight = if models.any_counts_exactly() {
+        Weight::Heavy
+    } else {
+        Weight::Light
+    };
+    let plan = blocking::run(body.len, weight, move || plan(body.json, &models, &limits)).await??;
     let span = tracing::Span::current();
     span.record("model", plan.batches[0].model().name.as_str());
     span.record("questions", plan.documents);

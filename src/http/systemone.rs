@@ -6,10 +6,13 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 use super::auth::Caller;
-use super::{blocking, body, count_rejection, usage, wire, AppState};
+use super::blocking::{self, Weight};
+use super::body::{self, RequestBody};
+use super::{count_rejection, usage, wire, AppState};
 use crate::calibration::Decoded;
 use crate::engine::Outcome;
 use crate::error::ApiError;
+use crate::models::Models;
 use crate::request::{validate_with_parts, Ignored, ValidRequest};
 
 pub(super) async fn handle(
@@ -33,9 +36,10 @@ async fn answer(
     body: Body,
 ) -> Result<Response, ApiError> {
     let body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
+    let weight = validation_weight(&body, &state.models);
     let (models, limits) = (state.models.clone(), state.limits.clone());
     // The image parts are dropped with the closure: they live on, re-encoded, in the request.
-    let request = blocking::run(body.len, move || {
+    let request = blocking::run(body.len, weight, move || {
         validate_with_parts(body.json, &body.parts, &models, &limits)
     })
     .await??;
@@ -44,6 +48,19 @@ async fn answer(
     say_ignored(request.ignored(), response.headers_mut());
     say_model(&request.model().name, response.headers_mut());
     Ok(response)
+}
+
+/// Validation is light work (a few ns a byte) unless it counts tokens with a real
+/// tokenizer or decodes images (parts, or the `images` and `assets` fields).
+fn validation_weight(body: &RequestBody, models: &Models) -> Weight {
+    let images = !body.parts.is_empty()
+        || body.json.get("images").is_some()
+        || body.json.get("assets").is_some();
+    if images || models.any_counts_exactly() {
+        Weight::Heavy
+    } else {
+        Weight::Light
+    }
 }
 
 /// The header that names the configured model that served (its public name; the fallback

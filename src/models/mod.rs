@@ -358,6 +358,12 @@ impl Models {
         self.list.iter()
     }
 
+    /// Whether some model counts tokens with its real tokenizer, which makes validating a
+    /// request heavy work (before parsing, which model serves is not yet known).
+    pub fn any_counts_exactly(&self) -> bool {
+        self.list.iter().any(|m| m.counter.is_exact())
+    }
+
     /// Public names, for error messages and `/v1/models`.
     pub fn public_names(&self) -> Vec<String> {
         self.list.iter().map(|m| m.name.clone()).collect()

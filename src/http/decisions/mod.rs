@@ -15,7 +15,8 @@ use axum::response::Response;
 
 use super::auth::Caller;
 use super::systemone::{run_request, say_ignored, say_model};
-use super::{blocking, body, wire, AppState};
+use super::blocking::{self, Weight};
+use super::{body, wire, AppState};
 use crate::error::{ApiError, Code};
 use crate::request::validate;
 use answer::{error_response, DecisionBody};
@@ -50,7 +51,8 @@ async fn answer(
         ));
     }
     let (models, limits) = (state.models.clone(), state.limits.clone());
-    let (request, translated) = blocking::run(body.len, move || {
+    // Its images come as data URLs inside `input`: heavy, as the body is not searched for them.
+    let (request, translated) = blocking::run(body.len, Weight::Heavy, move || {
         let (systemone_body, translated) = translate(body.json, &limits)?;
         match validate(systemone_body, &models, &limits) {
             Ok(request) => Ok((request, translated)),
