@@ -27,10 +27,10 @@ use serde_json::json;
 
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::{Backend, ReadRequest};
-use systemone::engine::decode::{decode, OrderRead};
-use systemone::models::tokens::TokenTable;
 use systemone::config::Limits;
+use systemone::engine::decode::{decode, OrderRead};
 use systemone::json::parse_strict;
+use systemone::models::tokens::TokenTable;
 use systemone::models::{Model, Models};
 use systemone::request::prompt::plan;
 use systemone::request::{validate_with_parts, ValidRequest};

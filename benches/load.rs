@@ -21,7 +21,7 @@
 //!
 //! `scripts/bench-load-ab.sh [BASE_COMMIT]`, or `LOAD_BASE_BIN=… cargo bench --bench load`
 //! Knobs (environment): `LOAD_SECS` (measured seconds per binary and row, default 3, split
-//! over 3 rounds), `LOAD_WARMUP_SECS` (per round, default 0.3), `LOAD_LEVELS` (default
+//! over `LOAD_ROUNDS` rounds, default 3), `LOAD_WARMUP_SECS` (per round, default 0.3), `LOAD_LEVELS` (default
 //! `1,16,64`), `LOAD_SCENARIOS` (names, default all: `1x4,5x4,1x150`), `LOAD_LOGS`
 //! (`quiet` and/or `info`; default `quiet`: warnings plus the startup lines),
 //! `LOAD_SERVICE_ARGS` (extra `serve` flags, split on whitespace).
@@ -52,9 +52,10 @@ use systemone::request::prompt::plan;
 
 const MODEL: &str = "glm-5.3-flash";
 const LEVELS: [usize; 3] = [1, 16, 64];
-/// Each row alternates the binaries (and the direct path) over this many rounds, so drift
-/// in the machine's state (other work, frequency) hits every side alike.
-const ROUNDS: u32 = 3;
+/// Each row alternates the binaries (and the direct path) over this many rounds by default
+/// (`LOAD_ROUNDS`), so drift in the machine's state (other work, frequency) hits every side
+/// alike; more, shorter rounds follow faster drift.
+const ROUNDS: usize = 3;
 /// No single request may take longer than this; keeps every phase bounded.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -257,7 +258,9 @@ struct Running {
 /// What the run needs from the environment.
 struct Knobs {
     warmup: Duration,
+    /// Measured time of one round.
     round: Duration,
+    rounds: usize,
     levels: Vec<usize>,
     scenarios: Vec<Scenario>,
     configs: Vec<Config>,
@@ -272,6 +275,11 @@ fn knobs() -> Knobs {
                 .collect()
         })
     };
+    let rounds = std::env::var("LOAD_ROUNDS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(ROUNDS);
     let levels: Vec<usize> = list("LOAD_LEVELS")
         .map(|l| l.iter().filter_map(|c| c.parse().ok()).collect::<Vec<_>>())
         .map(|l| l.into_iter().filter(|c| (1..=4096).contains(c)).collect())
@@ -317,7 +325,8 @@ fn knobs() -> Knobs {
     }
     Knobs {
         warmup: env_secs("LOAD_WARMUP_SECS", 0.3),
-        round: env_secs("LOAD_SECS", 3.0) / ROUNDS,
+        round: env_secs("LOAD_SECS", 3.0) / rounds as u32,
+        rounds,
         levels,
         scenarios,
         configs,
@@ -357,8 +366,9 @@ fn main() {
     let bodies: Vec<Vec<u8>> = knobs.scenarios.iter().map(Scenario::body).collect();
     sanity_check(&client_rt, &fake, &services, &bodies, &direct_body, &post);
     eprintln!(
-        "fake vLLM at {}; per row and side {ROUNDS} rounds of {:.1} s warm-up + {:.1} s measured",
+        "fake vLLM at {}; per row and side {} rounds of {:.1} s warm-up + {:.1} s measured",
         fake.base_url(),
+        knobs.rounds,
         knobs.warmup.as_secs_f64(),
         knobs.round.as_secs_f64()
     );
@@ -371,17 +381,20 @@ fn main() {
     let run = |request, concurrency| {
         client_rt.block_on(drive(request, concurrency, knobs.warmup, knobs.round))
     };
-    for r in 0..ROUNDS as usize {
-        for (si, s) in knobs.scenarios.iter().enumerate() {
-            for (li, &concurrency) in knobs.levels.iter().enumerate() {
-                let row = si * knobs.levels.len() + li;
+    // Rows one after another (so a row's peak RSS is not the heap an earlier, larger row
+    // left behind: glibc keeps what it grew), and within a row the rounds, each starting
+    // with the next binary, so drift in the machine's state hits every side alike.
+    for (si, s) in knobs.scenarios.iter().enumerate() {
+        for (li, &concurrency) in knobs.levels.iter().enumerate() {
+            let row = si * knobs.levels.len() + li;
+            for r in 0..knobs.rounds {
                 if s.name == "1x4" {
                     direct[row].merge(run(post(&direct_url, &direct_body), concurrency));
                 }
                 for k in 0..services.len() {
                     let c = (k + r) % services.len();
                     let pid = services[c].guard.pid();
-                    if !reset_peak(pid) && r == 0 {
+                    if !reset_peak(pid) && row == 0 && r == 0 {
                         eprintln!(
                             "WARNING: cannot reset the peak RSS of pid {pid}: peaks are cumulative"
                         );
@@ -396,8 +409,8 @@ fn main() {
                     m.phase.merge(phase);
                 }
             }
+            eprintln!("row {} of {rows} done", row + 1);
         }
-        eprintln!("round {} of {ROUNDS} done", r + 1);
     }
     for (row, per_service) in measured.iter().enumerate() {
         for (m, s) in per_service.iter().zip(&services) {
@@ -412,7 +425,7 @@ fn main() {
         measured: &measured,
         direct: &direct,
     };
-    table.print(knobs.round * ROUNDS);
+    table.print(knobs.round * knobs.rounds as u32);
     drop(services);
     drop(client_rt);
     drop(fake_rt);

@@ -28,8 +28,8 @@ use futures::future::try_join_all;
 use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
-use super::systemone::{observe_answers, say_model};
 use super::blocking::{self, Weight};
+use super::systemone::{observe_answers, say_model};
 use super::{body, count_rejection, usage, wire, AppState, RequestId};
 use crate::config::Limits;
 use crate::engine::{Outcome, PipelineError, Usage};

@@ -14,8 +14,8 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::auth::Caller;
-use super::systemone::{run_request, say_ignored, say_model};
 use super::blocking::{self, Weight};
+use super::systemone::{run_request, say_ignored, say_model};
 use super::{body, wire, AppState};
 use crate::error::{ApiError, Code};
 use crate::request::validate;
