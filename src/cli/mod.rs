@@ -76,6 +76,18 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
+/// The service's runtime: `workers` async threads, else half the CPUs (at least one); see
+/// `--worker-threads`.
+fn serve_runtime(workers: Option<u16>) -> Result<tokio::runtime::Runtime, String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = workers.map_or((cpus / 2).max(1), usize::from);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

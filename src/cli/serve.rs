@@ -11,7 +11,7 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
     // Dropped when `run` returns: what is still buffered is written before the caller's
     // error line.
     let _flush = init_tracing(config.log_format);
-    super::runtime()?
+    super::serve_runtime(config.worker_threads)?
         .block_on(serve(config))
         .map_err(|e| format!("serve: {e}"))
 }
