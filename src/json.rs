@@ -13,6 +13,7 @@
 use std::fmt::{self, Write as _};
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// Why a body is not acceptable JSON.
@@ -107,10 +108,15 @@ impl<'de> Visitor<'de> for StrictValue {
                 return Ok(Value::Number(number));
             }
             let value = map.next_value_seed(StrictValue)?;
-            if out.contains_key(&key) {
-                return Err(de::Error::custom(format_args!("{DUP_PREFIX}{key}")));
+            // One hash of the key for both the check and the insert.
+            match out.entry(key) {
+                Entry::Occupied(taken) => {
+                    return Err(de::Error::custom(format_args!("{DUP_PREFIX}{}", taken.key())));
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
             }
-            out.insert(key, value);
         }
         Ok(Value::Object(out))
     }
