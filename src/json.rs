@@ -111,7 +111,10 @@ impl<'de> Visitor<'de> for StrictValue {
             // One hash of the key for both the check and the insert.
             match out.entry(key) {
                 Entry::Occupied(taken) => {
-                    return Err(de::Error::custom(format_args!("{DUP_PREFIX}{}", taken.key())));
+                    return Err(de::Error::custom(format_args!(
+                        "{DUP_PREFIX}{}",
+                        taken.key()
+                    )));
                 }
                 Entry::Vacant(slot) => {
                     slot.insert(value);

@@ -13,12 +13,14 @@ pub mod openapi;
 mod playground;
 mod rerank;
 pub mod state;
+mod summary;
 mod systemone;
 mod usage;
 pub mod wire;
 
 pub use state::AppState;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{FromRequestParts, MatchedPath, Request, State};
@@ -35,6 +37,7 @@ use crate::metrics::ModelGauges;
 use crate::models::circuit::CircuitState;
 use crate::models::tokens::verify::Verdict;
 use auth::{AuthError, Caller};
+use summary::Summary;
 
 /// The request id every response carries (`req_<32 hex>`).
 #[derive(Debug, Clone)]
@@ -134,39 +137,34 @@ async fn request_context(
         .map_or("unmatched", |p| p.as_str())
         .to_owned();
     request.extensions_mut().insert(RequestId(id.clone()));
-    // Filled in by the handler, so the one summary line carries them.
-    let span = tracing::info_span!(
-        "request",
-        request_id = %id,
-        route = %route,
-        key = tracing::field::Empty,
-        model = tracing::field::Empty,
-        questions = tracing::field::Empty,
-        upstream_requests = tracing::field::Empty,
-    );
+    let span = tracing::info_span!("request", request_id = %id);
+    let summary = Arc::new(Summary::default());
     let started = Instant::now();
     let mut abandoned = Abandoned {
         state: &state,
         route: &route,
         started,
         span: &span,
+        summary: &summary,
     };
-    let mut response = next.run(request).instrument(span.clone()).await;
+    let mut response = summary
+        .scope(next.run(request))
+        .instrument(span.clone())
+        .await;
     abandoned.disarm();
     let code = response.extensions().get::<Code>().map(|c| c.as_str());
+    let latency = started.elapsed();
     state.metrics.count_request(
         &route,
         response.status().as_u16(),
         code.unwrap_or(""),
-        started.elapsed(),
+        latency,
     );
+    let status = response.status().as_u16();
+    let fields = summary.fields();
     span.in_scope(|| {
-        tracing::info!(
-            status = response.status().as_u16(),
-            error_code = code.unwrap_or(""),
-            latency_ms = started.elapsed().as_secs_f64() * 1e3,
-            "request finished"
-        )
+        let code = code.unwrap_or("");
+        log_summary(Ending::Finished, &route, status, code, latency, &fields)
     });
     if let Ok(value) = HeaderValue::from_str(&id) {
         let headers = response.headers_mut();
@@ -174,6 +172,40 @@ async fn request_context(
         headers.insert(REQUEST_ID.clone(), value);
     }
     response
+}
+
+/// How a request ended, as its summary line says.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Finished,
+    Abandoned,
+}
+
+/// The one summary line of a request (inside its span, which names its id): route,
+/// outcome, latency and what the handler noted ([`summary`]); never the caller's content.
+fn log_summary(
+    ending: Ending,
+    route: &str,
+    status: u16,
+    code: &str,
+    latency: std::time::Duration,
+    fields: &summary::Fields,
+) {
+    let message = match ending {
+        Ending::Finished => "request finished",
+        Ending::Abandoned => "request abandoned by the client",
+    };
+    tracing::info!(
+        route,
+        key = fields.key.as_deref(),
+        model = fields.model.as_deref(),
+        questions = fields.questions,
+        upstream_requests = fields.upstream_requests,
+        status,
+        error_code = code,
+        latency_ms = latency.as_secs_f64() * 1e3,
+        "{message}"
+    );
 }
 
 /// The status a request the client abandoned is counted with (nginx's "client closed
@@ -187,6 +219,7 @@ struct Abandoned<'a> {
     route: &'a str,
     started: Instant,
     span: &'a tracing::Span,
+    summary: &'a Summary,
 }
 
 impl Abandoned<'_> {
@@ -208,12 +241,15 @@ impl Drop for Abandoned<'_> {
             "client_closed",
             elapsed,
         );
+        let fields = self.summary.fields();
         self.span.in_scope(|| {
-            tracing::info!(
-                status = CLIENT_CLOSED_STATUS,
-                error_code = "client_closed",
-                latency_ms = elapsed.as_secs_f64() * 1e3,
-                "request abandoned by the client"
+            log_summary(
+                Ending::Abandoned,
+                self.route,
+                CLIENT_CLOSED_STATUS,
+                "client_closed",
+                elapsed,
+                &fields,
             )
         });
     }
@@ -221,7 +257,7 @@ impl Drop for Abandoned<'_> {
 
 /// The caller of a `/v1` route: authenticated by its bearer and counted against its key's
 /// requests per minute, before the body is read. The key's name (never the key) goes into
-/// the request's span and the per-key metrics.
+/// the request's summary line and the per-key metrics.
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
@@ -229,7 +265,7 @@ impl FromRequestParts<AppState> for Caller {
         let caller = state
             .keys
             .authenticate(parts.headers.get(axum::http::header::AUTHORIZATION))?;
-        tracing::Span::current().record("key", caller.name());
+        summary::note_key(caller.name());
         state.metrics.count_key_request(caller.name());
         caller
             .check_request(&state.quotas)

@@ -30,7 +30,7 @@ use serde_json::{json, Map, Value};
 use super::auth::Caller;
 use super::blocking::{self, Weight};
 use super::systemone::{observe_answers, say_model};
-use super::{body, count_rejection, usage, wire, AppState, RequestId};
+use super::{body, count_rejection, summary, usage, wire, AppState, RequestId};
 use crate::config::Limits;
 use crate::engine::{Outcome, PipelineError, Usage};
 use crate::error::{ApiError, Code};
@@ -76,15 +76,13 @@ async fn answer(
         Weight::Light
     };
     let plan = blocking::run(body.len, weight, move || plan(body.json, &models, &limits)).await??;
-    let span = tracing::Span::current();
-    span.record("model", plan.batches[0].model().name.as_str());
-    span.record("questions", plan.documents);
+    summary::note_model(&plan.batches[0].model().name, plan.documents);
     let deadline = state.pipeline.request_timeout();
     let outcomes = tokio::time::timeout(deadline, run(state, caller, &plan))
         .await
         .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))?;
     let usage = total_usage(&outcomes);
-    span.record("upstream_requests", usage.upstream_requests);
+    summary::note_upstream_requests(usage.upstream_requests);
     super::usage::record(state, caller, plan.documents, &usage).await;
     let mut response = wire::json_ok(&response_body(id, &plan, &outcomes, usage))?;
     say_model(&plan.batches[0].model().name, response.headers_mut());

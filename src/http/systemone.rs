@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use super::auth::Caller;
 use super::blocking::{self, Weight};
 use super::body::{self, RequestBody};
-use super::{count_rejection, usage, wire, AppState};
+use super::{count_rejection, summary, usage, wire, AppState};
 use crate::calibration::Decoded;
 use crate::engine::Outcome;
 use crate::error::ApiError;
@@ -83,9 +83,7 @@ pub(super) async fn run_request(
     caller: &Caller,
     request: &ValidRequest,
 ) -> Result<Outcome, ApiError> {
-    let span = tracing::Span::current();
-    span.record("model", request.model().name.as_str());
-    span.record("questions", request.questions().len());
+    summary::note_model(&request.model().name, request.questions().len());
     state
         .metrics
         .observe_request(request.questions().iter().map(|q| q.options.len()));
@@ -103,7 +101,7 @@ pub(super) async fn run_request(
             return Err(e);
         }
     };
-    span.record("upstream_requests", outcome.usage.upstream_requests);
+    summary::note_upstream_requests(outcome.usage.upstream_requests);
     usage::record(state, caller, questions, &outcome.usage).await;
     observe_answers(state, &request.model().name, &outcome.answers);
     Ok(outcome)
