@@ -281,6 +281,31 @@ struct CompletionLogprobs {
     tokens: Option<Vec<String>>,
 }
 
+/// Where each id of a read stands in it, found by binary search: a read of 128 ids answers
+/// 128 entries, and a linear scan per entry is 16,384 comparisons.
+struct Positions(Vec<(u64, usize)>);
+
+impl Positions {
+    fn of(read_ids: &[u32]) -> Self {
+        let mut sorted: Vec<(u64, usize)> = read_ids
+            .iter()
+            .enumerate()
+            .map(|(pos, id)| (u64::from(*id), pos))
+            .collect();
+        sorted.sort_unstable();
+        Positions(sorted)
+    }
+
+    /// The position of `id` in the read (its first, should the read repeat it).
+    fn find(&self, id: u64) -> Option<usize> {
+        let first = self.0.partition_point(|(other, _)| *other < id);
+        self.0
+            .get(first)
+            .filter(|(other, _)| *other == id)
+            .map(|(_, pos)| *pos)
+    }
+}
+
 /// Reads the log-probabilities of `read_ids` out of a vLLM answer.
 fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError> {
     let mut response = ChatResponse::parse(bytes)?;
@@ -291,6 +316,7 @@ fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError
         .map(|t| t.top_logprobs.unwrap_or_default())
         .ok_or_else(|| BackendError::Protocol("no logprobs in the answer".into()))?;
     let mut logprobs = vec![f64::NAN; read_ids.len()];
+    let positions = Positions::of(read_ids);
     for entry in top {
         let id = entry.id.or_else(|| {
             entry
@@ -300,7 +326,7 @@ fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError
                 .and_then(|n| n.parse().ok())
         });
         let Some(id) = id else { continue };
-        if let Some(pos) = read_ids.iter().position(|r| u64::from(*r) == id) {
+        if let Some(pos) = positions.find(id) {
             let lp = entry.logprob.unwrap_or(f64::NAN);
             if !lp.is_finite() {
                 return Err(BackendError::Protocol(format!(
@@ -328,6 +354,20 @@ fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn positions_find_every_id_and_nothing_else() {
+        let ids = [42u32, 7, 1000, 7, 3];
+        let positions = Positions::of(&ids);
+        assert_eq!(positions.find(42), Some(0));
+        assert_eq!(positions.find(7), Some(1), "the first of a repeated id");
+        assert_eq!(positions.find(1000), Some(2));
+        assert_eq!(positions.find(3), Some(4));
+        assert_eq!(positions.find(8), None);
+        assert_eq!(positions.find(0), None);
+        assert_eq!(positions.find(u64::MAX), None);
+        assert_eq!(Positions::of(&[]).find(1), None);
+    }
 
     #[test]
     fn replies_are_read_by_id_and_checked() {
