@@ -33,13 +33,15 @@
 //! 1. [`http`] assigns `req_<hex>`; before the body is read the bearer is checked against
 //!    the API keys and counted against its key's requests per minute ([`http::auth`]);
 //!    then content type and size are checked and the body parsed strictly, on the blocking
-//!    pool (a multipart body: its `request` part, the other parts kept as image bytes).
+//!    pool when it is large (a multipart body: its `request` part, the other parts kept as
+//!    image bytes).
 //! 2. The other front doors first turn their body into the System One body that asks the
 //!    same (`http/decisions/translate.rs`; `http/rerank.rs`, in batches), checking only
 //!    what that body cannot say. Then [`request::validate()`] applies every schema and size rule and lowers the questions
 //!    ([`question`]), against the model that will serve: the requested one, or its
 //!    fallback while its [`models::circuit`] is open ([`models::Models::serving`]).
-//!    Counting tokens and decoding images run on the blocking pool too.
+//!    Counting tokens and decoding images run on the blocking pool too ([`http`]'s
+//!    `blocking.rs` weighs each step's work per byte against the hop).
 //! 3. The handler takes the circuit's ticket (an open circuit refuses the request here),
 //!    counts the key's questions per minute and per day, and hands both to
 //!    [`engine::Pipeline::run`].
