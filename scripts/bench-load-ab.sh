@@ -7,7 +7,7 @@
 # directory under target/ab-base (kept, so the next build is incremental, and the binary
 # cached per commit), removes the worktree, then runs `cargo bench --bench load` with
 # LOAD_BASE_BIN set: both binaries run at once against one fake vLLM and every row
-# alternates between them (see benches/load.rs for the knobs: LOAD_SECS, LOAD_LEVELS,
+# alternates between them (see benches/load.rs for the knobs: LOAD_SECS, LOAD_ROUNDS, LOAD_LEVELS,
 # LOAD_SCENARIOS, LOAD_LOGS, ...).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
