@@ -78,8 +78,13 @@ async fn both(openai: &Service, llamacpp: &Service, body: &Value) -> (Value, Val
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_equal_the_llamacpp_dialects_where_every_option_is_in_the_top_k() {
     let (url, _turn) = backend_turn().await;
-    let openai = openai_service(&url, &[]).await;
-    let llamacpp = common::start(llama_config(&url, &[])).await;
+    // One read at a time, so both services' reads reach llama-server's one slot in the same
+    // order: how much of a prompt the slot reuses depends on the prompt before it, and
+    // that moves the probabilities in the second digit (seen with concurrent reads, whose
+    // order is the scheduler's).
+    let sequential = ["--max-in-flight", "1"];
+    let openai = openai_service(&url, &sequential).await;
+    let llamacpp = common::start(llama_config(&url, &sequential)).await;
     // 4 options: single-token labels; 11: a trie of three nodes, each read raw.
     for n in [4usize, 11] {
         let (a, b) = both(&openai, &llamacpp, &choice(n)).await;
