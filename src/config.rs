@@ -110,9 +110,9 @@ pub struct ServeConfig {
     /// Async worker threads [default: half the CPUs, at least 1]. The service waits on its
     /// backend far more than it computes (heavy steps go to the blocking pool), and with
     /// more workers than that each request wakes an idle one (tokio keeps one searching):
-    /// on 2 CPUs 2 workers spend ~20% more CPU per answer than 1 for no more answers
-    /// (README, "CPU per answer"). Raise it when one worker's ~10,000 answers a second
-    /// are not enough.
+    /// on 2 CPUs one worker spent 0.83-0.97x the CPU per answer of two, for 0.85-1.13x
+    /// the answers a second (docs/benchmarks.md). Raise it when one worker's ~7,000-10,000
+    /// answers a second are not enough.
     #[arg(long, env = "SYSTEMONE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub worker_threads: Option<u16>,
 
