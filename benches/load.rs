@@ -24,10 +24,14 @@
 //! over `LOAD_ROUNDS` rounds, default 3), `LOAD_WARMUP_SECS` (per round, default 0.3), `LOAD_LEVELS` (default
 //! `1,16,64`), `LOAD_SCENARIOS` (names, default all: `1x4,5x4,1x150`), `LOAD_LOGS`
 //! (`quiet` and/or `info`; default `quiet`: warnings plus the startup lines),
-//! `LOAD_SERVICE_ARGS` (extra `serve` flags, split on whitespace).
+//! `LOAD_SERVICE_ARGS` (extra `serve` flags, split on whitespace), `LOAD_FLOOR=1` (adds a
+//! third child, the bare proxy of `benches/floor/`, and prints the floor any tokio service
+//! pays at 1 × 4 and 5 × 4 beside the services' CPU per answer).
 
 #[path = "../tests/common/fake_vllm.rs"]
 mod fake_vllm;
+#[path = "floor/mod.rs"]
+mod floor;
 #[path = "support/mod.rs"]
 mod support;
 
@@ -134,7 +138,7 @@ impl Scenario {
 
 /// One service child: which binary, which logging.
 struct Config {
-    /// `base` or `new`.
+    /// `base`, `new` or `floor` (this bench binary as the bare proxy of [`floor`]).
     binary: &'static str,
     path: PathBuf,
     /// `quiet` or `info`.
@@ -148,6 +152,11 @@ impl Config {
 
     /// Starts this binary against `backend_url`; returns the guard and its address.
     fn start(&self, backend_url: &str) -> (ServiceGuard, SocketAddr) {
+        if self.binary == "floor" {
+            let mut command = std::process::Command::new(&self.path);
+            command.args([floor::FLAG, backend_url]);
+            return support::start_service(command, |_, _| {});
+        }
         let extra_args = std::env::var("LOAD_SERVICE_ARGS").unwrap_or_default();
         let mut command = std::process::Command::new(&self.path);
         command
@@ -323,6 +332,13 @@ fn knobs() -> Knobs {
             log: log.clone(),
         });
     }
+    if std::env::var("LOAD_FLOOR").is_ok_and(|v| v == "1") {
+        configs.push(Config {
+            binary: "floor",
+            path: std::env::current_exe().expect("this bench's own path"),
+            log: "quiet".to_string(),
+        });
+    }
     Knobs {
         warmup: env_secs("LOAD_WARMUP_SECS", 0.3),
         round: env_secs("LOAD_SECS", 3.0) / rounds as u32,
@@ -334,7 +350,15 @@ fn knobs() -> Knobs {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench` (and maybe a filter); nothing here takes arguments.
+    // `cargo bench` passes `--bench` (and maybe a filter); the only argument read here is
+    // the floor's, when this binary is started again as the bare proxy.
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, base_url, ..] = args.as_slice() {
+        if flag == floor::FLAG {
+            floor::run(base_url, &direct_body(base_url));
+            return;
+        }
+    }
     let knobs = knobs();
     let fake_rt = support::runtime("fake-vllm");
     let fake = fake_rt.block_on(FakeVllm::start());
@@ -502,6 +526,9 @@ impl Table<'_> {
                 self.print_log(log, self.find("base", log), new);
             }
         }
+        if let (Some(floor), Some(new)) = (self.find("floor", "quiet"), self.find("new", "quiet")) {
+            self.print_floor(floor, new, self.find("base", "quiet"));
+        }
         if let (Some(quiet), Some(info)) = (self.find("new", "quiet"), self.find("new", "info")) {
             self.print_logging_cost(
                 quiet,
@@ -588,6 +615,36 @@ impl Table<'_> {
             println!(
                 "Direct round trip to the fake (p50, the 1 × 4 upstream body): {}. Added = service p50 − that.",
                 cells.join(", ")
+            );
+        }
+    }
+
+    /// The floor beside the services (quiet logging), at 1 × 4 and 5 × 4: what is left to
+    /// cut above the I/O any tokio service pays, and whether half of base is below it.
+    fn print_floor(&self, floor: usize, new: usize, base: Option<usize>) {
+        println!();
+        println!(
+            "#### the floor: a bare tokio proxy doing only the service's I/O (benches/floor/), quiet logging"
+        );
+        println!();
+        println!(
+            "| scenario | callers | CPU µs/answer floor | new | new − floor | base | {TARGET_CPU_RATIO} × base | floor ÷ base | upstream/answer floor | errors floor |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (row, s, callers) in self.rows().filter(|(_, s, _)| s.options == 4) {
+            let cpu = |i: usize| self.measured[row][i].cpu_us_per_answer(s);
+            let (f, n) = (cpu(floor), cpu(new));
+            let b = base.map(cpu);
+            let cell = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1}"));
+            println!(
+                "| {} | {callers} | {f:.1} | {n:.1} | {:.1} | {} | {} | {} | {:.2} | {} |",
+                s.label(),
+                n - f,
+                cell(b),
+                cell(b.map(|b| b * TARGET_CPU_RATIO)),
+                b.map_or("–".to_string(), |b| format!("{:.3}", f / b)),
+                self.measured[row][floor].upstream_per_answer(s),
+                self.measured[row][floor].phase.errors,
             );
         }
     }
