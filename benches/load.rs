@@ -24,9 +24,11 @@
 //! over `LOAD_ROUNDS` rounds, default 3), `LOAD_WARMUP_SECS` (per round, default 0.3), `LOAD_LEVELS` (default
 //! `1,16,64`), `LOAD_SCENARIOS` (names, default all: `1x4,5x4,1x150`), `LOAD_LOGS`
 //! (`quiet` and/or `info`; default `quiet`: warnings plus the startup lines),
-//! `LOAD_SERVICE_ARGS` (extra `serve` flags, split on whitespace), `LOAD_FLOOR=1` (adds a
-//! third child, the bare proxy of `benches/floor/`, and prints the floor any tokio service
-//! pays at 1 × 4 and 5 × 4 beside the services' CPU per answer).
+//! `LOAD_SERVICE_ARGS` (extra `serve` flags, split on whitespace), `LOAD_FLOOR=1` (adds two
+//! children, the bare proxies of `benches/floor/`: on sockets, and through axum and reqwest,
+//! each sending upstream exactly the bodies the new binary sent for the same caller body;
+//! prints the floor any tokio service pays per row, and what those libraries add to it,
+//! beside the services' CPU per answer).
 
 #[path = "../tests/common/fake_vllm.rs"]
 mod fake_vllm;
@@ -138,7 +140,10 @@ impl Scenario {
 
 /// One service child: which binary, which logging.
 struct Config {
-    /// `base`, `new` or `floor` (this bench binary as the bare proxy of [`floor`]).
+    /// For a floor: the file of upstream bodies per caller body ([`floor::Plan`]).
+    floor_plan: Option<PathBuf>,
+    /// `base`, `new`, `floor` or `floor-libs` (this bench binary as a bare proxy of
+    /// [`floor`]: on sockets, or through axum and reqwest).
     binary: &'static str,
     path: PathBuf,
     /// `quiet` or `info`.
@@ -152,9 +157,13 @@ impl Config {
 
     /// Starts this binary against `backend_url`; returns the guard and its address.
     fn start(&self, backend_url: &str) -> (ServiceGuard, SocketAddr) {
-        if self.binary == "floor" {
+        if let Some(plan) = &self.floor_plan {
             let mut command = std::process::Command::new(&self.path);
-            command.args([floor::FLAG, backend_url]);
+            command.arg(floor::FLAG);
+            if self.binary == "floor-libs" {
+                command.arg(floor::LIBS);
+            }
+            command.arg(backend_url).arg(plan);
             return support::start_service(command, |_, _| {});
         }
         let extra_args = std::env::var("LOAD_SERVICE_ARGS").unwrap_or_default();
@@ -234,6 +243,15 @@ fn direct_body(base_url: &str) -> Vec<u8> {
     serde_json::to_vec(&backend().body(&read)).expect("serialises")
 }
 
+/// The CPU-per-answer target for a scenario, as a ratio to base.
+fn target_ratio(s: &Scenario) -> f64 {
+    if s.options >= 150 {
+        TARGET_CPU_RATIO_150
+    } else {
+        TARGET_CPU_RATIO
+    }
+}
+
 /// One binary's measurements of one row, rounds merged.
 #[derive(Default)]
 struct Measured {
@@ -273,6 +291,8 @@ struct Knobs {
     levels: Vec<usize>,
     scenarios: Vec<Scenario>,
     configs: Vec<Config>,
+    /// `LOAD_FLOOR=1`: run the two floors of [`floor`] too.
+    floors: bool,
 }
 
 fn knobs() -> Knobs {
@@ -321,22 +341,17 @@ fn knobs() -> Knobs {
     for log in &logs {
         if let Some(b) = &base {
             configs.push(Config {
+                floor_plan: None,
                 binary: "base",
                 path: b.clone(),
                 log: log.clone(),
             });
         }
         configs.push(Config {
+            floor_plan: None,
             binary: "new",
             path: PathBuf::from(env!("CARGO_BIN_EXE_systemone")),
             log: log.clone(),
-        });
-    }
-    if std::env::var("LOAD_FLOOR").is_ok_and(|v| v == "1") {
-        configs.push(Config {
-            binary: "floor",
-            path: std::env::current_exe().expect("this bench's own path"),
-            log: "quiet".to_string(),
         });
     }
     Knobs {
@@ -346,6 +361,7 @@ fn knobs() -> Knobs {
         levels,
         scenarios,
         configs,
+        floors: std::env::var("LOAD_FLOOR").is_ok_and(|v| v == "1"),
     }
 }
 
@@ -353,30 +369,33 @@ fn main() {
     // `cargo bench` passes `--bench` (and maybe a filter); the only argument read here is
     // the floor's, when this binary is started again as the bare proxy.
     let args: Vec<String> = std::env::args().collect();
-    if let [_, flag, base_url, ..] = args.as_slice() {
-        if flag == floor::FLAG {
-            floor::run(base_url, &direct_body(base_url));
-            return;
-        }
+    if args.get(1).is_some_and(|a| a == floor::FLAG) {
+        let libs = args.get(2).is_some_and(|a| a == floor::LIBS);
+        let [base_url, plan] = &args[args.len() - 2..] else {
+            panic!(
+                "{} [{}] <backend url> <plan file>",
+                floor::FLAG,
+                floor::LIBS
+            );
+        };
+        floor::run(base_url, std::path::Path::new(plan), libs);
+        return;
     }
     let knobs = knobs();
     let fake_rt = support::runtime("fake-vllm");
     let fake = fake_rt.block_on(FakeVllm::start());
     fake.set_keep_bodies(false);
 
-    let services: Vec<Running> = knobs
-        .configs
-        .into_iter()
-        .map(|config| {
-            let (guard, addr) = config.start(&fake.base_url());
-            eprintln!("{} (pid {}) at {addr}", config.name(), guard.pid());
-            Running {
-                config,
-                guard,
-                url: format!("http://{addr}/v1/systemone"),
-            }
-        })
-        .collect();
+    let start = |config: Config| {
+        let (guard, addr) = config.start(&fake.base_url());
+        eprintln!("{} (pid {}) at {addr}", config.name(), guard.pid());
+        Running {
+            config,
+            guard,
+            url: format!("http://{addr}/v1/systemone"),
+        }
+    };
+    let mut services: Vec<Running> = knobs.configs.into_iter().map(start).collect();
     let client_rt = support::runtime("load-client");
     let client = support::load_client(256, REQUEST_TIMEOUT);
     let post = |url: &str, body: &[u8]| {
@@ -389,6 +408,22 @@ fn main() {
     let direct_body = direct_body(&fake.base_url());
     let bodies: Vec<Vec<u8>> = knobs.scenarios.iter().map(Scenario::body).collect();
     sanity_check(&client_rt, &fake, &services, &bodies, &direct_body, &post);
+    let floor_plan = knobs.floors.then(|| {
+        let new = services.iter().find(|s| s.config.binary == "new");
+        let plan = client_rt.block_on(capture_plan(&fake, &new.expect("new").url, &bodies, &post));
+        let path =
+            std::env::temp_dir().join(format!("systemone-floor-{}.json", std::process::id()));
+        std::fs::write(&path, serde_json::to_vec(&plan).expect("json")).expect("plan written");
+        path
+    });
+    for binary in ["floor", "floor-libs"].into_iter().filter(|_| knobs.floors) {
+        services.push(start(Config {
+            floor_plan: floor_plan.clone(),
+            binary,
+            path: std::env::current_exe().expect("this bench's own path"),
+            log: "quiet".to_string(),
+        }));
+    }
     eprintln!(
         "fake vLLM at {}; per row and side {} rounds of {:.1} s warm-up + {:.1} s measured",
         fake.base_url(),
@@ -451,8 +486,32 @@ fn main() {
     };
     table.print(knobs.round * knobs.rounds as u32);
     drop(services);
+    if let Some(plan) = floor_plan {
+        let _ = std::fs::remove_file(plan);
+    }
     drop(client_rt);
     drop(fake_rt);
+}
+
+/// What the floors send: for each scenario, the upstream bodies the new service sent for
+/// it, keyed by the caller body's length (each scenario's body has its own).
+async fn capture_plan(
+    fake: &FakeVllm,
+    new_url: &str,
+    bodies: &[Vec<u8>],
+    post: &impl Fn(&str, &[u8]) -> reqwest::RequestBuilder,
+) -> floor::Plan {
+    let mut plan = floor::Plan::new();
+    fake.set_keep_bodies(true);
+    for body in bodies {
+        fake.state.chat_bodies.lock().expect("lock").clear();
+        let _ = post(new_url, body).send().await;
+        let upstream = fake.chat_bodies().iter().map(Value::to_string).collect();
+        plan.push((body.len(), upstream));
+    }
+    fake.set_keep_bodies(false);
+    fake.state.chat_bodies.lock().expect("lock").clear();
+    plan
 }
 
 /// Each service answers each scenario; at 1 × 4 it sends upstream exactly the direct body.
@@ -526,8 +585,12 @@ impl Table<'_> {
                 self.print_log(log, self.find("base", log), new);
             }
         }
-        if let (Some(floor), Some(new)) = (self.find("floor", "quiet"), self.find("new", "quiet")) {
-            self.print_floor(floor, new, self.find("base", "quiet"));
+        if let (Some(floor), Some(libs), Some(new)) = (
+            self.find("floor", "quiet"),
+            self.find("floor-libs", "quiet"),
+            self.find("new", "quiet"),
+        ) {
+            self.print_floor([floor, libs], new, self.find("base", "quiet"));
         }
         if let (Some(quiet), Some(info)) = (self.find("new", "quiet"), self.find("new", "info")) {
             self.print_logging_cost(
@@ -566,11 +629,7 @@ impl Table<'_> {
         for (row, s, callers) in self.rows() {
             let n = &self.measured[row][new];
             let b = base.map(|b| &self.measured[row][b]);
-            let target = if s.options >= 150 {
-                TARGET_CPU_RATIO_150
-            } else {
-                TARGET_CPU_RATIO
-            };
+            let target = target_ratio(s);
             let ratio = b.map(|b| n.cpu_us_per_answer(s) / b.cpu_us_per_answer(s));
             let cell = |f: &dyn Fn(&Measured) -> String| b.map_or("–".to_string(), f);
             let added = |m: &Measured| {
@@ -619,32 +678,39 @@ impl Table<'_> {
         }
     }
 
-    /// The floor beside the services (quiet logging), at 1 × 4 and 5 × 4: what is left to
-    /// cut above the I/O any tokio service pays, and whether half of base is below it.
-    fn print_floor(&self, floor: usize, new: usize, base: Option<usize>) {
+    /// The floors beside the services (quiet logging): what is left to
+    /// cut above the I/O any tokio service pays and above what axum and reqwest add to it,
+    /// and whether half of base is below them.
+    fn print_floor(&self, [floor, libs]: [usize; 2], new: usize, base: Option<usize>) {
         println!();
         println!(
-            "#### the floor: a bare tokio proxy doing only the service's I/O (benches/floor/), quiet logging"
+            "#### the floors (benches/floor/): bare proxies doing only the service's I/O, on sockets and through axum + reqwest; quiet logging"
         );
         println!();
         println!(
-            "| scenario | callers | CPU µs/answer floor | new | new − floor | base | {TARGET_CPU_RATIO} × base | floor ÷ base | upstream/answer floor | errors floor |"
+            "| scenario | callers | CPU µs/answer floor | floor axum+reqwest | new | base | target × base | floor ÷ base | axum+reqwest floor ÷ base | upstream/answer floors | errors floors |"
         );
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for (row, s, callers) in self.rows().filter(|(_, s, _)| s.options == 4) {
-            let cpu = |i: usize| self.measured[row][i].cpu_us_per_answer(s);
-            let (f, n) = (cpu(floor), cpu(new));
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (row, s, callers) in self.rows() {
+            let m = |i: usize| &self.measured[row][i];
+            let cpu = |i: usize| m(i).cpu_us_per_answer(s);
             let b = base.map(cpu);
             let cell = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1}"));
+            let share = |i: usize| b.map_or("–".to_string(), |b| format!("{:.3}", cpu(i) / b));
             println!(
-                "| {} | {callers} | {f:.1} | {n:.1} | {:.1} | {} | {} | {} | {:.2} | {} |",
+                "| {} | {callers} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {:.2} / {:.2} | {} / {} |",
                 s.label(),
-                n - f,
+                cpu(floor),
+                cpu(libs),
+                cpu(new),
                 cell(b),
-                cell(b.map(|b| b * TARGET_CPU_RATIO)),
-                b.map_or("–".to_string(), |b| format!("{:.3}", f / b)),
-                self.measured[row][floor].upstream_per_answer(s),
-                self.measured[row][floor].phase.errors,
+                cell(b.map(|b| b * target_ratio(s))),
+                share(floor),
+                share(libs),
+                m(floor).upstream_per_answer(s),
+                m(libs).upstream_per_answer(s),
+                m(floor).phase.errors,
+                m(libs).phase.errors,
             );
         }
     }

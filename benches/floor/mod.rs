@@ -3,17 +3,22 @@
 //!
 //! A bare proxy, run as its own child process (the bench binary started again with
 //! `--floor-proxy`, so `/proc` counts its CPU alone), with the service's default runtime
-//! (one tokio worker). Per caller request it does only the I/O the service must do:
-//! reads the request (head and `content-length` body), sends one upstream request per
-//! question (a question is a `"type":"choice"` in the body; the upstream body is the exact
-//! 1 × 4 vLLM body the service sends, pre-rendered once), reads each reply in full, and
-//! answers 200 with the first reply's body. No JSON is parsed, nothing is validated, no
-//! prompt is rendered, no log is written: the same system calls (`recvfrom`, `writev`,
-//! `epoll_wait`) and tokio wake-ups, on the same loopback sockets, and nothing else.
+//! (one tokio worker). Per caller request it does only the I/O the service must do: reads
+//! the request (head and `content-length` body), sends at once the upstream requests the
+//! service sent for that caller body (captured from the new binary before the run, found
+//! here by the body's length: the [`Plan`]), reads each reply in full, and answers 200 with
+//! the first reply's body. No JSON is parsed, nothing is validated, no prompt is rendered,
+//! no log is written: the same system calls (`recvfrom`, `writev`, `epoll_wait`) and tokio
+//! wake-ups, on the same loopback sockets, with the same bytes upstream, and nothing else.
 //!
-//! So its CPU per answer is a lower bound for any design on tokio and loopback TCP, at
-//! 1 × 4 and 5 × 4 (at 150 options it would send the 4-option body and undercount, so the
-//! bench prints no floor there). A target below it cannot be met by cutting code.
+//! So its CPU per answer is a lower bound for any design on tokio and loopback TCP. A
+//! target below it cannot be met by cutting code.
+//!
+//! With `--floor-stack libs` it does the same through the libraries the service is built
+//! on instead of bare sockets: an axum router on hyper's server (one route, the body read
+//! as bytes) and one shared reqwest client (the body posted as bytes, the reply read as
+//! bytes). The difference between the two floors is what those layers cost per answer
+//! before any of the service's own work.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -23,42 +28,114 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// The argument that makes the bench binary run as the floor.
 pub const FLAG: &str = "--floor-proxy";
+/// The argument (before the URL) that makes it the libraries' floor.
+pub const LIBS: &str = "--floor-stack-libs";
 
-/// What a question looks like in the caller's compact JSON body.
-const QUESTION_MARK: &[u8] = br#""type":"choice""#;
+/// For each caller body (by its length), the upstream bodies to send for it.
+pub type Plan = Vec<(usize, Vec<String>)>;
 
 /// Runs the floor against the vLLM server at `base_url` (`http://host:port/v1`), sending
-/// `upstream_body` for each question; prints `floor listening on <addr>` to stderr and
-/// serves until killed.
-pub fn run(base_url: &str, upstream_body: &[u8]) {
+/// what the plan at `plan` says, on bare sockets or (`libs`) through axum and reqwest;
+/// prints `floor listening on <addr>` to stderr and serves until killed.
+pub fn run(base_url: &str, plan: &std::path::Path, libs: bool) {
+    let plan: Plan =
+        serde_json::from_slice(&std::fs::read(plan).expect("the plan file")).expect("a plan");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(serve(base_url, upstream_body));
+    if libs {
+        runtime.block_on(serve_libs(base_url, plan));
+    } else {
+        runtime.block_on(serve(base_url, plan));
+    }
 }
 
-async fn serve(base_url: &str, upstream_body: &[u8]) {
+/// The upstream bodies of `plan` for a caller body of `len` bytes (none for an unknown one).
+fn upstream_for<T>(plan: &[(usize, Vec<T>)], len: usize) -> &[T] {
+    plan.iter()
+        .find(|(l, _)| *l == len)
+        .map_or(&[], |(_, bodies)| bodies.as_slice())
+}
+
+/// The libraries' floor: axum on hyper in front, reqwest behind.
+async fn serve_libs(base_url: &str, plan: Plan) {
+    use axum::body::Bytes;
+    use axum::http::StatusCode;
+    let url = format!("{base_url}/chat/completions");
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .expect("client");
+    let plan: Arc<Vec<(usize, Vec<Bytes>)>> = Arc::new(
+        plan.into_iter()
+            .map(|(len, bodies)| (len, bodies.into_iter().map(Bytes::from).collect()))
+            .collect(),
+    );
+    let route = move |body: Bytes| {
+        let (client, url, plan) = (client.clone(), url.clone(), plan.clone());
+        async move {
+            let one = |upstream: Bytes| {
+                let call = client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(upstream);
+                async move { call.send().await?.bytes().await }
+            };
+            let upstream = upstream_for(&plan, body.len());
+            let replies = futures::future::join_all(upstream.iter().cloned().map(one)).await;
+            match replies.into_iter().collect::<Result<Vec<_>, _>>() {
+                Ok(mut replies) if !replies.is_empty() => Ok((
+                    [("content-type", "application/json")],
+                    replies.swap_remove(0),
+                )),
+                _ => Err(StatusCode::BAD_GATEWAY),
+            }
+        }
+    };
+    let app = axum::Router::new().route("/v1/systemone", axum::routing::post(route));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    eprintln!(
+        "floor listening on {}",
+        listener.local_addr().expect("addr")
+    );
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, app).await.expect("serves");
+}
+
+async fn serve(base_url: &str, plan: Plan) {
     let authority = base_url
         .strip_prefix("http://")
         .and_then(|rest| rest.split('/').next())
         .expect("an http:// base url");
     let upstream: SocketAddr = authority.parse().expect("host:port");
-    let mut request = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: {authority}\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        upstream_body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(upstream_body);
+    let request = |body: String| {
+        let mut request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: {authority}\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body.as_bytes());
+        request
+    };
     let upstream = Arc::new(Upstream {
         addr: upstream,
-        request,
+        plan: plan
+            .into_iter()
+            .map(|(len, bodies)| (len, bodies.into_iter().map(request).collect()))
+            .collect(),
         idle: Mutex::new(Vec::new()),
     });
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    eprintln!("floor listening on {}", listener.local_addr().expect("addr"));
+    eprintln!(
+        "floor listening on {}",
+        listener.local_addr().expect("addr")
+    );
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
@@ -68,16 +145,17 @@ async fn serve(base_url: &str, upstream_body: &[u8]) {
     }
 }
 
-/// The upstream server, its one request and the idle keep-alive connections to it.
+/// The upstream server, the whole requests to send per caller body length, and the idle
+/// keep-alive connections to it.
 struct Upstream {
     addr: SocketAddr,
-    request: Vec<u8>,
+    plan: Vec<(usize, Vec<Vec<u8>>)>,
     idle: Mutex<Vec<TcpStream>>,
 }
 
 impl Upstream {
-    /// One exchange on an idle connection (or a new one); the reply's body.
-    async fn exchange(&self) -> std::io::Result<Vec<u8>> {
+    /// One exchange of `request` on an idle connection (or a new one); the reply's body.
+    async fn exchange(&self, request: &[u8]) -> std::io::Result<Vec<u8>> {
         let idle = self.idle.lock().expect("lock").pop();
         let mut stream = match idle {
             Some(s) => s,
@@ -87,7 +165,7 @@ impl Upstream {
                 s
             }
         };
-        stream.write_all(&self.request).await?;
+        stream.write_all(request).await?;
         let mut buf = Vec::with_capacity(4096);
         let (head, length) = read_head(&mut stream, &mut buf, false).await?;
         read_to(&mut stream, &mut buf, head + length).await?;
@@ -106,17 +184,12 @@ async fn caller(mut stream: TcpStream, upstream: Arc<Upstream>) {
         if read_to(&mut stream, &mut buf, head + length).await.is_err() {
             return;
         }
-        let body = &buf[head..head + length];
-        let questions = body
-            .windows(QUESTION_MARK.len())
-            .filter(|w| *w == QUESTION_MARK)
-            .count()
-            .max(1);
+        let requests = upstream_for(&upstream.plan, length);
         let replies =
-            futures::future::join_all((0..questions).map(|_| upstream.exchange())).await;
+            futures::future::join_all(requests.iter().map(|r| upstream.exchange(r))).await;
         let reply = match replies.into_iter().collect::<std::io::Result<Vec<_>>>() {
-            Ok(mut replies) => replies.swap_remove(0),
-            Err(_) => return,
+            Ok(mut replies) if !replies.is_empty() => replies.swap_remove(0),
+            _ => return,
         };
         let mut response = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
