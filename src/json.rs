@@ -315,6 +315,20 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever mix of plain text, quotes, backslashes, controls and multi-byte
+        /// characters a piece holds, its escape is serde_json's.
+        #[test]
+        fn any_text_escapes_as_serde_json(
+            text in "[a-z \"\\\\\u{0}-\u{1f}\u{7f}é✓𝄞]{0,40}"
+        ) {
+            let mut ours = String::from('"');
+            write_escaped(&mut ours, &text);
+            ours.push('"');
+            proptest::prop_assert_eq!(ours, serde_json::to_string(&text).expect("string"));
+        }
+    }
+
     fn py(text: &str) -> String {
         to_python(&parse_strict(text.as_bytes()).expect("parses")).expect("finite")
     }
