@@ -14,7 +14,7 @@
 //! So its CPU per answer is a lower bound for any design on tokio and loopback TCP. A
 //! target below it cannot be met by cutting code.
 //!
-//! With `--floor-stack libs` it does the same through the libraries the service is built
+//! With `--floor-stack-libs` it does the same through the libraries the service is built
 //! on instead of bare sockets: an axum router on hyper's server (one route, the body read
 //! as bytes) and one shared reqwest client (the body posted as bytes, the reply read as
 //! bytes). The difference between the two floors is what those layers cost per answer
@@ -63,6 +63,7 @@ fn upstream_for<T>(plan: &[(usize, Vec<T>)], len: usize) -> &[T] {
 async fn serve_libs(base_url: &str, plan: Plan) {
     use axum::body::Bytes;
     use axum::http::StatusCode;
+    use axum::serve::ListenerExt;
     let url = format!("{base_url}/chat/completions");
     let client = reqwest::Client::builder()
         .tcp_nodelay(true)
@@ -100,13 +101,13 @@ async fn serve_libs(base_url: &str, plan: Plan) {
         "floor listening on {}",
         listener.local_addr().expect("addr")
     );
-    use axum::serve::ListenerExt;
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
     axum::serve(listener, app).await.expect("serves");
 }
 
+/// The bare floor: tokio sockets both ways, heads read with `httparse`.
 async fn serve(base_url: &str, plan: Plan) {
     let authority = base_url
         .strip_prefix("http://")
