@@ -12,7 +12,9 @@
 //! wake-ups, on the same loopback sockets, with the same bytes upstream, and nothing else.
 //!
 //! So its CPU per answer is a lower bound for any design on tokio and loopback TCP. A
-//! target below it cannot be met by cutting code.
+//! target below it cannot be met by cutting code. `LOAD_FLOOR_RUNTIME=current_thread` runs
+//! both floors on tokio's current-thread runtime instead (everything on one thread, no
+//! worker to wake), to see whether the lower bound moves with the runtime's flavour.
 //!
 //! With `--floor-stack-libs` it does the same through the libraries the service is built
 //! on instead of bare sockets: an axum router on hyper's server (one route, the body read
@@ -40,11 +42,15 @@ pub type Plan = Vec<(usize, Vec<String>)>;
 pub fn run(base_url: &str, plan: &std::path::Path, libs: bool) {
     let plan: Plan =
         serde_json::from_slice(&std::fs::read(plan).expect("the plan file")).expect("a plan");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let current_thread = std::env::var("LOAD_FLOOR_RUNTIME").is_ok_and(|v| v == "current_thread");
+    let mut builder = if current_thread {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut multi = tokio::runtime::Builder::new_multi_thread();
+        multi.worker_threads(1);
+        multi
+    };
+    let runtime = builder.enable_all().build().expect("runtime");
     if libs {
         runtime.block_on(serve_libs(base_url, plan));
     } else {
