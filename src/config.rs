@@ -107,13 +107,15 @@ pub struct ServeConfig {
     #[arg(long, env = "SYSTEMONE_LOG_BACKEND_ERROR_TEXT")]
     pub log_backend_error_text: bool,
 
-    /// Async worker threads [default: half the CPUs, at least 1]. The service waits on its
-    /// backend far more than it computes (heavy steps go to the blocking pool), and with
-    /// more workers than that each request wakes an idle one (tokio keeps one searching):
-    /// on 2 CPUs one worker spent 0.83-0.97x the CPU per answer of two, for 0.85-1.13x
-    /// the answers a second (docs/benchmarks.md). Raise it when one worker's ~7,000-10,000
-    /// answers a second are not enough.
-    #[arg(long, env = "SYSTEMONE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    /// Async worker threads [default: half the CPUs; where that is 1 or less, 0]. The
+    /// service waits on its backend far more than it computes (heavy steps go to the
+    /// blocking pool), and with more workers than that each request wakes an idle one
+    /// (tokio keeps one searching): on 2 CPUs one worker spent 0.83-0.97x the CPU per
+    /// answer of two, for 0.85-1.13x the answers a second. 0 runs everything on one thread
+    /// (tokio's current-thread runtime: no worker to hand work to or wake): 0.84-0.99x the
+    /// CPU per answer of one worker, for 0.98-1.18x the answers a second (docs/benchmarks.md).
+    /// Raise it when one thread's ~7,000-10,000 answers a second are not enough.
+    #[arg(long, env = "SYSTEMONE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(0..=1024))]
     pub worker_threads: Option<u16>,
 
     #[command(flatten)]

@@ -76,13 +76,21 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
-/// The service's runtime: `workers` async threads, else half the CPUs (at least one); see
-/// `--worker-threads`.
+/// The service's runtime: `workers` async threads, else half the CPUs; with 0, or by
+/// default where half the CPUs is one or none, tokio's current-thread runtime: one thread
+/// serves everything, with no worker to hand work to or wake, the cheapest per answer where
+/// one worker would do (see `--worker-threads`).
 fn serve_runtime(workers: Option<u16>) -> Result<tokio::runtime::Runtime, String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let workers = workers.map_or((cpus / 2).max(1), usize::from);
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
+    let workers = workers.map_or(if cpus / 2 > 1 { cpus / 2 } else { 0 }, usize::from);
+    let mut builder = if workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut multi = tokio::runtime::Builder::new_multi_thread();
+        multi.worker_threads(workers);
+        multi
+    };
+    builder
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))
@@ -97,5 +105,26 @@ mod tests {
         // clap checks flag names, env twins and defaults across every subcommand.
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn zero_workers_is_the_current_thread_runtime_and_more_is_multi_threaded() {
+        use tokio::runtime::RuntimeFlavor;
+        let flavor = |workers| {
+            serve_runtime(workers)
+                .expect("a runtime")
+                .handle()
+                .runtime_flavor()
+        };
+        assert_eq!(flavor(Some(0)), RuntimeFlavor::CurrentThread);
+        assert_eq!(flavor(Some(1)), RuntimeFlavor::MultiThread);
+        assert_eq!(flavor(Some(3)), RuntimeFlavor::MultiThread);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let default = if cpus / 2 > 1 {
+            RuntimeFlavor::MultiThread
+        } else {
+            RuntimeFlavor::CurrentThread
+        };
+        assert_eq!(flavor(None), default);
     }
 }
