@@ -28,8 +28,8 @@
 //! children, the bare proxies of `benches/floor/`: on sockets, and through axum and reqwest,
 //! each sending upstream exactly the bodies the new binary sent for the same caller body;
 //! prints the floor any tokio service pays per row, and what those libraries add to it,
-//! beside the services' CPU per answer; `LOAD_FLOOR_RUNTIME=current_thread` runs them on
-//! tokio's current-thread runtime instead of one worker).
+//! beside the services' CPU per answer; they run on `serve`'s default runtime, or as
+//! `LOAD_FLOOR_RUNTIME=current_thread|multi_thread` says).
 
 #[path = "../tests/common/fake_vllm.rs"]
 mod fake_vllm;

@@ -2,8 +2,7 @@
 //! stands pays per answer before it does any of the work, measured beside it.
 //!
 //! A bare proxy, run as its own child process (the bench binary started again with
-//! `--floor-proxy`, so `/proc` counts its CPU alone), with the service's default runtime
-//! (one tokio worker). Per caller request it does only the I/O the service must do: reads
+//! `--floor-proxy`, so `/proc` counts its CPU alone). Per caller request it does only the I/O the service must do: reads
 //! the request (head and `content-length` body), sends at once the upstream requests the
 //! service sent for that caller body (captured from the new binary before the run, found
 //! here by the body's length: the [`Plan`]), reads each reply in full, and answers 200 with
@@ -12,9 +11,10 @@
 //! wake-ups, on the same loopback sockets, with the same bytes upstream, and nothing else.
 //!
 //! So its CPU per answer is a lower bound for any design on tokio and loopback TCP. A
-//! target below it cannot be met by cutting code. `LOAD_FLOOR_RUNTIME=current_thread` runs
-//! both floors on tokio's current-thread runtime instead (everything on one thread, no
-//! worker to wake), to see whether the lower bound moves with the runtime's flavour.
+//! target below it cannot be met by cutting code. It runs on the runtime `serve` runs by
+//! default on this machine's CPUs (tokio's current-thread runtime where half the CPUs is
+//! one or none, else a worker per two CPUs); `LOAD_FLOOR_RUNTIME=current_thread` or
+//! `multi_thread` (one worker) chooses, to see whether the lower bound moves with it.
 //!
 //! With `--floor-stack-libs` it does the same through the libraries the service is built
 //! on instead of bare sockets: an axum router on hyper's server (one route, the body read
@@ -42,12 +42,18 @@ pub type Plan = Vec<(usize, Vec<String>)>;
 pub fn run(base_url: &str, plan: &std::path::Path, libs: bool) {
     let plan: Plan =
         serde_json::from_slice(&std::fs::read(plan).expect("the plan file")).expect("a plan");
-    let current_thread = std::env::var("LOAD_FLOOR_RUNTIME").is_ok_and(|v| v == "current_thread");
-    let mut builder = if current_thread {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = match std::env::var("LOAD_FLOOR_RUNTIME").as_deref() {
+        Ok("current_thread") => 0,
+        Ok("multi_thread") => 1,
+        _ if cpus / 2 > 1 => cpus / 2,
+        _ => 0,
+    };
+    let mut builder = if workers == 0 {
         tokio::runtime::Builder::new_current_thread()
     } else {
         let mut multi = tokio::runtime::Builder::new_multi_thread();
-        multi.worker_threads(1);
+        multi.worker_threads(workers);
         multi
     };
     let runtime = builder.enable_all().build().expect("runtime");
