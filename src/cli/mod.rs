@@ -82,7 +82,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 /// one worker would do (see `--worker-threads`).
 fn serve_runtime(workers: Option<u16>) -> Result<tokio::runtime::Runtime, String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let workers = workers.map_or(if cpus / 2 > 1 { cpus / 2 } else { 0 }, usize::from);
+    let workers = workers.map_or(default_workers(cpus), usize::from);
     let mut builder = if workers == 0 {
         tokio::runtime::Builder::new_current_thread()
     } else {
@@ -94,6 +94,15 @@ fn serve_runtime(workers: Option<u16>) -> Result<tokio::runtime::Runtime, String
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+/// `--worker-threads` when not given: half of `cpus`, or 0 (one thread) where that is one
+/// or none.
+fn default_workers(cpus: usize) -> usize {
+    match cpus / 2 {
+        0 | 1 => 0,
+        half => half,
+    }
 }
 
 #[cfg(test)]
@@ -120,11 +129,13 @@ mod tests {
         assert_eq!(flavor(Some(1)), RuntimeFlavor::MultiThread);
         assert_eq!(flavor(Some(3)), RuntimeFlavor::MultiThread);
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let default = if cpus / 2 > 1 {
-            RuntimeFlavor::MultiThread
-        } else {
-            RuntimeFlavor::CurrentThread
-        };
-        assert_eq!(flavor(None), default);
+        let workers = u16::try_from(default_workers(cpus)).expect("fits");
+        assert_eq!(flavor(None), flavor(Some(workers)));
+    }
+
+    #[test]
+    fn the_default_is_one_thread_up_to_three_cpus_then_half_of_them() {
+        let defaults: Vec<usize> = [1, 2, 3, 4, 5, 16].map(default_workers).to_vec();
+        assert_eq!(defaults, [0, 0, 0, 2, 2, 8]);
     }
 }
