@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Starts a real vLLM (CPU) serving Gemma 3 270M in float32 on 127.0.0.1, in the background,
+# waits until it is healthy and has answered one warm-up completion (a cold server takes
+# 6-20 s over its first request). Installs it first when needed (scripts/install-vllm.sh).
+#
+#   scripts/start-vllm.sh [PORT]      default port: $SYSTEMONE_VLLM_PORT or 8082; 0 picks a free one
+#
+# Prints VLLM_URL=http://127.0.0.1:PORT/v1, VLLM_PID=… and VLLM_LOG=… on stdout. The server
+# is a process group of its own (an API server and an engine process): stop it with
+# `kill -- -$VLLM_PID`. It holds ~8 GB of RAM: do not start two.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+port="${1:-${SYSTEMONE_VLLM_PORT:-8082}}"
+if [ "$port" = "0" ]; then
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+fi
+eval "$(scripts/install-vllm.sh)"
+cache="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}"
+log="$cache/vllm-server-$port.log"
+# Startup takes 80-120 s on 2 shared cores (more when the machine is busy).
+bound="${SYSTEMONE_VLLM_START_SECS:-600}"
+# --enforce-eager: torch.compile mode starts in 160-200 s and its cache does not reload;
+# float32: the numbers equal transformers' fp32 (bf16 moves them by 0.03-0.06).
+# --enable-prompt-tokens-details: usage reports the prompt tokens served from the prefix cache.
+# --max-model-len 16384 (as llama-server's -c): a read of a 150-option question with short
+# option texts is ~8,100 tokens (measured), so 255 options need ~14,000.
+started=$SECONDS
+env VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 \
+  DO_NOT_TRACK=1 VLLM_CPU_KVCACHE_SPACE="${SYSTEMONE_VLLM_KVCACHE_GB:-1}" \
+  VLLM_CACHE_ROOT="$VLLM_HOME/run-cache/vllm" TORCHINDUCTOR_CACHE_DIR="$VLLM_HOME/run-cache/inductor" \
+  HF_HOME="$VLLM_HOME/hf-home" \
+  setsid "$VLLM_PYTHON" -m vllm.entrypoints.openai.api_server --model "$VLLM_MODEL_DIR" \
+  --served-model-name gemma-3-270m --host 127.0.0.1 --port "$port" --dtype float32 \
+  --max-model-len "${SYSTEMONE_VLLM_MAX_MODEL_LEN:-16384}" --generation-config vllm --enforce-eager \
+  --enable-prompt-tokens-details \
+  >"$log" 2>&1 </dev/null &
+pid=$!
+stop() { kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; }
+root="http://127.0.0.1:$port"
+while [ $((SECONDS - started)) -lt "$bound" ]; do
+  if curl -sf "$root/health" >/dev/null 2>&1; then
+    echo "start-vllm: healthy after $((SECONDS - started)) s; warming up" >&2
+    # One masked one-token read, as the service sends them.
+    warm='{"model":"gemma-3-270m","messages":[{"role":"user","content":"Pick a number."},
+      {"role":"assistant","content":"answer="}],"continue_final_message":true,
+      "add_generation_prompt":false,"max_tokens":1,"temperature":0,"logprobs":true,
+      "top_logprobs":2,"logprob_token_ids":[236771,236770],"allowed_token_ids":[236771,236770]}'
+    if ! curl -sf -m 300 -H 'content-type: application/json' -d "$warm" \
+      "$root/v1/chat/completions" >/dev/null; then
+      echo "start-vllm: the warm-up completion failed; last lines of $log:" >&2
+      tail -20 "$log" >&2
+      stop
+      exit 1
+    fi
+    echo "start-vllm: ready after $((SECONDS - started)) s (log: $log)" >&2
+    echo "VLLM_URL=$root/v1"
+    echo "VLLM_PID=$pid"
+    echo "VLLM_LOG=$log"
+    exit 0
+  fi
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "start-vllm: vLLM exited; last lines of $log:" >&2
+    tail -20 "$log" >&2
+    exit 1
+  fi
+  sleep 1
+done
+echo "start-vllm: vLLM did not become healthy within $bound s (log: $log)" >&2
+stop
+exit 1
