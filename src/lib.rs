@@ -37,14 +37,19 @@
 //!    image bytes).
 //! 2. The other front doors first turn their body into the System One body that asks the
 //!    same (`http/decisions/translate.rs`; `http/rerank.rs`, in batches), checking only
-//!    what that body cannot say. Then [`request::validate()`] applies every schema and size rule and lowers the questions
-//!    ([`question`]), against the model that will serve: the requested one, or its
-//!    fallback while its [`models::circuit`] is open ([`models::Models::serving`]).
-//!    Counting tokens and decoding images run on the blocking pool too ([`http`]'s
-//!    `blocking.rs` weighs each step's work per byte against the hop).
-//! 3. The handler takes the circuit's ticket (an open circuit refuses the request here),
-//!    counts the key's questions per minute and per day, and hands both to
-//!    [`engine::Pipeline::run`].
+//!    what that body cannot say. Then [`request::validate()`] applies every schema and size
+//!    rule and lowers the questions ([`question`]), against the model that will serve: the
+//!    requested one, or its fallback while its [`models::circuit`] is open
+//!    ([`models::Models::serving`]). Counting tokens and decoding images run on the
+//!    blocking pool too ([`http`]'s `blocking.rs` weighs each step's work per byte against
+//!    the hop).
+//! 3. Every door hands its validated requests to the one front-door flow
+//!    (`http/flow.rs`): it takes the circuit's ticket (an open circuit refuses the request
+//!    here), counts the key's questions per minute and per day, runs
+//!    [`engine::Pipeline::run`], gives back the questions of whatever sent no read, and
+//!    records usage and metrics. The model's token-table check and host probe are not on
+//!    this path: they run in its background upkeep task ([`models::upkeep`]), and a
+//!    request only reads their last verdict.
 //! 4. The pipeline renders each (question, option order) with [`request::prompt::plan`],
 //!    sends one read per node of the question's [`request::trie::ReadPlan`] (one node for
 //!    single-token labels, a trie for multi-token ones) and slice of ≤128 ids through the
@@ -52,8 +57,9 @@
 //!    joins them into one log-probability per option.
 //! 5. [`engine::decode`] turns log-probabilities into answers calibrated by
 //!    [`calibration`] (the model's temperature formula, or a named profile).
-//! 6. [`http::wire`] writes answers in question order with full `f64` precision (each
-//!    front door in its own client's shape); every failure on the way became one
+//! 6. The door writes the answers in its own client's shape ([`http::wire`] for
+//!    `/v1/systemone`: question order, full `f64` precision; a noul is P(option 1), a score
+//!    Σ i·p, both [`calibration::Decoded`]'s); every failure on the way became one
 //!    [`error::ApiError`], whose code decides the status.
 
 pub mod backend;

@@ -116,7 +116,10 @@ fn biased_ids(body: &Value) -> Vec<u32> {
 }
 
 /// `/readyz`'s report of the one model's host.
+/// `/readyz` and the host report in it, once the model's upkeep task has finished its
+/// first probe (`/readyz` never waits for one: it says `unprobed` meanwhile).
 async fn host(service: &Service) -> (u16, Value) {
+    common::settled(service).await;
     let reply = get(service, "/readyz").await;
     (reply.status, reply.body["models"][0]["host"].clone())
 }
@@ -540,9 +543,10 @@ async fn an_unreachable_host_is_unprobed_and_503_until_it_answers() {
         "system_one_upstream_unavailable",
         "unavailable",
     );
-    let (status, report) = host(&service).await;
-    assert_eq!(status, 503);
-    assert_eq!(report["probe"], "unprobed");
+    // The probe is retried in the background; `/readyz` says what stands meanwhile.
+    let ready = get(&service, "/readyz").await;
+    assert_eq!(ready.status, 503);
+    assert_eq!(ready.body["models"][0]["host"]["probe"], "unprobed");
     assert!(metrics(&service).await.contains(
         "systemone_backend_read_strategy{model=\"compat-model\",strategy=\"unprobed\"} 1"
     ));

@@ -50,6 +50,7 @@ fn probabilities(answer: &Value) -> Vec<f64> {
 async fn the_probe_finds_pre_bias_logprobs_ids_and_the_prefill() {
     let (url, _turn) = backend_turn().await;
     let service = openai_service(&url, &[]).await;
+    common::settled(&service).await;
     let ready = get(&service, "/readyz").await;
     assert_eq!(ready.status, 200, "{}", ready.text);
     let host = &ready.body["models"][0]["host"];
@@ -182,6 +183,7 @@ async fn the_anchor_merge_on_the_real_model_equals_the_masked_distribution() {
         "600",
     ];
     let openai = openai_service(&proxied, &flags).await;
+    common::settled(&openai).await;
     let ready = get(&openai, "/readyz").await;
     let host = &ready.body["models"][0]["host"];
     assert_eq!(host["strategy"], "post_bias", "{host}");

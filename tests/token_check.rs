@@ -1,10 +1,11 @@
 //! The live token-table check (technique §3) and the token limits (contract "Limits" and
 //! the 503 row), over HTTP against the fake vLLM server.
 //!
-//! * The check runs at a model's first request and then, in the background, whenever a
-//!   request (or `/readyz`) arrives more than `--token-check-interval-secs` (600 by default)
-//!   after the last one started. Only the very first check is waited for; later ones never
-//!   delay a request, which goes by the last verdict.
+//! * The check runs in the model's background upkeep task: when the service starts, then
+//!   every `--token-check-interval-secs` (600 by default); a first check that cannot
+//!   conclude is retried with backoff (1 s doubling to 30 s) until one does. Requests and
+//!   `/readyz` never start a check; only a request that arrives before the very first check
+//!   finished waits for it, and `/readyz` never waits (section 9).
 //! * A mismatch disables the model (503 `system_one_token_table_mismatch` with
 //!   `Retry-After`, `/readyz` 503) until a later check passes; a check that cannot conclude
 //!   (429, its own 30 s bound, a malformed body, a 5xx) keeps the previous verdict.
@@ -119,9 +120,9 @@ async fn assert_verdict_metric(service: &Service, value: i64) {
     );
 }
 
-/// Waits, on the paused clock, until a check finishes: the verifier's status (verdict or
-/// the time of the last finished check) differs from `before`. Each round yields and then
-/// sleeps 100 ms of paused time, so the loop is bounded by `within` of paused time.
+/// Waits, on the paused clock, until a check finishes: no check runs and the verifier's
+/// verdict or the time of its last finished check differs from `before`. Each round yields
+/// and then sleeps 100 ms of paused time, so the loop is bounded by `within` of paused time.
 async fn check_finished(service: &Service, before: Status, within: Duration) -> Status {
     let started = Instant::now();
     loop {
@@ -129,7 +130,8 @@ async fn check_finished(service: &Service, before: Status, within: Duration) -> 
             tokio::task::yield_now().await;
         }
         let now = status(service);
-        if now != before {
+        let moved = now.verdict != before.verdict || now.last_check != before.last_check;
+        if moved && !now.checking {
             return now;
         }
         assert!(
@@ -160,27 +162,17 @@ async fn verified() -> (FakeVllm, Service) {
     (fake, service)
 }
 
-/// Crosses the interval, sends a request (which starts a check and is answered by the
-/// last verdict: 200 if `expect_ok`, else the mismatch 503), waits for that check to
-/// finish and returns the verifier's status after it, with the paused time it took.
-async fn next_check(fake: &FakeVllm, service: &Service, expect_ok: bool) -> (Status, Duration) {
-    tokio::time::advance(INTERVAL).await;
+/// Crosses the interval (the upkeep task starts the next check on its own, no request
+/// needed), waits for that check to finish and returns the verifier's status after it,
+/// with the paused time the check took.
+async fn next_check(fake: &FakeVllm, service: &Service) -> (Status, Duration) {
     let before = status(service);
     let sent = fake.completion_requests();
     let chats = fake.chat_requests();
+    tokio::time::advance(INTERVAL).await;
     let started = Instant::now();
-    let reply = ask(service, &request()).await;
-    if expect_ok {
-        assert_answered(&reply);
-    } else {
-        assert_mismatch_503(&reply);
-        assert_eq!(
-            fake.chat_requests(),
-            chats,
-            "a disabled model sends no read"
-        );
-    }
     let after = check_finished(service, before, CHECK_WAIT).await;
+    assert_eq!(fake.chat_requests(), chats, "a check sends no read");
     assert_eq!(
         fake.completion_requests(),
         sent + 1,
@@ -207,21 +199,22 @@ async fn gemma_service() -> (FakeVllm, Service) {
 // 1. A matching table.
 // ---------------------------------------------------------------------------------------
 
-/// A matching table: the first request triggers exactly one tokenizer request (none before
-/// it), is answered 200, and afterwards `/readyz` is 200 with `"token_table": "verified"`
-/// and `/metrics` shows verdict 1, neither sending another tokenizer request.
+/// A matching table: the service checks it once when it starts (one tokenizer request, no
+/// read, no request needed), then the first request is answered 200; `/readyz` is 200 with
+/// `"token_table": "verified"` and `/metrics` shows verdict 1, neither sending another
+/// tokenizer request.
 #[tokio::test(start_paused = true)]
 async fn a_matching_table_is_verified_once_and_served() {
     let (fake, service) = setup(&[]).await;
-    assert_eq!(fake.completion_requests(), 0, "no check before any request");
-    assert_eq!(status(&service).verdict, Verdict::Unchecked);
+    let now = check_finished(&service, status(&service), CHECK_WAIT).await;
+    assert_eq!(now.verdict, Verdict::Verified);
+    assert!(now.last_check.is_some());
+    assert_eq!(fake.completion_requests(), 1);
+    assert_eq!(fake.chat_requests(), 0);
 
     assert_answered(&ask(&service, &request()).await);
     assert_eq!(fake.completion_requests(), 1);
     assert_eq!(fake.chat_requests(), 1);
-    let now = status(&service);
-    assert_eq!(now.verdict, Verdict::Verified);
-    assert!(now.last_check.is_some());
 
     assert_ready(&service, 200, "verified").await;
     assert_verdict_metric(&service, 1).await;
@@ -234,18 +227,17 @@ async fn a_matching_table_is_verified_once_and_served() {
 // ---------------------------------------------------------------------------------------
 
 /// The serving tokenizer changes after the first verified check (digit ids shifted): ten
-/// minutes later the next request is still answered 200 (by the last verdict, while the
-/// background check runs); once that check has finished, requests get 503
+/// minutes later the background check finds it; requests then get 503
 /// `system_one_token_table_mismatch` with `Retry-After` in 1..=60 and no read is sent for
-/// them, `/readyz` is 503 "mismatch" and the metric is -1. With the tokenizer restored, the
-/// request after the next interval still gets the 503 (it starts the check), and once that
-/// check has passed the model answers 200 again and `/readyz` is back to 200.
+/// them, `/readyz` is 503 "mismatch" and the metric is -1. With the tokenizer restored,
+/// requests keep getting the 503 until the next check has passed; then the model answers
+/// 200 again and `/readyz` is back to 200.
 #[tokio::test(start_paused = true)]
 async fn a_changed_tokenizer_disables_the_model_until_a_check_passes() {
     let (fake, service) = verified().await;
     fake.set_token_id_offset(1);
 
-    let (after, _) = next_check(&fake, &service, true).await;
+    let (after, _) = next_check(&fake, &service).await;
     assert_eq!(after.verdict, Verdict::Mismatch);
 
     let chats = fake.chat_requests();
@@ -266,7 +258,8 @@ async fn a_changed_tokenizer_disables_the_model_until_a_check_passes() {
     );
 
     fake.set_token_id_offset(0);
-    let (after, _) = next_check(&fake, &service, false).await;
+    assert_mismatch_503(&ask(&service, &request()).await);
+    let (after, _) = next_check(&fake, &service).await;
     assert_eq!(after.verdict, Verdict::Verified);
     assert_answered(&ask(&service, &request()).await);
     assert_ready(&service, 200, "verified").await;
@@ -304,7 +297,7 @@ async fn inconclusive_checks_keep_a_verified_model_served() {
     for fault in inconclusive_faults() {
         fake.set_completions_fault(fault.clone());
         let before = status(&service);
-        let (after, took) = next_check(&fake, &service, true).await;
+        let (after, took) = next_check(&fake, &service).await;
         assert_eq!(after.verdict, Verdict::Verified, "after {fault:?}");
         assert_ne!(after.last_check, before.last_check, "after {fault:?}");
         if matches!(fault, Fault::Slow(_)) {
@@ -325,7 +318,7 @@ async fn inconclusive_checks_keep_a_verified_model_served() {
     }
     assert_eq!(fake.completion_requests(), 1 + inconclusive_faults().len());
     fake.set_completions_fault(Fault::None);
-    let (after, _) = next_check(&fake, &service, true).await;
+    let (after, _) = next_check(&fake, &service).await;
     assert_eq!(after.last_check_concluded, Some(true));
     assert_ready(&service, 200, "verified").await;
 }
@@ -337,13 +330,13 @@ async fn inconclusive_checks_keep_a_verified_model_served() {
 async fn inconclusive_checks_keep_a_mismatched_model_disabled() {
     let (fake, service) = verified().await;
     fake.set_token_id_offset(7);
-    let (after, _) = next_check(&fake, &service, true).await;
+    let (after, _) = next_check(&fake, &service).await;
     assert_eq!(after.verdict, Verdict::Mismatch);
     // Fixed, but no check can conclude.
     fake.set_token_id_offset(0);
     for fault in inconclusive_faults() {
         fake.set_completions_fault(fault.clone());
-        let (after, _) = next_check(&fake, &service, false).await;
+        let (after, _) = next_check(&fake, &service).await;
         assert_eq!(after.verdict, Verdict::Mismatch, "after {fault:?}");
         let chats = fake.chat_requests();
         assert_mismatch_503(&ask(&service, &request()).await);
@@ -357,28 +350,31 @@ async fn inconclusive_checks_keep_a_mismatched_model_disabled() {
 // ---------------------------------------------------------------------------------------
 
 /// A slow background check does not delay requests: with the tokenizer endpoint taking
-/// 20 s, the request that starts the check ten minutes later is answered 200 in well under
-/// 20 s of paused time, while the check is demonstrably still running (its tokenizer
-/// request has arrived, but no check has finished since); the check then passes 20 s in.
+/// 20 s, a request sent while the check ten minutes later runs (its tokenizer request has
+/// arrived, but no check has finished since) is answered 200 in well under 20 s of paused
+/// time; the check then passes 20 s in.
 #[tokio::test(start_paused = true)]
 async fn a_slow_check_does_not_delay_requests() {
     let (fake, service) = verified().await;
     let slow = Duration::from_secs(20);
     fake.set_completions_fault(Fault::Slow(slow));
-    tokio::time::advance(INTERVAL).await;
-
     let before = status(&service);
     let sent = fake.completion_requests();
+    tokio::time::advance(INTERVAL).await;
     let started = Instant::now();
-    let reply = ask(&service, &request()).await;
-    let took = started.elapsed();
-    assert_answered(&reply);
-    assert!(took < Duration::from_secs(1), "the request took {took:?}");
     assert!(
         until_without_time(|| fake.completion_requests() == sent + 1).await,
         "the check's tokenizer request arrived"
     );
-    assert_eq!(status(&service), before, "the check has not finished");
+    let before = Status {
+        checking: true,
+        ..before
+    };
+    assert_eq!(status(&service), before, "the check runs, not finished");
+    let reply = ask(&service, &request()).await;
+    let took = started.elapsed();
+    assert_answered(&reply);
+    assert!(took < Duration::from_secs(1), "the request took {took:?}");
     assert!(started.elapsed() < slow);
     // A second request meanwhile neither waits nor starts another check.
     assert_answered(&ask(&service, &request()).await);
@@ -399,9 +395,8 @@ async fn a_slow_check_does_not_delay_requests() {
 /// 5 s of paused time, share the one check (one tokenizer request) and are answered 200.
 #[tokio::test(start_paused = true)]
 async fn the_first_request_waits_for_the_first_check() {
-    let (fake, service) = setup(&[]).await;
     let slow = Duration::from_secs(5);
-    fake.set_completions_fault(Fault::Slow(slow));
+    let (fake, service) = cold_setup(Fault::Slow(slow)).await;
     let started = Instant::now();
     let body = request();
     let (a, b) = tokio::join!(ask(&service, &body), ask(&service, &body));
@@ -414,44 +409,71 @@ async fn the_first_request_waits_for_the_first_check() {
     assert_ready(&service, 200, "verified").await;
 }
 
+/// A fake whose tokenizer endpoint has `fault` from the start, and a service in front of
+/// it (so the check the service starts with meets the fault).
+async fn cold_setup(fault: Fault) -> (FakeVllm, Service) {
+    let fake = FakeVllm::start().await;
+    fake.set_completions_fault(fault);
+    let service = common::start(common::config(&fake.base_url(), &[])).await;
+    (fake, service)
+}
+
 /// A first check that cannot conclude (429) leaves no verdict, and no verdict is not a
-/// mismatch: requests are answered 200 (without another check before the interval), while
-/// `/readyz` stays 503 "unchecked" because the table is not verified.
+/// mismatch: requests are answered 200, while `/readyz` stays 503 (the table is not
+/// verified) and the verdict metric 0.
 #[tokio::test(start_paused = true)]
 async fn an_inconclusive_first_check_still_serves() {
-    let (fake, service) = setup(&[]).await;
-    fake.set_completions_fault(Fault::RateLimited(None));
+    let (fake, service) = cold_setup(Fault::RateLimited(None)).await;
     assert_answered(&ask(&service, &request()).await);
-    assert_eq!(fake.completion_requests(), 1);
+    assert!(fake.completion_requests() >= 1);
     let now = status(&service);
     assert_eq!(now.verdict, Verdict::Unchecked);
     assert!(now.last_check.is_some(), "the check did run");
     assert_answered(&ask(&service, &request()).await);
-    assert_eq!(fake.completion_requests(), 1);
-    assert_ready(&service, 503, "unchecked").await;
+    let ready = get(&service, "/readyz").await;
+    assert_eq!(ready.status, 503, "{}", ready.text);
+    let word = &ready.body["models"][0]["token_table"];
+    assert!(
+        *word == json!("unchecked") || *word == json!("checking"),
+        "{}",
+        ready.text
+    );
     assert_verdict_metric(&service, 0).await;
 }
 
-/// Without any verdict, an inconclusive first check is retried after 30 s rather than a
-/// whole interval: once the tokenizer answers again, the model is verified well before the
-/// 10-minute mark.
+/// A cold backend: while no check has concluded, the upkeep retries with backoff (1 s,
+/// 2 s, 4 s, …, at most 30 s apart) rather than waiting a whole interval, with no request
+/// needed; once the tokenizer answers, the model is verified well before the 10-minute
+/// mark.
 #[tokio::test(start_paused = true)]
-async fn an_unchecked_model_is_retried_soon() {
-    let (fake, service) = setup(&[]).await;
-    fake.set_completions_fault(Fault::RateLimited(None));
-    assert_answered(&ask(&service, &request()).await);
+async fn a_cold_backend_is_retried_with_backoff_until_a_check_concludes() {
+    let (fake, service) = cold_setup(Fault::RateLimited(None)).await;
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    while fake.completion_requests() < 4 {
+        assert!(started.elapsed() < Duration::from_secs(60), "{seen:?}");
+        let n = fake.completion_requests();
+        if seen.last().is_none_or(|(m, _)| *m != n) {
+            seen.push((n, started.elapsed()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Attempts 1..4 started at about 0, 1, 3 and 7 s.
+    let at = |n: usize| seen.iter().find(|(m, _)| *m == n).map(|(_, t)| *t);
+    let (Some(two), Some(three)) = (at(2), at(3)) else {
+        panic!("attempts seen: {seen:?}");
+    };
+    let gap = three - two;
+    assert!(
+        gap >= Duration::from_secs(2) && gap < Duration::from_secs(3),
+        "the third attempt came {gap:?} after the second: {seen:?}"
+    );
     assert_eq!(status(&service).verdict, Verdict::Unchecked);
     fake.set_completions_fault(Fault::None);
-    tokio::time::advance(Duration::from_secs(10)).await;
-    assert_answered(&ask(&service, &request()).await);
-    assert_eq!(fake.completion_requests(), 1, "not due yet after 10 s");
-    tokio::time::advance(Duration::from_secs(25)).await;
-    let before = status(&service);
-    // Unchecked: this request waits for the retried check, which now passes.
-    assert_answered(&ask(&service, &request()).await);
-    assert_eq!(fake.completion_requests(), 2);
-    let after = check_finished(&service, before, Duration::from_secs(30)).await;
+    let after = check_finished(&service, status(&service), Duration::from_secs(60)).await;
     assert_eq!(after.verdict, Verdict::Verified);
+    assert!(started.elapsed() < Duration::from_secs(120));
+    assert_ready(&service, 200, "verified").await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -669,12 +691,57 @@ async fn digit_split_labels_pass_and_a_tokenizer_that_merges_digits_is_caught() 
     assert_eq!(fake.completion_prompts(), [1 + 10 + 100 + 255]);
 
     fake.set_split_digits(false);
-    let (after, _) = next_check(&fake, &service, true).await;
+    let (after, _) = next_check(&fake, &service).await;
     assert_eq!(after.verdict, Verdict::Mismatch);
     assert_mismatch_503(&ask(&service, &request()).await);
 
     fake.set_split_digits(true);
-    let (after, _) = next_check(&fake, &service, false).await;
+    let (after, _) = next_check(&fake, &service).await;
     assert_eq!(after.verdict, Verdict::Verified);
     assert_answered(&ask(&service, &request()).await);
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. `/readyz` answers from memory.
+// ---------------------------------------------------------------------------------------
+
+/// A backend that accepts connections and never answers: the first check hangs (its
+/// bound is an hour here), and `/readyz` answers at once all the same, 503 with
+/// `"token_table": "checking"`, in well under 100 ms of paused time (the old `/readyz`
+/// waited for the check: it would have taken the hour), while the check still runs.
+#[tokio::test(start_paused = true)]
+async fn readyz_answers_within_100_ms_while_the_backend_hangs() {
+    let hung = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/v1", hung.local_addr().expect("addr"));
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = hung.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(socket);
+        }
+    });
+    let config = common::config(&url, &["--token-check-timeout-secs", "3600"]);
+    let service = common::start(config).await;
+    assert!(
+        until_without_time(|| accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1).await,
+        "the check connected to the hung backend"
+    );
+    for _ in 0..3 {
+        let started = Instant::now();
+        let reply = get(&service, "/readyz").await;
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(100), "/readyz took {took:?}");
+        assert_eq!(reply.status, 503, "{}", reply.text);
+        assert_eq!(
+            reply.body["models"][0]["token_table"],
+            json!("checking"),
+            "{}",
+            reply.text
+        );
+    }
+    assert!(status(&service).checking, "the check still runs");
 }

@@ -54,7 +54,7 @@ use tokio::time::Instant;
 
 use super::http::exchange;
 use super::openai::{ChatResponse, TokenLogprobs, TopLogprob};
-use super::{Backend, BackendError, HostReport, Messages, ReadReply, ReadRequest, ReadUsage};
+use super::{Backend, BackendError, Due, HostReport, Messages, ReadReply, ReadRequest, ReadUsage};
 use crate::limits::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
@@ -148,8 +148,9 @@ impl Host {
 /// The probe's standing verdict.
 #[derive(Debug, Clone)]
 enum ProbeState {
-    /// No probe has concluded (the host did not answer, or no probe ran yet).
-    Unprobed,
+    /// No probe has concluded: none finished yet (`None`), or the last one could not
+    /// conclude, for this reason (refused requests are answered with it).
+    Unprobed(Option<BackendError>),
     Ready(Host),
     /// The host cannot be read exactly; since when.
     Refused {
@@ -214,8 +215,9 @@ pub struct CompatBackend {
     labels: LabelTexts,
     /// The probe's verdict; held only to read or write it, never across a request.
     state: Mutex<ProbeState>,
-    /// One probe at a time: callers that arrive meanwhile wait for its verdict.
-    probing: tokio::sync::Mutex<()>,
+    /// Bumped each time a probe finishes, so requests that arrive before the first one
+    /// finished wait for it (never for later ones).
+    probed: tokio::sync::watch::Sender<u64>,
     /// Bound on one whole probe.
     probe_timeout: Duration,
 }
@@ -317,8 +319,8 @@ impl CompatBackend {
             upstream_model,
             api_key,
             labels,
-            state: Mutex::new(ProbeState::Unprobed),
-            probing: tokio::sync::Mutex::new(()),
+            state: Mutex::new(ProbeState::Unprobed(None)),
+            probed: tokio::sync::watch::channel(0).0,
             probe_timeout,
         }
     }
@@ -334,38 +336,50 @@ impl CompatBackend {
         match &*self.lock() {
             ProbeState::Ready(host) => Ok(*host),
             ProbeState::Refused { what, .. } => Err(BackendError::Unsupported(what.clone())),
-            ProbeState::Unprobed => Err(BackendError::Unsupported(
+            ProbeState::Unprobed(Some(e)) => Err(e.clone()),
+            ProbeState::Unprobed(None) => Err(BackendError::Unsupported(
                 "the OpenAI-compatible host has not been probed yet".into(),
             )),
         }
     }
 
-    /// Whether a probe should run now: none concluded, or a refusal is old.
-    fn probe_due(&self) -> bool {
+    /// When the next probe is due: now while none concluded, never once the host is
+    /// ready, and [`REPROBE_REFUSED_AFTER`] after a refusal (it may have been redeployed).
+    fn probe_due(&self) -> Due {
         match &*self.lock() {
-            ProbeState::Unprobed => true,
-            ProbeState::Ready(_) => false,
-            ProbeState::Refused { since, .. } => since.elapsed() >= REPROBE_REFUSED_AFTER,
+            ProbeState::Unprobed(_) => Due::Retry,
+            ProbeState::Ready(_) => Due::Never,
+            ProbeState::Refused { since, .. } => {
+                Due::In(REPROBE_REFUSED_AFTER.saturating_sub(since.elapsed()))
+            }
         }
     }
 
-    /// Probes the host unless a verdict stands, and returns the verdict.
-    async fn ensure_probed(&self, in_flight: &InFlight) -> Result<(), BackendError> {
-        if self.probe_due() {
-            let _one = self.probing.lock().await;
-            // Another caller may have probed while this one waited.
-            if self.probe_due() {
-                let outcome = tokio::time::timeout(self.probe_timeout, self.probe(in_flight))
-                    .await
-                    .unwrap_or(Err(ProbeFailure::Inconclusive(BackendError::Timeout)));
-                self.record(outcome)?;
-            }
+    /// Probes the host when a probe is due (the upkeep task only), and says when the next
+    /// one is.
+    async fn probe_if_due(&self, in_flight: &InFlight) -> Due {
+        if matches!(self.probe_due(), Due::Retry | Due::In(Duration::ZERO)) {
+            let outcome = tokio::time::timeout(self.probe_timeout, self.probe(in_flight))
+                .await
+                .unwrap_or(Err(ProbeFailure::Inconclusive(BackendError::Timeout)));
+            self.record(outcome);
+            self.probed.send_modify(|n| *n += 1);
+        }
+        self.probe_due()
+    }
+
+    /// The host to read, from the last probe's verdict; before the first probe finished,
+    /// waits for it (bounded by the probe timeout).
+    async fn ready_host(&self) -> Result<(), BackendError> {
+        let mut probed = self.probed.subscribe();
+        if matches!(&*self.lock(), ProbeState::Unprobed(None)) {
+            let _ = tokio::time::timeout(self.probe_timeout, probed.changed()).await;
         }
         self.host().map(|_| ())
     }
 
     /// Applies a probe's outcome and logs it once.
-    fn record(&self, outcome: Result<Host, ProbeFailure>) -> Result<(), BackendError> {
+    fn record(&self, outcome: Result<Host, ProbeFailure>) {
         match outcome {
             Ok(host) => {
                 let r = host.report();
@@ -379,7 +393,6 @@ impl CompatBackend {
                     "OpenAI-compatible host probed"
                 );
                 *self.lock() = ProbeState::Ready(host);
-                Ok(())
             }
             Err(ProbeFailure::Refused(what)) => {
                 tracing::error!(
@@ -391,15 +404,17 @@ impl CompatBackend {
                     what,
                     since: Instant::now(),
                 };
-                Ok(())
             }
             Err(ProbeFailure::Inconclusive(e)) => {
                 tracing::warn!(
                     upstream_model = %self.upstream_model,
                     error = %e,
-                    "OpenAI-compatible host probe did not conclude; retried at the next request"
+                    "OpenAI-compatible host probe did not conclude; retried with backoff"
                 );
-                Err(e)
+                let mut state = self.lock();
+                if matches!(*state, ProbeState::Unprobed(_)) {
+                    *state = ProbeState::Unprobed(Some(e));
+                }
             }
         }
     }
@@ -941,8 +956,12 @@ impl Backend for CompatBackend {
         .boxed()
     }
 
-    fn prepare<'a>(&'a self, in_flight: &'a InFlight) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.ensure_probed(in_flight).boxed()
+    fn upkeep<'a>(&'a self, in_flight: &'a InFlight) -> BoxFuture<'a, Due> {
+        self.probe_if_due(in_flight).boxed()
+    }
+
+    fn prepare(&self) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.ready_host().boxed()
     }
 
     fn host_report(&self) -> Option<HostReport> {
@@ -953,7 +972,7 @@ impl Backend for CompatBackend {
                 refused: Some(what.clone()),
                 ..empty_report()
             },
-            ProbeState::Unprobed => empty_report(),
+            ProbeState::Unprobed(_) => empty_report(),
         })
     }
 }

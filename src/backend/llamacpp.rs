@@ -378,7 +378,9 @@ impl Parsed<'_> {
                     e.logprob
                 }
                 .unwrap_or(f64::NAN);
-                if lp.is_nan() || lp == f64::INFINITY {
+                // A masked probability of 0 is ln 0 = −∞: refused like any non-finite
+                // number, so every reply's logprobs are finite as `ReadReply` promises.
+                if !lp.is_finite() {
                     return Err(BackendError::Protocol(format!(
                         "non-finite logprob for token id {id}"
                     )));

@@ -130,6 +130,18 @@ impl HostReport {
     }
 }
 
+/// When a piece of background upkeep (a host probe, a token-table check) wants to run
+/// again, as the attempt that just finished decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// After this long (the attempt concluded, or a verdict stands).
+    In(std::time::Duration),
+    /// The attempt could not conclude and nothing stands yet: soon, with backoff.
+    Retry,
+    /// Nothing more to keep.
+    Never,
+}
+
 /// A chat-completion backend in one dialect, serving one upstream model.
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The dialect's name, for logs and metrics.
@@ -163,15 +175,23 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         let _ = (prefix, permit);
         futures::future::ready(Ok(None)).boxed()
     }
-    /// Finds out how to read the host, when the dialect must (the `openai` dialect's probe),
-    /// and waits for that; an error refuses the request (`Unsupported`: the model stays
-    /// disabled). Each probe request holds a permit of `in_flight`. Dialects that know
-    /// their host are always ready.
-    fn prepare<'a>(&'a self, in_flight: &'a InFlight) -> BoxFuture<'a, Result<(), BackendError>> {
+    /// Background upkeep of what the dialect must find out about its host (the `openai`
+    /// dialect's probe, and its re-probe of a refusal): runs what is due now, each upstream
+    /// request under a permit of `in_flight`, and says when to come back. Only the model's
+    /// upkeep task calls it; requests never wait on it. Dialects that know their host keep
+    /// nothing ([`Due::Never`]).
+    fn upkeep<'a>(&'a self, in_flight: &'a InFlight) -> BoxFuture<'a, Due> {
         let _ = in_flight;
+        futures::future::ready(Due::Never).boxed()
+    }
+    /// Whether reads may go out, from what the upkeep last found (an error refuses the
+    /// request; `Unsupported`: the model stays disabled). Before the upkeep's first attempt
+    /// has finished this waits for it, bounded by the probe's timeout; it never sends
+    /// anything itself. Dialects that know their host are always ready.
+    fn prepare(&self) -> BoxFuture<'_, Result<(), BackendError>> {
         futures::future::ready(Ok(())).boxed()
     }
-    /// What [`Backend::prepare`] found, for `/readyz` and the metrics; `None` for dialects
+    /// What [`Backend::upkeep`] found, for `/readyz` and the metrics; `None` for dialects
     /// that find nothing out.
     fn host_report(&self) -> Option<HostReport> {
         None

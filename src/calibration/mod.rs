@@ -45,6 +45,28 @@ pub struct Decoded {
     pub profile: Option<ProfileAnswer>,
 }
 
+impl Decoded {
+    /// The option chosen: the most probable (ties to the first in option order).
+    pub fn chosen(&self) -> usize {
+        argmax(&self.probabilities)
+    }
+
+    /// A noul's P(yes): its options are `[no, yes]`, so index 1 (0 for a question that
+    /// was not a noul of two options).
+    pub fn yes(&self) -> f64 {
+        self.probabilities.get(1).copied().unwrap_or(0.0)
+    }
+
+    /// A score's expected level, `Σ i·p_i` over levels 0..n.
+    pub fn expected_level(&self) -> f64 {
+        self.probabilities
+            .iter()
+            .enumerate()
+            .map(|(i, p)| i as f64 * p)
+            .sum()
+    }
+}
+
 /// The answer to a question with a single option: certain, without asking.
 pub fn certain() -> Decoded {
     Decoded {
@@ -54,5 +76,27 @@ pub fn certain() -> Decoded {
         temperature: 1.0,
         confidence: 1.0,
         profile: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(p: &[f64]) -> Decoded {
+        Decoded {
+            probabilities: p.to_vec(),
+            ..certain()
+        }
+    }
+
+    #[test]
+    fn a_noul_is_p_of_index_one_and_a_score_the_expected_level() {
+        let d = answer(&[0.25, 0.75]);
+        assert_eq!((d.chosen(), d.yes(), d.expected_level()), (1, 0.75, 0.75));
+        let s = answer(&[0.5, 0.25, 0.25]);
+        assert_eq!((s.chosen(), s.expected_level()), (0, 0.75));
+        assert_eq!(answer(&[1.0]).yes(), 0.0, "one option: no yes");
+        assert_eq!(answer(&[0.5, 0.5]).chosen(), 0, "ties to the first");
     }
 }

@@ -42,15 +42,9 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
             "serving model"
         );
     }
-    // Dialects that probe their host (`openai`) do so now, so the log says at startup how
-    // each host is read, or why it is refused; a probe that cannot conclude is retried at
-    // the first request.
-    for model in state.models.iter() {
-        let (model, in_flight) = (model.clone(), state.pipeline.in_flight().clone());
-        tokio::spawn(async move {
-            let _ = model.backend.prepare(&in_flight).await;
-        });
-    }
+    // Each model's upkeep (host probe, token-table check) starts now, in the background,
+    // so the log says at startup how each host is read, or why it is refused.
+    state.models.start_upkeep(state.pipeline.in_flight());
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {} (--listen): {e}", config.listen))?;

@@ -7,6 +7,7 @@
 //! failure drops every other future, which cancels their upstream requests: a caller gets
 //! all answers or one error.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,7 +87,7 @@ impl PipelineError {
 
 impl Usage {
     /// Adds another part's counts.
-    fn add(&mut self, other: &Usage) {
+    pub fn add(&mut self, other: &Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.upstream_requests += other.upstream_requests;
@@ -175,7 +176,18 @@ impl Pipeline {
         req: &ValidRequest,
         ticket: Ticket<'_>,
     ) -> Result<Outcome, PipelineError> {
-        let result = timeout(self.request_timeout, self.run_unbounded(req))
+        self.run_counting(req, ticket, &AtomicU64::new(0)).await
+    }
+
+    /// [`Pipeline::run`], counting in `sent` every upstream read it started (whatever its
+    /// end), so a caller can tell a failure that sent nothing (and refund it).
+    pub async fn run_counting(
+        &self,
+        req: &ValidRequest,
+        ticket: Ticket<'_>,
+        sent: &AtomicU64,
+    ) -> Result<Outcome, PipelineError> {
+        let result = timeout(self.request_timeout, self.run_unbounded(req, sent))
             .await
             .unwrap_or(Err(PipelineError::Deadline));
         ticket.record(match &result {
@@ -186,11 +198,18 @@ impl Pipeline {
         result
     }
 
-    async fn run_unbounded(&self, req: &ValidRequest) -> Result<Outcome, PipelineError> {
+    async fn run_unbounded(
+        &self,
+        req: &ValidRequest,
+        sent: &AtomicU64,
+    ) -> Result<Outcome, PipelineError> {
+        // The model's upkeep (token-table check, host probe) runs in the background; a
+        // pipeline used without a router starts it here.
+        crate::models::upkeep::start(req.model(), &self.in_flight);
         // A dialect that probes its host knows how to slice the reads only after the probe.
-        req.model().backend.prepare(&self.in_flight).await?;
+        req.model().backend.prepare().await?;
         self.check_table(req).await?;
-        let mut reads = self.ask_all(req).await?;
+        let mut reads = self.ask_all(req, sent).await?;
         let mut usage = Usage::default();
         let mut model = None;
         let mut answers = Vec::with_capacity(reads.len());
@@ -214,10 +233,7 @@ impl Pipeline {
     /// serving tokenizer (waiting only for the model's first check).
     async fn check_table(&self, req: &ValidRequest) -> Result<(), PipelineError> {
         let model = req.model();
-        let verdict = model
-            .verifier
-            .verdict(&model.backend, &model.table, &self.in_flight)
-            .await;
+        let verdict = model.verifier.settled().await;
         if verdict == Verdict::Mismatch {
             return Err(PipelineError::TableMismatch(
                 model
@@ -234,6 +250,7 @@ impl Pipeline {
     async fn ask_all(
         &self,
         req: &ValidRequest,
+        sent: &AtomicU64,
     ) -> Result<Vec<Option<QuestionReads>>, PipelineError> {
         let asks = plan(req);
         let asked: Vec<usize> = (0..asks.len())
@@ -246,7 +263,7 @@ impl Pipeline {
             try_join_all(qs.iter().map(|q| {
                 let q = *q;
                 let asks = &asks[q];
-                async move { self.ask_question(req, q, asks).await.map(|r| (q, r)) }
+                async move { self.ask_question(req, q, asks, sent).await.map(|r| (q, r)) }
             }))
         };
         let mut results = Vec::with_capacity(asked.len());
@@ -270,6 +287,7 @@ impl Pipeline {
         req: &ValidRequest,
         question: usize,
         asks: &[Ask],
+        sent: &AtomicU64,
     ) -> Result<QuestionReads, PipelineError> {
         let model = req.model();
         let plan = &req.rendered()[question].reads;
@@ -296,7 +314,7 @@ impl Pipeline {
                     read_ids: &node.ids[slice.ids.clone()],
                     chained: plan.chained(),
                 };
-                self.read(model.backend.as_ref(), request)
+                self.read(model.backend.as_ref(), request, sent)
             }))
         };
         // A trie's reads share the whole prompt but the prefill: the root's slices go
@@ -321,8 +339,10 @@ impl Pipeline {
         &self,
         backend: &dyn Backend,
         request: ReadRequest<'_>,
+        sent: &AtomicU64,
     ) -> Result<ReadReply, BackendError> {
         let permit = self.in_flight.acquire().await;
+        sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let result = timeout(self.read_timeout, backend.read(request, permit))
             .await

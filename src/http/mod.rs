@@ -1,14 +1,16 @@
 //! The HTTP surface: routes, the request-id middleware, body extraction and handlers (one
 //! file or folder per front door: `systemone.rs`, `decisions/`, `rerank.rs`; the browser
 //! page that calls them: `playground/`).
-//! Handlers stay thin: extract → [`crate::request::validate()`] → [`crate::engine::Pipeline`]
-//! → [`wire`]; every error goes out through [`crate::error::ApiError`].
+//! A door only translates: its body → [`crate::request::validate()`] → `flow::run` (the one
+//! front-door flow: circuit, quotas, pipeline, refunds, usage, metrics) → its client's
+//! shape; every error goes out through [`crate::error::ApiError`].
 
 pub mod auth;
 mod blocking;
 pub mod body;
 mod decisions;
 pub mod edge;
+mod flow;
 pub mod openapi;
 mod playground;
 mod rerank;
@@ -56,8 +58,9 @@ pub static TYPESAFE_REQUEST_ID: HeaderName = HeaderName::from_static("x-typesafe
 /// `x-request-id`, the same value for everything else.
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The service's router.
+/// The service's router. Starts the models' background upkeep when called in a runtime.
 pub fn router(state: AppState) -> Router {
+    state.models.start_upkeep(state.pipeline.in_flight());
     let api = Router::new()
         .route("/v1/systemone", post(systemone::handle))
         .route("/v1/decisions", post(decisions::handle))
@@ -303,47 +306,15 @@ async fn healthz() -> Json<serde_json::Value> {
 /// 200 only when every model is ready: its backend answered its last health probe (the
 /// token-table check, whose concluding counts as an answer; one that could not conclude, by
 /// a 429, a timeout or a malformed body, does not) and its token table is verified (or its
-/// checks are off, when there is no probe), its circuit is not open (half-open, when a
-/// probe may go through, counts as ready), and a dialect that probes its host found a way
-/// to read it (`host`: what the probe found, or what the host lacks). Starts any check that is due; waits only for a
-/// model's first check.
+/// checks are off), its circuit is not open (half-open, when a probe may go through, counts
+/// as ready), and a dialect that probes its host found a way to read it (`host`: what the
+/// probe found, or what the host lacks). Answers from memory: the checks run in each
+/// model's upkeep task, and a table not yet verified while its first check runs reads
+/// `"checking"`.
 async fn readyz(State(state): State<AppState>) -> Response {
-    let in_flight = state.pipeline.in_flight();
-    let mut ready = true;
-    let mut models = Vec::new();
-    for model in state.models.iter() {
-        let verdict = model
-            .verifier
-            .verdict(&model.backend, &model.table, in_flight)
-            .await;
-        let status = model.verifier.status();
-        let circuit = model.circuit.state();
-        // A dialect that probes its host (`openai`) is ready once the probe found a way to
-        // read it exactly; its failure is in the report, which says what is missing.
-        let _ = model.backend.prepare(in_flight).await;
-        let host = model.backend.host_report();
-        let model_ready = match verdict {
-            Verdict::Verified => status.last_check_concluded == Some(true),
-            Verdict::Disabled => true,
-            Verdict::Unchecked | Verdict::Mismatch => false,
-        } && circuit != CircuitState::Open
-            && host.as_ref().is_none_or(|h| h.ready());
-        ready &= model_ready;
-        let last_check = status.last_check.map(|t| {
-            t.duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs())
-        });
-        models.push(serde_json::json!({
-            "name": model.name,
-            "ready": model_ready,
-            "token_table": verdict.as_str(),
-            "backend_answered": status.last_check_concluded,
-            "circuit": circuit.as_str(),
-            "last_check_unix": last_check,
-            "dialect": model.backend.dialect(),
-            "host": host,
-        }));
-    }
+    let models: Vec<(bool, serde_json::Value)> =
+        state.models.iter().map(|m| model_readiness(m)).collect();
+    let mut ready = models.iter().all(|(r, _)| *r);
     // A store that cannot answer makes the service unready only under `fail_closed`.
     let limits = state.quotas.status().await;
     ready &= limits.ready;
@@ -352,11 +323,44 @@ async fn readyz(State(state): State<AppState>) -> Response {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
+    let models: Vec<serde_json::Value> = models.into_iter().map(|(_, m)| m).collect();
     (
         status,
         Json(serde_json::json!({"ready": ready, "models": models, "limits": limits})),
     )
         .into_response()
+}
+
+/// One model's line of `/readyz`, and whether it is ready; from memory only.
+fn model_readiness(model: &crate::models::Model) -> (bool, serde_json::Value) {
+    let status = model.verifier.status();
+    let circuit = model.circuit.state();
+    let host = model.backend.host_report();
+    let ready = match status.verdict {
+        Verdict::Verified => status.last_check_concluded == Some(true),
+        Verdict::Disabled => true,
+        Verdict::Unchecked | Verdict::Mismatch => false,
+    } && circuit != CircuitState::Open
+        && host.as_ref().is_none_or(|h| h.ready());
+    let token_table = match status.verdict {
+        Verdict::Unchecked if status.checking => "checking",
+        verdict => verdict.as_str(),
+    };
+    let last_check = status.last_check.map(|t| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
+    let line = serde_json::json!({
+        "name": model.name,
+        "ready": ready,
+        "token_table": token_table,
+        "backend_answered": status.last_check_concluded,
+        "circuit": circuit.as_str(),
+        "last_check_unix": last_check,
+        "dialect": model.backend.dialect(),
+        "host": host,
+    });
+    (ready, line)
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {

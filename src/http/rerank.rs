@@ -24,20 +24,18 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use futures::future::try_join_all;
 use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
 use super::blocking::{self, Weight};
-use super::systemone::{observe_answers, say_model};
-use super::{body, count_rejection, summary, usage, wire, AppState, RequestId};
+use super::flow::{self, say_model, Answered};
+use super::{body, wire, AppState, RequestId};
 use crate::config::Limits;
-use crate::engine::{Outcome, PipelineError, Usage};
+use crate::engine::Outcome;
 use crate::error::{ApiError, Code};
 use crate::json::write_python_str;
-use crate::models::circuit::Ticket;
 use crate::models::{Model, Models};
-use crate::request::validate::{loc, requested_model, type_name};
+use crate::request::validate::{loc, refuse_type, requested_model, type_name};
 use crate::request::{validate, ValidRequest};
 
 /// Cohere's default for `max_tokens_per_doc`.
@@ -76,15 +74,8 @@ async fn answer(
         Weight::Light
     };
     let plan = blocking::run(body.len, weight, move || plan(body.json, &models, &limits)).await??;
-    summary::note_model(&plan.batches[0].model().name, plan.documents);
-    let deadline = state.pipeline.request_timeout();
-    let outcomes = tokio::time::timeout(deadline, run(state, caller, &plan))
-        .await
-        .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))?;
-    let usage = total_usage(&outcomes);
-    summary::note_upstream_requests(usage.upstream_requests);
-    super::usage::record(state, caller, plan.documents, &usage).await;
-    let mut response = wire::json_ok(&response_body(id, &plan, &outcomes, usage))?;
+    let answered = flow::run(state, caller, &plan.batches).await?;
+    let mut response = wire::json_ok(&response_body(id, &plan, &answered))?;
     say_model(&plan.batches[0].model().name, response.headers_mut());
     Ok(response)
 }
@@ -142,12 +133,12 @@ fn plan(json: Value, models: &Models, limits: &Limits) -> Result<Plan, ApiError>
 /// `/v1/systemone`.
 fn parse(json: Value, models: &Models, limits: &Limits) -> Result<Call, ApiError> {
     let Value::Object(body) = json else {
-        return Err(refuse_type(
+        return refuse_type(
             Code::InvalidBody,
-            &[],
+            Vec::new(),
             "the body must be a JSON object",
             &json,
-        ));
+        );
     };
     let model = models
         .serving(requested_model(body.get("model"), models)?)
@@ -177,12 +168,12 @@ fn query(value: Option<&Value>) -> Result<String, ApiError> {
             "query must not be a blank string",
         )),
         Some(Value::String(q)) => Ok(q.clone()),
-        Some(other) => Err(refuse_type(
+        Some(other) => refuse_type(
             Code::InvalidQuery,
-            &["query"],
+            loc(&["query"]),
             "query must be a string",
             other,
-        )),
+        ),
     }
 }
 
@@ -199,12 +190,12 @@ fn documents(value: Option<&Value>, limits: &Limits) -> Result<Vec<String>, ApiE
         }
         Some(Value::Array(list)) => list,
         Some(other) => {
-            return Err(refuse_type(
+            return refuse_type(
                 Code::InvalidDocuments,
-                &["documents"],
+                loc(&["documents"]),
                 "documents must be an array of strings",
                 other,
-            ))
+            )
         }
     };
     let max = limits.max_rerank_documents;
@@ -226,12 +217,12 @@ fn documents(value: Option<&Value>, limits: &Limits) -> Result<Vec<String>, ApiE
         .enumerate()
         .map(|(i, d)| match d {
             Value::String(s) => Ok(s.clone()),
-            other => Err(refuse_type(
+            other => refuse_type(
                 Code::InvalidDocuments,
-                &["documents", &i.to_string()],
+                loc(&["documents", &i.to_string()]),
                 "a document must be a string",
                 other,
-            )),
+            ),
         })
         .collect()
 }
@@ -415,66 +406,6 @@ fn in_rerank_terms(mut e: ApiError, docs: &[(usize, &str)]) -> ApiError {
     e
 }
 
-/// Runs the batches: the call is observed as one request (of one question per document),
-/// and the key's questions are counted once for every document, after the first batch's
-/// circuit ticket; the first batch goes alone, the rest together.
-async fn run(state: &AppState, caller: &Caller, plan: &Plan) -> Result<Vec<Outcome>, ApiError> {
-    let (first, rest) = plan
-        .batches
-        .split_first()
-        .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
-    let options: Vec<usize> = plan
-        .batches
-        .iter()
-        .flat_map(|b| b.questions().iter().map(|q| q.options.len()))
-        .collect();
-    state.metrics.observe_request(options.into_iter());
-    let ticket = first.model().circuit.admit()?;
-    let admission = caller
-        .admit_questions(&state.quotas, plan.documents)
-        .await
-        .inspect_err(|e| count_rejection(state, caller, e))?;
-    let mut outcomes = match run_batch(state, first, ticket).await {
-        Ok(outcome) => vec![outcome],
-        Err(e) => {
-            usage::refund_unsent(state, caller, admission, &e).await;
-            return Err(e);
-        }
-    };
-    outcomes.extend(
-        try_join_all(rest.iter().map(|batch| async move {
-            let ticket = batch.model().circuit.admit()?;
-            run_batch(state, batch, ticket).await
-        }))
-        .await?,
-    );
-    Ok(outcomes)
-}
-
-/// One batch through the pipeline, its answers observed as `/v1/systemone` observes them.
-async fn run_batch(
-    state: &AppState,
-    batch: &ValidRequest,
-    ticket: Ticket<'_>,
-) -> Result<Outcome, ApiError> {
-    let outcome = state.pipeline.run(batch, ticket).await?;
-    observe_answers(state, &batch.model().name, &outcome.answers);
-    Ok(outcome)
-}
-
-/// Every batch's usage added up.
-fn total_usage(outcomes: &[Outcome]) -> Usage {
-    outcomes.iter().fold(Usage::default(), |mut sum, o| {
-        let u = &o.usage;
-        sum.input_tokens += u.input_tokens;
-        sum.output_tokens += u.output_tokens;
-        sum.upstream_requests += u.upstream_requests;
-        sum.cached_tokens += u.cached_tokens;
-        sum.estimated |= u.estimated;
-        sum
-    })
-}
-
 /// `(index, relevance_score)` of every document, most relevant first (ties: lower index
 /// first), cut to `top_n`.
 fn ranked(plan: &Plan, outcomes: &[Outcome]) -> Vec<(usize, f64)> {
@@ -484,9 +415,8 @@ fn ranked(plan: &Plan, outcomes: &[Outcome]) -> Vec<(usize, f64)> {
         .zip(outcomes)
         .flat_map(|(batch, outcome)| batch.questions().iter().zip(&outcome.answers))
         .map(|(q, a)| {
-            // Question ids are the document indexes; noul options are [no, yes].
-            let index = q.id.parse().unwrap_or(usize::MAX);
-            (index, a.probabilities.get(1).copied().unwrap_or(0.0))
+            // Question ids are the document indexes.
+            (q.id.parse().unwrap_or(usize::MAX), a.yes())
         })
         .collect();
     scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -497,8 +427,9 @@ fn ranked(plan: &Plan, outcomes: &[Outcome]) -> Vec<(usize, f64)> {
 /// Cohere's `V2RerankResponse`: `id`, `results`, `meta` (`billed_units.search_units` =
 /// one per started 100 documents, `tokens`, `cached_tokens`, and `warnings` when documents
 /// were truncated), plus this service's `model` and `usage`, which Cohere's types allow.
-fn response_body(id: &RequestId, plan: &Plan, outcomes: &[Outcome], usage: Usage) -> Value {
-    let results: Vec<Value> = ranked(plan, outcomes)
+fn response_body(id: &RequestId, plan: &Plan, answered: &Answered) -> Value {
+    let usage = answered.usage;
+    let results: Vec<Value> = ranked(plan, &answered.outcomes)
         .into_iter()
         .map(|(index, score)| json!({"index": index, "relevance_score": score}))
         .collect();
@@ -511,12 +442,11 @@ fn response_body(id: &RequestId, plan: &Plan, outcomes: &[Outcome], usage: Usage
     if !plan.truncated.is_empty() {
         meta["warnings"] = json!([truncation_warning(plan)]);
     }
-    let model = outcomes.first().map_or("", |o| o.model.as_str());
     json!({
         "id": id.0,
         "results": results,
         "meta": meta,
-        "model": model,
+        "model": answered.model(),
         "usage": serde_json::to_value(wire::UsageWire(usage)).unwrap_or(Value::Null),
     })
 }
@@ -530,11 +460,6 @@ fn truncation_warning(plan: &Plan) -> String {
         plan.max_tokens_per_doc,
         list.join(", ")
     )
-}
-
-/// `<must>, got <type>` at `at`.
-fn refuse_type(code: Code, at: &[&str], must: &str, got: &Value) -> ApiError {
-    ApiError::at(code, loc(at), format!("{must}, got {}", type_name(got)))
 }
 
 #[cfg(test)]

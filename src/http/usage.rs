@@ -1,6 +1,6 @@
 //! `GET /v1/usage?key=NAME&from=YYYY-MM-DD&to=YYYY-MM-DD`: each key's answered requests
-//! and what they used, per UTC day, from the limit store; and the two hooks the front
-//! doors call, [`record`] after an answer and [`refund_unsent`] after a refusal.
+//! and what they used, per UTC day, from the limit store; and [`record`], which the
+//! front-door flow calls after an answer.
 //!
 //! The admin key (`--admin-key NAME`) reads every key (all of them without `key`); any
 //! other key reads only its own. `from` and `to` default to today (UTC), span at most
@@ -16,7 +16,7 @@ use super::auth::{Caller, ANONYMOUS};
 use super::AppState;
 use crate::engine::Usage;
 use crate::error::{ApiError, Code};
-use crate::quota::{date_of, day_of, Admission, UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
+use crate::quota::{date_of, day_of, UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
 
 /// Most days one usage query may span.
 pub const MAX_DAYS: u64 = 366;
@@ -31,19 +31,6 @@ pub(super) async fn record(state: &AppState, caller: &Caller, questions: usize, 
         upstream_requests: usage.upstream_requests,
     };
     state.quotas.record(caller.name(), counts).await;
-}
-
-/// Gives a request's questions back when it was refused before any upstream call (the
-/// model's token table failed its check: the pipeline sends nothing then).
-pub(super) async fn refund_unsent(
-    state: &AppState,
-    caller: &Caller,
-    admission: Option<Admission>,
-    e: &ApiError,
-) {
-    if e.code == Code::TokenTableMismatch {
-        caller.refund(&state.quotas, admission).await;
-    }
 }
 
 fn bad(message: String) -> ApiError {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::calibration::profile::set_member;
-use crate::engine::decode::{argmax, Decoded};
+use crate::engine::decode::Decoded;
 use crate::engine::{Outcome, Usage};
 use crate::error::{ApiError, Code};
 use crate::question::{LoweredQuestion, QuestionKind};
@@ -99,7 +99,7 @@ impl Serialize for Answer<'_> {
         map.serialize_entry("type", q.kind.as_str())?;
         match q.kind {
             QuestionKind::Choice => {
-                map.serialize_entry("choice", &q.options[argmax(p)].label)?;
+                map.serialize_entry("choice", &q.options[d.chosen()].label)?;
                 map.serialize_entry(
                     "probabilities",
                     &Pairs(
@@ -111,12 +111,10 @@ impl Serialize for Answer<'_> {
                 )?;
             }
             QuestionKind::Noul => {
-                // Options are [no, yes].
-                map.serialize_entry("noul", &p.get(1).copied().unwrap_or(0.0))?;
+                map.serialize_entry("noul", &d.yes())?;
             }
             QuestionKind::Score => {
-                let score: f64 = p.iter().enumerate().map(|(i, x)| i as f64 * x).sum();
-                map.serialize_entry("score", &score)?;
+                map.serialize_entry("score", &d.expected_level())?;
                 let keys: Vec<String> = (0..p.len()).map(|i| i.to_string()).collect();
                 map.serialize_entry(
                     "legend",

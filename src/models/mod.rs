@@ -5,6 +5,7 @@
 
 pub mod circuit;
 pub mod tokens;
+pub mod upkeep;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -68,6 +69,9 @@ pub struct Model {
     pub rerank_question: String,
     /// Its release date, `YYYY-MM-DD`, when configured (listed by `/v1/models`).
     pub release_date: Option<String>,
+    /// Whether its background [`upkeep`] task runs (started once, by the first router or
+    /// request in a runtime).
+    pub upkeep_started: std::sync::atomic::AtomicBool,
 }
 
 impl Model {
@@ -93,6 +97,7 @@ impl Model {
             vision: false,
             rerank_question: crate::config::DEFAULT_RERANK_QUESTION.to_string(),
             release_date: None,
+            upkeep_started: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -351,6 +356,13 @@ impl Models {
     /// The model that serves `model`'s requests while its circuit is open, if configured.
     pub fn fallback_of(&self, model: &Model) -> Option<&Arc<Model>> {
         self.resolve(model.fallback.as_deref()?)
+    }
+
+    /// Starts every model's background [`upkeep`] (once; later calls do nothing).
+    pub fn start_upkeep(&self, in_flight: &crate::limits::InFlight) {
+        for model in &self.list {
+            upkeep::start(model, in_flight);
+        }
     }
 
     /// Every model in configuration order.

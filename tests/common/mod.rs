@@ -189,6 +189,29 @@ pub async fn start(config: ServeConfig) -> Service {
     }
 }
 
+/// Waits (up to 300 s, polling) until every model's background upkeep has finished its
+/// first host probe and token-table check: `/readyz` answers from memory and never waits
+/// for them, so a test that reads what they found waits here first.
+pub async fn settled(service: &Service) {
+    use systemone::models::tokens::verify::Verdict;
+    for _ in 0..3000 {
+        let done = service.state.models.iter().all(|m| {
+            let probed = m
+                .backend
+                .host_report()
+                .is_none_or(|h| h.probe != "unprobed");
+            let status = m.verifier.status();
+            let checked = status.verdict == Verdict::Disabled || status.last_check.is_some();
+            probed && checked && !status.checking
+        });
+        if done {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the models' first probe and check did not finish within 300 s");
+}
+
 /// A fake vLLM server plus a service in front of it, with `extra` flags.
 pub async fn setup(extra: &[&str]) -> (FakeVllm, Service) {
     let fake = FakeVllm::start().await;

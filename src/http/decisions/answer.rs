@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::translate::{Asked, AskedKind};
-use crate::calibration::{argmax, Decoded};
+use crate::calibration::Decoded;
 use crate::engine::Usage;
 use crate::error::ApiError;
 
@@ -46,18 +46,18 @@ fn answer(q: &Asked, d: &Decoded) -> Value {
         AskedKind::Predicate => json!({
             "type": "predicate",
             "name": q.name,
-            "probability": p.get(1).copied().unwrap_or(0.0),
+            "probability": d.yes(),
         }),
         AskedKind::Choice(values) => json!({
             "type": "choice",
             "name": q.name,
-            "choice": values[argmax(p)],
+            "choice": values[d.chosen()],
             "probabilities": values.iter().zip(p).map(|(v, x)| json!({"value": v, "probability": x})).collect::<Vec<_>>(),
         }),
         AskedKind::Score(labels) => json!({
             "type": "score",
             "name": q.name,
-            "score": p.iter().enumerate().map(|(i, x)| i as f64 * x).sum::<f64>(),
+            "score": d.expected_level(),
             "probabilities": labels.iter().zip(p).enumerate()
                 .map(|(i, (l, x))| json!({"value": i, "label": l, "probability": x}))
                 .collect::<Vec<_>>(),

@@ -15,7 +15,7 @@ use axum::response::Response;
 
 use super::auth::Caller;
 use super::blocking::{self, Weight};
-use super::systemone::{run_request, say_ignored, say_model};
+use super::flow::{self, say_ignored, say_model};
 use super::{body, wire, AppState};
 use crate::error::{ApiError, Code};
 use crate::request::validate;
@@ -35,7 +35,7 @@ pub(super) async fn handle(
     answered.unwrap_or_else(|e| error_response(&e))
 }
 
-/// Body → translation and validation (before anything is sent) → [`run_request`] → the
+/// Body → translation and validation (before anything is sent) → [`flow::run`] → the
 /// `Decision`.
 async fn answer(
     state: &AppState,
@@ -60,12 +60,12 @@ async fn answer(
         }
     })
     .await??;
-    let outcome = run_request(state, caller, &request).await?;
+    let answered = flow::run(state, caller, std::slice::from_ref(&request)).await?;
     let mut response = wire::json_ok(&DecisionBody {
         model: &request.model().name,
         asked: &translated.asked,
-        answers: &outcome.answers,
-        usage: outcome.usage,
+        answers: &answered.outcomes[0].answers,
+        usage: answered.usage,
     })?;
     say_ignored(&translated.ignored, response.headers_mut());
     say_model(&request.model().name, response.headers_mut());

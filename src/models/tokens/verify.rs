@@ -1,33 +1,31 @@
 //! The live check: is the token table still true of the tokenizer that serves right now?
 //!
 //! A wrong table gives plausible, wrong probabilities, so the service checks it against the
-//! backend at a model's first request and every `interval` after (technique §3): one batched
+//! backend when the model starts and every `interval` after (technique §3): one batched
 //! tokenize request for `prefix`, `prefix + label` for every single-token label and
 //! `prefix + text` for every multi-token label (see [`check_texts`]), compared with the
 //! table. The comparison is relative to the backend's own tokens for the prefix, so a BOS
 //! the backend adds is neither required nor forbidden. A multi-token label must tokenize as
 //! the prefix's tokens followed by exactly the label's ids.
 //!
-//! * No lock is held while a check runs; requests that arrive meanwhile go by the last
-//!   verdict and never wait, except before the very first verdict, when they wait for the
-//!   first check (itself bounded by `timeout`).
+//! * Checks run only in the model's upkeep task ([`crate::models::upkeep`]); requests and
+//!   `/readyz` read the last verdict and never wait, except that a request arriving before
+//!   the very first check finished waits for it (bounded by `timeout`).
 //! * A mismatch disables the model (503 `system_one_token_table_mismatch` with
 //!   `Retry-After`) until a later check passes.
 //! * A check that cannot conclude (429, timeout, malformed answer) keeps the previous verdict;
 //!   [`Status::last_check_concluded`] records that the backend did not answer it (`/readyz`).
+//!   While no check has ever concluded (a cold backend), the upkeep retries with backoff.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Due};
 use crate::limits::InFlight;
 use crate::models::tokens::TokenTable;
-
-/// How soon a check is retried while no check has concluded yet.
-pub const UNCHECKED_RETRY: Duration = Duration::from_secs(30);
 
 /// What the last concluded check said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +83,8 @@ pub struct Status {
     /// Whether the last finished check concluded (match or mismatch), i.e. the backend
     /// answered its last health probe; `None` before any check finished.
     pub last_check_concluded: Option<bool>,
+    /// Whether a check is running now (`/readyz` says "checking" before the first verdict).
+    pub checking: bool,
 }
 
 #[derive(Debug)]
@@ -141,6 +141,7 @@ impl Verifier {
             verdict: state.verdict,
             last_check: state.finished_at,
             last_check_concluded: state.concluded,
+            checking: state.running,
         }
     }
 
@@ -159,59 +160,46 @@ impl Verifier {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts a check when one is due, and returns the verdict requests should go by. Only
-    /// before the first verdict does this wait (for the first check to finish).
-    pub async fn verdict(
-        self: &Arc<Self>,
-        backend: &Arc<dyn Backend>,
-        table: &Arc<TokenTable>,
-        in_flight: &InFlight,
-    ) -> Verdict {
+    /// The verdict a request goes by: the last one, except that before the first check
+    /// finished this waits for it (bounded by the check timeout). Never starts a check.
+    pub async fn settled(&self) -> Verdict {
         let mut finished = self.finished.subscribe();
-        let (verdict, started_now) = {
-            let mut state = self.lock();
-            if state.verdict == Verdict::Disabled {
-                return Verdict::Disabled;
-            }
-            // Without any verdict yet, an inconclusive check is retried sooner.
-            let wait = if state.verdict == Verdict::Unchecked {
-                self.interval.min(UNCHECKED_RETRY)
-            } else {
-                self.interval
-            };
-            let due = state.started.is_none_or(|s| s.elapsed() >= wait);
-            let start = due && !state.running;
-            if start {
-                state.running = true;
-                state.started = Some(Instant::now());
-            }
-            (state.verdict, start)
+        let first_pending = {
+            let state = self.lock();
+            state.verdict == Verdict::Unchecked && state.finished_at.is_none()
         };
-        if started_now {
-            let verifier = self.clone();
-            let (backend, table, in_flight) = (backend.clone(), table.clone(), in_flight.clone());
-            tokio::spawn(async move {
-                let outcome = match tokio::time::timeout(
-                    verifier.timeout,
-                    check_once(backend.as_ref(), &table, &in_flight),
-                )
-                .await
-                {
-                    Ok(outcome) => outcome,
-                    Err(_) => CheckOutcome::Inconclusive("the check timed out".into()),
-                };
-                verifier.record(outcome);
-            });
-        }
-        if verdict != Verdict::Unchecked {
-            return verdict;
-        }
-        // No verdict yet: wait for the running check to finish (bounded by its timeout).
-        let running = self.lock().running;
-        if running {
-            let _ = finished.changed().await;
+        if first_pending {
+            let _ = tokio::time::timeout(self.timeout, finished.changed()).await;
         }
         self.lock().verdict
+    }
+
+    /// Runs one check (the upkeep task only: one at a time per model) and says when the
+    /// next is due: an interval after this one, or [`Due::Retry`] while no check has ever
+    /// concluded.
+    pub async fn check(
+        &self,
+        backend: &dyn Backend,
+        table: &TokenTable,
+        in_flight: &InFlight,
+    ) -> Due {
+        {
+            let mut state = self.lock();
+            if state.verdict == Verdict::Disabled {
+                return Due::Never;
+            }
+            state.running = true;
+            state.started = Some(Instant::now());
+        }
+        let outcome = tokio::time::timeout(self.timeout, check_once(backend, table, in_flight))
+            .await
+            .unwrap_or_else(|_| CheckOutcome::Inconclusive("the check timed out".into()));
+        self.record(outcome);
+        if self.lock().verdict == Verdict::Unchecked {
+            Due::Retry
+        } else {
+            Due::In(self.interval)
+        }
     }
 
     /// Applies a check's outcome.

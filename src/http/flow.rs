@@ -1,0 +1,188 @@
+//! The front-door flow: what every door (`/v1/systemone`, `/v1/decisions`, `/v2/rerank`)
+//! does with the validated requests its body became, so that a new step is added once.
+//!
+//! A door parses and translates its body into [`ValidRequest`]s (rerank: one per batch of
+//! documents), hands them to [`run`], and writes the [`Answered`] outcomes in its client's
+//! shape, with [`say_model`] and [`say_ignored`] on the response. The flow owns the rest,
+//! in this order:
+//!
+//! 1. note the model and question count for the summary line, observe the request;
+//! 2. the serving model's circuit ticket (an open circuit refuses here, before the key's
+//!    questions are counted);
+//! 3. the key's questions per minute and per day, for every question of the call;
+//! 4. the pipeline: the first request alone (it seats the shared prefix, and is the
+//!    circuit's probe when half-open), the rest together, the call within one deadline;
+//! 5. on failure, one refund rule: the questions of every request that sent no read are
+//!    given back (a disabled model, a host that cannot be read, batches never started);
+//! 6. on success, the key's usage, the answers' metrics and the upstream requests noted.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::http::{HeaderMap, HeaderValue};
+use futures::future::try_join_all;
+
+use super::auth::Caller;
+use super::{count_rejection, summary, usage, AppState};
+use crate::engine::{Outcome, PipelineError, Usage};
+use crate::error::{ApiError, Code};
+use crate::models::circuit::Ticket;
+use crate::quota::Admission;
+use crate::request::{Ignored, ValidRequest};
+
+/// What the flow returns to a door: one outcome per request, in order, and their sum.
+#[derive(Debug)]
+pub(super) struct Answered {
+    /// One per request handed in, in order.
+    pub outcomes: Vec<Outcome>,
+    /// Every request's usage added up.
+    pub usage: Usage,
+}
+
+impl Answered {
+    /// The model the backend reported for the first request.
+    pub fn model(&self) -> &str {
+        self.outcomes.first().map_or("", |o| o.model.as_str())
+    }
+}
+
+/// Runs a call's requests (at least one) through the steps in the module doc.
+pub(super) async fn run(
+    state: &AppState,
+    caller: &Caller,
+    requests: &[ValidRequest],
+) -> Result<Answered, ApiError> {
+    let first = requests
+        .first()
+        .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
+    let questions: usize = requests.iter().map(|r| r.questions().len()).sum();
+    summary::note_model(&first.model().name, questions);
+    let options: Vec<usize> = requests
+        .iter()
+        .flat_map(|r| r.questions().iter().map(|q| q.options.len()))
+        .collect();
+    state.metrics.observe_request(options.into_iter());
+    let ticket = first.model().circuit.admit()?;
+    let admission = caller
+        .admit_questions(&state.quotas, questions)
+        .await
+        .inspect_err(|e| count_rejection(state, caller, e))?;
+    let sent: Vec<AtomicU64> = requests.iter().map(|_| AtomicU64::new(0)).collect();
+    let deadline = state.pipeline.request_timeout();
+    let ran = tokio::time::timeout(deadline, run_all(state, requests, ticket, &sent))
+        .await
+        .unwrap_or_else(|_| Err(PipelineError::Deadline.into()));
+    let outcomes = match ran {
+        Ok(outcomes) => outcomes,
+        Err(e) => {
+            refund_unsent(state, caller, admission, requests, &sent).await;
+            return Err(e);
+        }
+    };
+    let mut total = Usage::default();
+    for (request, outcome) in requests.iter().zip(&outcomes) {
+        total.add(&outcome.usage);
+        observe_answers(state, &request.model().name, outcome);
+    }
+    summary::note_upstream_requests(total.upstream_requests);
+    usage::record(state, caller, questions, &total).await;
+    Ok(Answered {
+        outcomes,
+        usage: total,
+    })
+}
+
+/// The first request alone under `ticket`, then the rest together, each under its own
+/// ticket; the first failure ends the call (dropping the others cancels their reads).
+async fn run_all(
+    state: &AppState,
+    requests: &[ValidRequest],
+    ticket: Ticket<'_>,
+    sent: &[AtomicU64],
+) -> Result<Vec<Outcome>, ApiError> {
+    let pipeline = &state.pipeline;
+    let first = pipeline
+        .run_counting(&requests[0], ticket, &sent[0])
+        .await?;
+    let rest = requests[1..]
+        .iter()
+        .zip(&sent[1..])
+        .map(|(request, sent)| async move {
+            let ticket = request.model().circuit.admit()?;
+            Ok::<_, ApiError>(pipeline.run_counting(request, ticket, sent).await?)
+        });
+    let mut outcomes = vec![first];
+    outcomes.extend(try_join_all(rest).await?);
+    Ok(outcomes)
+}
+
+/// The one refund rule: the questions of every request that sent no read go back to the
+/// key.
+async fn refund_unsent(
+    state: &AppState,
+    caller: &Caller,
+    admission: Option<Admission>,
+    requests: &[ValidRequest],
+    sent: &[AtomicU64],
+) {
+    let unsent: usize = requests
+        .iter()
+        .zip(sent)
+        .filter(|(_, sent)| sent.load(Ordering::Relaxed) == 0)
+        .map(|(request, _)| request.questions().len())
+        .sum();
+    let admission = admission.map(|a| Admission {
+        questions: unsent as u64,
+        ..a
+    });
+    caller.refund(&state.quotas, admission).await;
+}
+
+/// Records each answer's option mass and the profile that covered it, if any.
+fn observe_answers(state: &AppState, model: &str, outcome: &Outcome) {
+    for answer in &outcome.answers {
+        let profile = answer.profile.as_ref().map(|p| (&*p.name, p.automate));
+        state
+            .metrics
+            .observe_answer(model, answer.option_mass, profile);
+    }
+}
+
+/// The header that names the configured model that served (its public name; the fallback
+/// while the requested model's circuit is open), which a later request may use. The body's
+/// `model` is the backend's own id, as the contract says.
+pub const MODEL_HEADER: &str = "x-systemone-model";
+
+/// Names the model that served in [`MODEL_HEADER`].
+pub(super) fn say_model(name: &str, headers: &mut HeaderMap) {
+    if let Ok(value) = HeaderValue::from_str(name) {
+        headers.insert(MODEL_HEADER, value);
+    }
+}
+
+/// The header that names the top-level fields a request held and this service ignored.
+pub const IGNORED_FIELDS_HEADER: &str = "x-systemone-ignored-fields";
+
+/// Names the ignored top-level fields in [`IGNORED_FIELDS_HEADER`] (to the caller, who sent
+/// them) and counts them in a debug line (the log gets no names: they are the caller's).
+pub(super) fn say_ignored(ignored: &Ignored, headers: &mut HeaderMap) {
+    if ignored.count == 0 {
+        return;
+    }
+    tracing::debug!(
+        ignored_fields = ignored.count,
+        "the body has top-level fields this service does not read"
+    );
+    let listed = ignored.names.join(", ");
+    let value = if ignored.names.len() == ignored.count {
+        listed
+    } else {
+        let unlisted = ignored.count - ignored.names.len();
+        format!(
+            "{listed}{}({unlisted} more)",
+            if listed.is_empty() { "" } else { ", " }
+        )
+    };
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(IGNORED_FIELDS_HEADER, value);
+    }
+}

@@ -1,0 +1,129 @@
+//! Model upkeep in the background: one task per model runs its token-table check and its
+//! dialect's host probe (the `openai` dialect's) on their intervals, so that requests and
+//! `/readyz` only ever read the last verdict and never wait on a backend (a readiness probe
+//! times out after 1 s; one check against a cold vLLM took 21 s).
+//!
+//! A cold backend, whose first check or probe cannot conclude (a timeout, a 503), is retried
+//! with backoff from [`RETRY_FIRST`] doubling to [`RETRY_MAX`] until it concludes; after
+//! that, the check's own interval applies. The task holds its model weakly and ends when
+//! the registry that owns the model is dropped.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Model;
+use crate::backend::Due;
+use crate::limits::InFlight;
+
+/// The first retry of an attempt that could not conclude.
+pub const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between retries of attempts that could not conclude.
+pub const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Starts `model`'s upkeep task, once per model (later calls do nothing). Needs a tokio
+/// runtime; without one, nothing starts (a later call from inside one will).
+pub fn start(model: &Arc<Model>, in_flight: &InFlight) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    if model.upkeep_started.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    runtime.spawn(keep(Arc::downgrade(model), in_flight.clone()));
+}
+
+/// One kind of upkeep of a model, with its schedule.
+struct Chore {
+    /// For the log.
+    name: &'static str,
+    /// When it runs next.
+    at: Option<Instant>,
+    /// Attempts in a row that could not conclude.
+    failures: u32,
+}
+
+impl Chore {
+    fn new(name: &'static str) -> Self {
+        Chore {
+            name,
+            at: Some(Instant::now()),
+            failures: 0,
+        }
+    }
+
+    fn is_due(&self, now: Instant) -> bool {
+        self.at.is_some_and(|at| at <= now)
+    }
+
+    /// Schedules the next run from what the one that finished said.
+    fn schedule(&mut self, model: &str, due: Due) {
+        let now = Instant::now();
+        self.at = match due {
+            Due::In(after) => {
+                self.failures = 0;
+                Some(now + after)
+            }
+            Due::Never => None,
+            Due::Retry => {
+                let wait = backoff(self.failures);
+                self.failures += 1;
+                tracing::warn!(
+                    model,
+                    chore = self.name,
+                    attempts = self.failures,
+                    retry_in_secs = wait.as_secs(),
+                    "the backend did not answer this check yet; retrying with backoff"
+                );
+                Some(now + wait)
+            }
+        };
+    }
+}
+
+/// The wait after `failures` earlier attempts that could not conclude.
+fn backoff(failures: u32) -> Duration {
+    RETRY_FIRST
+        .saturating_mul(1 << failures.min(16))
+        .min(RETRY_MAX)
+}
+
+/// The task: the host probe first (a dialect that probes must know its host before it can
+/// be checked), then the token-table check, each when due; then sleep to the next due time.
+async fn keep(model: Weak<Model>, in_flight: InFlight) {
+    let mut probe = Chore::new("host probe");
+    let mut check = Chore::new("token-table check");
+    loop {
+        let Some(m) = model.upgrade() else { return };
+        let now = Instant::now();
+        if probe.is_due(now) {
+            probe.schedule(&m.name, m.backend.upkeep(&in_flight).await);
+        }
+        if check.is_due(now) {
+            let due = m
+                .verifier
+                .check(m.backend.as_ref(), &m.table, &in_flight)
+                .await;
+            check.schedule(&m.name, due);
+        }
+        drop(m);
+        let Some(next) = [probe.at, check.at].into_iter().flatten().min() else {
+            return;
+        };
+        tokio::time::sleep_until(next).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_from_one_second_to_thirty() {
+        let waits: Vec<u64> = (0..8).map(|f| backoff(f).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(backoff(u32::MAX), RETRY_MAX);
+    }
+}
