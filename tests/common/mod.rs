@@ -18,6 +18,7 @@ pub mod real_tokenizers;
 pub mod redis;
 pub mod rows;
 pub mod tcp_counter;
+pub mod vllm_real;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
