@@ -62,6 +62,11 @@
 //!    Σ i·p, both [`calibration::Decoded`]'s); every failure on the way became one
 //!    [`error::ApiError`], whose code decides the status.
 
+// Nothing is `pub` that no one outside its module tree can reach: the public surface is
+// what `main.rs`, the benches and the tests use (the tests and benches, being other
+// crates, are not held to it).
+#![warn(unreachable_pub)]
+
 pub mod backend;
 pub mod calibration;
 pub mod cli;

@@ -87,16 +87,8 @@ impl Metrics {
         let registry = Registry::new_custom(Some("systemone".into()), None).unwrap_or_default();
         let r = Registrar(&registry);
         Metrics {
-            requests: r.counters(
-                "requests_total",
-                "HTTP requests by route, status and error code",
-                &["route", "status", "code"],
-            ),
-            token_table_verdict: r.gauges(
-                "token_table_verdict",
-                "Token table vs serving tokenizer: 1 verified, 0 unchecked, -1 mismatch (model disabled), 2 checks off",
-                &["model"],
-            ),
+            requests: r.counters(&REQUESTS),
+            token_table_verdict: r.gauges(&TOKEN_TABLE_VERDICT),
             token_table_last_check: r.register(GaugeVec::new(
                 Opts::new(
                     "token_table_last_check_timestamp_seconds",
@@ -116,91 +108,24 @@ impl Metrics {
                 HistogramOpts::new("options_per_question", "Options per question")
                     .buckets(vec![1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 128.0, 255.0]),
             )),
-            option_mass: r.histograms(
-                "option_mass",
-                "Share of the model's probability on the options, per answer asked",
-                vec![0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0],
-                &["model"],
-            ),
-            request_duration: r.histograms(
-                "request_duration_seconds",
-                "Seconds from a request's arrival to its response, by route and status class",
-                vec![
-                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-                    120.0, 300.0,
-                ],
-                &["route", "status"],
-            ),
-            upstream_latency: r.histograms(
-                "upstream_latency_seconds",
-                "Seconds one upstream read took, slot wait excluded",
-                vec![
-                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-                ],
-                &["dialect"],
-            ),
-            upstream_responses: r.counters(
-                "upstream_responses_total",
-                "Upstream reads by dialect and status class",
-                &["dialect", "status"],
-            ),
-            key_rejections: r.counters(
-                "key_rejections_total",
-                "Requests refused by an API key's limits, by key name and kind",
-                &["key", "kind"],
-            ),
-            key_requests: r.counters(
-                "key_requests_total",
-                "Authenticated requests by API key name",
-                &["key"],
-            ),
-            read_strategy: r.gauges(
-                "backend_read_strategy",
-                "Read strategy the openai dialect's probe chose per model (1 = current): post_bias, raw_top_k, unprobed, refused",
-                &["model", "strategy"],
-            ),
-            circuit_state: r.gauges(
-                "circuit_state",
-                "Circuit breaker per model: 0 closed, 1 open, 2 half-open",
-                &["model"],
-            ),
-            profile_answers: r.counters(
-                "profile_answers_total",
-                "Answers a calibration profile covered, by profile and automate flag",
-                &["profile", "automate"],
-            ),
-            limit_store_latency: r.histograms(
-                "limit_store_latency_seconds",
-                "Seconds one call to the per-key limit store took, by store and operation",
-                vec![
-                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                ],
-                &["store", "op"],
-            ),
-            limit_store_errors: r.counters(
-                "limit_store_errors_total",
-                "Failed calls to the per-key limit store, by store, operation and kind",
-                &["store", "op", "kind"],
-            ),
-            limit_store_decisions: r.counters(
-                "limit_store_decisions_total",
-                "Failure-policy decisions after a failed limit-store call, by store and decision",
-                &["store", "decision"],
-            ),
-            limit_store_up: r.gauges(
-                "limit_store_up",
-                "1 when the per-key limit store answered its last call, else 0",
-                &["store"],
-            ),
+            option_mass: r.histograms(&OPTION_MASS, OPTION_MASS_BUCKETS),
+            request_duration: r.histograms(&REQUEST_DURATION, REQUEST_DURATION_BUCKETS),
+            upstream_latency: r.histograms(&UPSTREAM_LATENCY, UPSTREAM_LATENCY_BUCKETS),
+            upstream_responses: r.counters(&UPSTREAM_RESPONSES),
+            key_rejections: r.counters(&KEY_REJECTIONS),
+            key_requests: r.counters(&KEY_REQUESTS),
+            read_strategy: r.gauges(&READ_STRATEGY),
+            circuit_state: r.gauges(&CIRCUIT_STATE),
+            profile_answers: r.counters(&PROFILE_ANSWERS),
+            limit_store_latency: r.histograms(&LIMIT_STORE_LATENCY, LIMIT_STORE_LATENCY_BUCKETS),
+            limit_store_errors: r.counters(&LIMIT_STORE_ERRORS),
+            limit_store_decisions: r.counters(&LIMIT_STORE_DECISIONS),
+            limit_store_up: r.gauges(&LIMIT_STORE_UP),
             open_connections: r.register(IntGauge::new(
                 "open_connections",
                 "Client connections open now",
             )),
-            connections_closed: r.counters(
-                "connections_closed_total",
-                "Client connections the edge refused or closed, by rule",
-                &["rule"],
-            ),
+            connections_closed: r.counters(&CONNECTIONS_CLOSED),
             requests_shed: r.register(prometheus::IntCounter::new(
                 "requests_shed_total",
                 "Requests refused over the concurrent-request cap",
@@ -378,6 +303,145 @@ pub const READ_STRATEGIES: [&str; 4] = ["post_bias", "raw_top_k", "unprobed", "r
 /// compile time, so a failure here is a programming error caught by every test.
 struct Registrar<'a>(&'a Registry);
 
+/// One labelled metric family as declared: name (after the `systemone_` prefix), help and
+/// label names.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+}
+
+// The labelled families, declared as data (`Metrics::new` registers them).
+/// `requests_total`.
+const REQUESTS: Family = Family {
+    name: "requests_total",
+    help: "HTTP requests by route, status and error code",
+    labels: &["route", "status", "code"],
+};
+
+/// `token_table_verdict`.
+const TOKEN_TABLE_VERDICT: Family = Family {
+    name: "token_table_verdict",
+    help: "Token table vs serving tokenizer: 1 verified, 0 unchecked, -1 mismatch (model disabled), 2 checks off",
+    labels: &["model"],
+};
+
+/// `upstream_responses_total`.
+const UPSTREAM_RESPONSES: Family = Family {
+    name: "upstream_responses_total",
+    help: "Upstream reads by dialect and status class",
+    labels: &["dialect", "status"],
+};
+
+/// `key_rejections_total`.
+const KEY_REJECTIONS: Family = Family {
+    name: "key_rejections_total",
+    help: "Requests refused by an API key's limits, by key name and kind",
+    labels: &["key", "kind"],
+};
+
+/// `key_requests_total`.
+const KEY_REQUESTS: Family = Family {
+    name: "key_requests_total",
+    help: "Authenticated requests by API key name",
+    labels: &["key"],
+};
+
+/// `backend_read_strategy`.
+const READ_STRATEGY: Family = Family {
+    name: "backend_read_strategy",
+    help: "Read strategy the openai dialect's probe chose per model (1 = current): post_bias, raw_top_k, unprobed, refused",
+    labels: &["model", "strategy"],
+};
+
+/// `circuit_state`.
+const CIRCUIT_STATE: Family = Family {
+    name: "circuit_state",
+    help: "Circuit breaker per model: 0 closed, 1 open, 2 half-open",
+    labels: &["model"],
+};
+
+/// `profile_answers_total`.
+const PROFILE_ANSWERS: Family = Family {
+    name: "profile_answers_total",
+    help: "Answers a calibration profile covered, by profile and automate flag",
+    labels: &["profile", "automate"],
+};
+
+/// `limit_store_errors_total`.
+const LIMIT_STORE_ERRORS: Family = Family {
+    name: "limit_store_errors_total",
+    help: "Failed calls to the per-key limit store, by store, operation and kind",
+    labels: &["store", "op", "kind"],
+};
+
+/// `limit_store_decisions_total`.
+const LIMIT_STORE_DECISIONS: Family = Family {
+    name: "limit_store_decisions_total",
+    help: "Failure-policy decisions after a failed limit-store call, by store and decision",
+    labels: &["store", "decision"],
+};
+
+/// `limit_store_up`.
+const LIMIT_STORE_UP: Family = Family {
+    name: "limit_store_up",
+    help: "1 when the per-key limit store answered its last call, else 0",
+    labels: &["store"],
+};
+
+/// `connections_closed_total`.
+const CONNECTIONS_CLOSED: Family = Family {
+    name: "connections_closed_total",
+    help: "Client connections the edge refused or closed, by rule",
+    labels: &["rule"],
+};
+
+/// `option_mass`.
+const OPTION_MASS: Family = Family {
+    name: "option_mass",
+    help: "Share of the model's probability on the options, per answer asked",
+    labels: &["model"],
+};
+
+/// `option_mass`'s buckets.
+const OPTION_MASS_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
+
+/// `request_duration_seconds`.
+const REQUEST_DURATION: Family = Family {
+    name: "request_duration_seconds",
+    help: "Seconds from a request's arrival to its response, by route and status class",
+    labels: &["route", "status"],
+};
+
+/// `request_duration_seconds`'s buckets.
+const REQUEST_DURATION_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+/// `upstream_latency_seconds`.
+const UPSTREAM_LATENCY: Family = Family {
+    name: "upstream_latency_seconds",
+    help: "Seconds one upstream read took, slot wait excluded",
+    labels: &["dialect"],
+};
+
+/// `upstream_latency_seconds`'s buckets.
+const UPSTREAM_LATENCY_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// `limit_store_latency_seconds`.
+const LIMIT_STORE_LATENCY: Family = Family {
+    name: "limit_store_latency_seconds",
+    help: "Seconds one call to the per-key limit store took, by store and operation",
+    labels: &["store", "op"],
+};
+
+/// `limit_store_latency_seconds`'s buckets.
+const LIMIT_STORE_LATENCY_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+];
+
 impl Registrar<'_> {
     fn register<M: prometheus::core::Collector + Clone + 'static>(
         &self,
@@ -390,24 +454,18 @@ impl Registrar<'_> {
         metric
     }
 
-    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-        self.register(IntCounterVec::new(Opts::new(name, help), labels))
+    fn counters(&self, f: &Family) -> IntCounterVec {
+        self.register(IntCounterVec::new(Opts::new(f.name, f.help), f.labels))
     }
 
-    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-        self.register(IntGaugeVec::new(Opts::new(name, help), labels))
+    fn gauges(&self, f: &Family) -> IntGaugeVec {
+        self.register(IntGaugeVec::new(Opts::new(f.name, f.help), f.labels))
     }
 
-    fn histograms(
-        &self,
-        name: &str,
-        help: &str,
-        buckets: Vec<f64>,
-        labels: &[&str],
-    ) -> HistogramVec {
+    fn histograms(&self, f: &Family, buckets: &[f64]) -> HistogramVec {
         self.register(HistogramVec::new(
-            HistogramOpts::new(name, help).buckets(buckets),
-            labels,
+            HistogramOpts::new(f.name, f.help).buckets(buckets.to_vec()),
+            f.labels,
         ))
     }
 }

@@ -1,10 +1,22 @@
-//! The layering rule, checked on the source: the folders of `src/` are layers, and every
-//! `crate::…` path in a layer names the same layer or one below it (the crate doc's
-//! "Layout"). An import that climbs (a backend reaching for the HTTP state, a leaf reaching
-//! for the registry) fails here with the file and line, so an import circle cannot come
-//! back. The crate root (`lib.rs`, `main.rs`) wires the layers together and is exempt.
+//! Two rules of the code's shape, checked on the source parsed by `syn`:
+//!
+//! * **Layers.** The folders of `src/` are layers, and every path into the crate (`crate::…`,
+//!   `super::…` resolved from the file's module, `use crate::{a::…, b}` groups, paths inside
+//!   macro calls) names the same layer or one below it (the crate doc's "Layout"). An import
+//!   that climbs (a backend reaching for the HTTP state, a leaf reaching for the registry)
+//!   fails here with the file and line, so an import circle cannot come back. The crate root
+//!   (`lib.rs`, `main.rs`) wires the layers together and is exempt.
+//! * **Short functions.** No function (free, method or trait default) is longer than
+//!   [`REQUEST_PATH_MAX_LINES`] lines in a request-path folder ([`REQUEST_PATH`]), or than
+//!   [`ANYWHERE_MAX_LINES`] anywhere; tests are exempt.
+//!
+//! Each rule is tested on planted violations too, so a blind spot in the check shows.
 
 use std::path::{Path, PathBuf};
+
+use proc_macro2::{TokenStream, TokenTree};
+use syn::spanned::Spanned;
+use syn::visit::Visit;
 
 /// Top to bottom. A module may use its own layer's code (within itself) and anything in a
 /// lower row; modules of one row may not use each other.
@@ -20,44 +32,152 @@ const LAYERS: &[&[&str]] = &[
     &["error", "json", "limits", "metrics", "secret", "shipped"],
 ];
 
+/// The folders a request passes through.
+const REQUEST_PATH: &[&str] = &["http", "engine", "request", "backend"];
+/// Most lines of one function on the request path.
+const REQUEST_PATH_MAX_LINES: usize = 60;
+/// Most lines of one function anywhere.
+const ANYWHERE_MAX_LINES: usize = 100;
+
 fn rank(module: &str) -> Option<usize> {
     LAYERS.iter().position(|row| row.contains(&module))
 }
 
-/// The top-level module a file under `src/` belongs to (`None` for the crate root).
-fn module_of(relative: &Path) -> Option<String> {
-    let first = relative.components().next()?.as_os_str().to_str()?;
-    let name = first.trim_end_matches(".rs");
-    (!matches!(name, "lib" | "main")).then(|| name.to_string())
+/// The module path of a file under `src/`: `http/mod.rs` → `[http]`, `http/edge/guard.rs`
+/// → `[http, edge, guard]`, `lib.rs` → `[]`.
+fn module_path(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .map(|s| s.trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
 }
 
-/// Every `crate::<module>` named on a line, comments left out.
-fn crate_paths(line: &str) -> Vec<String> {
-    let code = line.split("//").next().unwrap_or("");
-    code.match_indices("crate::")
-        .filter(|(i, _)| {
-            // `systemone_crate::` or `$crate::` are not this crate's paths.
-            !code[..*i]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$')
-        })
-        .filter_map(|(i, m)| {
-            let rest = &code[i + m.len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            (!name.is_empty()).then_some(name)
-        })
-        .collect()
+/// The top-level module a path into the crate lands in, resolved from the module `from`:
+/// `crate::a::…` → `a`; `super::…` climbs from `from`; `None` for other paths (other
+/// crates, `self::`, local names) and for the crate root's own items.
+fn target(segments: &[String], from: &[String]) -> Option<String> {
+    let first = segments.first()?;
+    if first == "crate" {
+        return segments.get(1).cloned();
+    }
+    if first != "super" {
+        return None;
+    }
+    let mut at = from.to_vec();
+    let mut rest = segments;
+    while rest.first().is_some_and(|s| s == "super") {
+        at.pop()?;
+        rest = &rest[1..];
+    }
+    at.first().cloned().or_else(|| rest.first().cloned())
+}
+
+/// Every path into the crate a file names, with its line.
+#[derive(Default)]
+struct Paths {
+    found: Vec<(Vec<String>, usize)>,
+}
+
+impl Paths {
+    /// `use` trees: each leaf path, groups expanded.
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => self.push(prefix, Some(&n.ident), tree),
+            syn::UseTree::Rename(r) => self.push(prefix, Some(&r.ident), tree),
+            syn::UseTree::Glob(_) => self.push(prefix, None, tree),
+            syn::UseTree::Group(g) => g.items.iter().for_each(|t| self.use_tree(prefix, t)),
+        }
+    }
+
+    fn push(&mut self, prefix: &[String], last: Option<&syn::Ident>, at: &impl Spanned) {
+        let mut path = prefix.to_vec();
+        path.extend(last.map(|i| i.to_string()));
+        self.found.push((path, at.span().start().line));
+    }
+
+    /// `crate :: a` and `super :: a` sequences inside macro calls, which syn leaves as tokens.
+    fn tokens(&mut self, tokens: TokenStream) {
+        let trees: Vec<TokenTree> = tokens.into_iter().collect();
+        for (i, tree) in trees.iter().enumerate() {
+            match tree {
+                TokenTree::Group(g) => self.tokens(g.stream()),
+                TokenTree::Ident(id) if *id == "crate" || *id == "super" => {
+                    let mut path = vec![id.to_string()];
+                    let mut j = i + 1;
+                    while let (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b))) =
+                        (trees.get(j), trees.get(j + 1))
+                    {
+                        let Some(TokenTree::Ident(next)) = trees.get(j + 2) else {
+                            break;
+                        };
+                        if a.as_char() != ':' || b.as_char() != ':' {
+                            break;
+                        }
+                        path.push(next.to_string());
+                        j += 3;
+                    }
+                    self.found.push((path, id.span().start().line));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Paths {
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        self.use_tree(&mut Vec::new(), &item.tree);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.found.push((segments, path.span().start().line));
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        self.tokens(mac.tokens.clone());
+        syn::visit::visit_macro(self, mac);
+    }
+
+    /// Test modules may reach anywhere (they build fixtures).
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        if !is_test(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+}
+
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("test")
+            || (a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test"))
+    })
+}
+
+fn parse(path: &Path, text: &str) -> syn::File {
+    syn::parse_file(text).unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()))
 }
 
 /// Each use of a higher (or same-row, other) layer: `file:line: a -> b`.
 fn violations(files: &[(PathBuf, String)]) -> Vec<String> {
     let mut found = Vec::new();
     for (path, text) in files {
-        let Some(from) = module_of(path) else {
+        let module = module_path(path);
+        let Some(from) = module.first().cloned() else {
             continue;
         };
         let Some(from_rank) = rank(&from) else {
@@ -67,27 +187,96 @@ fn violations(files: &[(PathBuf, String)]) -> Vec<String> {
             ));
             continue;
         };
-        for (n, line) in text.lines().enumerate() {
-            for to in crate_paths(line) {
-                if to == from {
-                    continue;
-                }
-                match rank(&to) {
-                    Some(to_rank) if to_rank > from_rank => {}
-                    Some(_) => found.push(format!(
-                        "{}:{}: `{from}` uses `crate::{to}`, which is not below it",
-                        path.display(),
-                        n + 1
-                    )),
-                    // The root's re-exports (`crate::app`, `crate::build_state`) are for
-                    // the commands only.
-                    None if from == "cli" => {}
-                    None => found.push(format!(
-                        "{}:{}: `{from}` uses the crate root's `crate::{to}`",
-                        path.display(),
-                        n + 1
-                    )),
-                }
+        let mut paths = Paths::default();
+        paths.visit_file(&parse(path, text));
+        for (segments, line) in paths.found {
+            let Some(to) = target(&segments, &module) else {
+                continue;
+            };
+            if to == from {
+                continue;
+            }
+            match rank(&to) {
+                Some(to_rank) if to_rank > from_rank => {}
+                Some(_) => found.push(format!(
+                    "{}:{line}: `{from}` uses `crate::{to}`, which is not below it",
+                    path.display(),
+                )),
+                // The root's re-exports (`crate::app`, `crate::build_state`) are for the
+                // commands only.
+                None if from == "cli" => {}
+                None => found.push(format!(
+                    "{}:{line}: `{from}` uses the crate root's `crate::{to}`",
+                    path.display(),
+                )),
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Every function body's length in lines, outside test modules: `(name, line, lines)`.
+#[derive(Default)]
+struct Lengths {
+    found: Vec<(String, usize, usize)>,
+}
+
+impl Lengths {
+    fn note(&mut self, name: &syn::Ident, whole: &impl Spanned) {
+        let (start, end) = (whole.span().start().line, whole.span().end().line);
+        self.found.push((name.to_string(), start, end + 1 - start));
+    }
+}
+
+impl<'ast> Visit<'ast> for Lengths {
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if !is_test(&f.attrs) {
+            self.note(&f.sig.ident, f);
+        }
+        syn::visit::visit_item_fn(self, f);
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        self.note(&f.sig.ident, f);
+        syn::visit::visit_impl_item_fn(self, f);
+    }
+
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        if f.default.is_some() {
+            self.note(&f.sig.ident, f);
+        }
+        syn::visit::visit_trait_item_fn(self, f);
+    }
+
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        if !is_test(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+}
+
+/// Each function over its limit: `file:line: name is N lines, over M`.
+fn long_functions(files: &[(PathBuf, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, text) in files {
+        let on_request_path = module_path(path)
+            .first()
+            .is_some_and(|m| REQUEST_PATH.contains(&m.as_str()));
+        let limit = if on_request_path {
+            REQUEST_PATH_MAX_LINES
+        } else {
+            ANYWHERE_MAX_LINES
+        };
+        let mut lengths = Lengths::default();
+        lengths.visit_file(&parse(path, text));
+        for (name, line, lines) in lengths.found {
+            if lines > limit {
+                found.push(format!(
+                    "{}:{line}: `{name}` is {lines} lines, over {limit}",
+                    path.display()
+                ));
             }
         }
     }
@@ -105,8 +294,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn every_import_points_down_the_layers() {
+/// Every file under `src/`, as `(path relative to src/, text)`.
+fn sources() -> Vec<(PathBuf, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut paths = Vec::new();
     rust_files(&src, &mut paths);
@@ -115,14 +304,18 @@ fn every_import_points_down_the_layers() {
         "found only {} files under src/",
         paths.len()
     );
-    let files: Vec<(PathBuf, String)> = paths
+    paths
         .into_iter()
         .map(|p| {
             let text = std::fs::read_to_string(&p).expect("readable");
             (p.strip_prefix(&src).expect("under src").to_path_buf(), text)
         })
-        .collect();
-    let found = violations(&files);
+        .collect()
+}
+
+#[test]
+fn every_import_points_down_the_layers() {
+    let found = violations(&sources());
     assert!(
         found.is_empty(),
         "imports that climb:\n{}",
@@ -131,31 +324,113 @@ fn every_import_points_down_the_layers() {
 }
 
 #[test]
-fn the_check_catches_a_climbing_import_and_an_unplaced_module() {
-    let files = vec![
+fn no_function_is_too_long() {
+    let found = long_functions(&sources());
+    assert!(
+        found.is_empty(),
+        "functions too long:\n{}",
+        found.join("\n")
+    );
+}
+
+fn planted(files: &[(&str, &str)]) -> Vec<(PathBuf, String)> {
+    files
+        .iter()
+        .map(|(p, t)| (PathBuf::from(p), t.to_string()))
+        .collect()
+}
+
+#[test]
+fn the_check_catches_every_kind_of_climbing_path_and_an_unplaced_module() {
+    let files = planted(&[
         (
-            PathBuf::from("backend/vllm.rs"),
-            "use crate::limits::InFlightPermit;\nuse crate::http::AppState;\n".to_string(),
+            "backend/vllm.rs",
+            "use crate::limits::InFlightPermit;\nuse crate::http::AppState;\n",
         ),
+        // A comment is not a path; a string holding `//` does not hide the code after it.
         (
-            PathBuf::from("calibration/profile.rs"),
-            "// crate::engine in a comment is fine\nlet d = crate::backend::Part::Text(t);\n"
-                .to_string(),
+            "calibration/profile.rs",
+            "// crate::engine in a comment is fine\nfn f() { let u = \"http://x\"; let d = crate::backend::Part::Text(t); }\n",
         ),
+        ("metrics.rs", "fn f(m: &crate::models::Models) {}\n"),
+        ("newthing.rs", ""),
+        ("lib.rs", "pub use crate::http::AppState;"),
+        // A group hides the climbing path among others.
         (
-            PathBuf::from("metrics.rs"),
-            "fn f(m: &crate::models::Models) {}\n".to_string(),
+            "models/mod.rs",
+            "use crate::{backend::Backend, http::wire};\n",
         ),
-        (PathBuf::from("newthing.rs"), String::new()),
+        // `super::` from a top-level `mod.rs` is the crate root.
+        ("request/mod.rs", "use super::engine::Pipeline;\n"),
+        // `super::super::` from a nested file climbs out of its layer.
         (
-            PathBuf::from("lib.rs"),
-            "pub use crate::http::AppState;".to_string(),
+            "backend/openai/probe.rs",
+            "use super::super::super::quota::Quotas;\nuse super::Host;\n",
         ),
-    ];
+        // Inside a macro call.
+        (
+            "config.rs",
+            "fn f() { tracing::info!(x = %crate::metrics::X, y = ?crate::cli::Y); }\n",
+        ),
+        // Test modules may build fixtures from anywhere.
+        (
+            "error.rs",
+            "#[cfg(test)]\nmod tests { use crate::http::AppState; }\n",
+        ),
+    ]);
     let found = violations(&files);
-    assert_eq!(found.len(), 4, "{found:#?}");
-    assert!(found[0].starts_with("backend/vllm.rs:2: `backend` uses `crate::http`"));
-    assert!(found[1].starts_with("calibration/profile.rs:2: `calibration` uses `crate::backend`"));
-    assert!(found[2].starts_with("metrics.rs:1: `metrics` uses `crate::models`"));
-    assert!(found[3].contains("`newthing` is in no layer"));
+    let want = [
+        "backend/openai/probe.rs:1: `backend` uses `crate::quota`",
+        "backend/vllm.rs:2: `backend` uses `crate::http`",
+        "calibration/profile.rs:2: `calibration` uses `crate::backend`",
+        "config.rs:1: `config` uses `crate::cli`",
+        "metrics.rs:1: `metrics` uses `crate::models`",
+        "models/mod.rs:1: `models` uses `crate::http`",
+        "newthing.rs: module `newthing` is in no layer",
+        "request/mod.rs:1: `request` uses `crate::engine`",
+    ];
+    assert_eq!(found.len(), want.len(), "{found:#?}");
+    for (got, want) in found.iter().zip(want) {
+        assert!(
+            got.starts_with(want),
+            "{got:?} is not {want:?}:\n{found:#?}"
+        );
+    }
+}
+
+#[test]
+fn the_check_catches_a_long_function_wherever_it_is() {
+    let body = |lines: usize| "    let x = 1;\n".repeat(lines);
+    let files = planted(&[
+        // 61 lines on the request path: over 60.
+        ("http/door.rs", &format!("fn long() {{\n{}}}\n", body(59))),
+        // 60 lines there: fine.
+        ("engine/ok.rs", &format!("fn fits() {{\n{}}}\n", body(58))),
+        // 101 lines elsewhere, in a method: over 100.
+        (
+            "cli/eval.rs",
+            &format!("impl X {{\n    fn svg() {{\n{}    }}\n}}\n", body(99)),
+        ),
+        // A trait's default method counts; a test does not.
+        (
+            "backend/mod.rs",
+            &format!(
+                "trait T {{\n    fn d() {{\n{}    }}\n}}\n#[cfg(test)]\nmod tests {{\n    fn t() {{\n{}    }}\n}}\n",
+                body(70),
+                body(200)
+            ),
+        ),
+    ]);
+    let found = long_functions(&files);
+    let want = [
+        "http/door.rs:1: `long` is 61 lines, over 60",
+        "engine/ok.rs",
+        "cli/eval.rs:2: `svg` is 101 lines, over 100",
+        "backend/mod.rs:2: `d` is 72 lines, over 60",
+    ];
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[0].starts_with(want[0]), "{found:#?}");
+    assert!(!found.iter().any(|f| f.starts_with(want[1])), "{found:#?}");
+    assert!(found[1].starts_with(want[2]), "{found:#?}");
+    assert!(found[2].starts_with(want[3]), "{found:#?}");
 }

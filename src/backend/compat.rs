@@ -73,7 +73,7 @@ const LN_HALF: f64 = -std::f64::consts::LN_2;
 
 /// How the host names the tokens of its logprob entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenIds {
+enum TokenIds {
     /// An `id` field (llama.cpp) or a `token_id` field.
     Field,
     /// Tokens written `token_id:N`.
@@ -84,7 +84,7 @@ pub enum TokenIds {
 
 /// What `logit_bias` does on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bias {
+enum Bias {
     /// Honoured, and the returned logprobs include it.
     AfterLogprobs,
     /// Honoured, but the returned logprobs are raw.
@@ -95,7 +95,7 @@ pub enum Bias {
 
 /// Which request field makes the host continue the `answer=` prefill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prefill {
+enum Prefill {
     /// A trailing assistant message is continued as it is.
     TrailingMessage,
     /// `continue_final_message: true` with `add_generation_prompt: false`.
@@ -104,17 +104,20 @@ pub enum Prefill {
 
 /// What the probe found out about the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Host {
+struct Host {
     /// Most `top_logprobs` entries one answer carries.
-    pub cap: usize,
-    pub ids: TokenIds,
-    pub bias: Bias,
-    pub prefill: Prefill,
+    cap: usize,
+    /// How its entries name tokens.
+    ids: TokenIds,
+    /// What `logit_bias` does to its logprobs.
+    bias: Bias,
+    /// What continues the `answer=` prefill.
+    prefill: Prefill,
 }
 
 impl Host {
     /// The strategy's name for `/readyz`, the metric and the log.
-    pub fn strategy(&self) -> &'static str {
+    fn strategy(&self) -> &'static str {
         match self.bias {
             Bias::AfterLogprobs => "post_bias",
             Bias::BeforeLogprobs | Bias::Ignored => "raw_top_k",

@@ -237,32 +237,39 @@ impl From<BackendError> for ApiError {
                 missing,
                 options,
                 top_k,
-            } => {
-                tracing::warn!(
-                    missing,
-                    options,
-                    top_k,
-                    "options missing from the backend's top-K"
-                );
-                ApiError::new(
-                    Code::UpstreamProtocol,
-                    format!(
-                        "{missing} of the {options} options were not among the backend's top-{top_k} log-probabilities, so their masked distribution cannot be read exactly"
-                    ),
-                )
-            }
+            } => missing_options(missing, options, top_k),
             BackendError::Unsupported(what) => ApiError::new(
                 Code::BackendUnsupported,
                 format!("the model is disabled: {what}"),
             )
             .retry_after(MAX_RETRY_AFTER_SECS),
-            BackendError::Protocol(detail) => {
-                tracing::warn!(reason = %detail, "backend answer breaks the protocol");
-                ApiError::new(
-                    Code::UpstreamProtocol,
-                    "the backend's answer broke the protocol (see the service log for this request id)",
-                )
-            }
+            BackendError::Protocol(detail) => protocol_broken(&detail),
         }
     }
+}
+
+/// The 502 for options absent from the backend's top-K (logged with the counts).
+fn missing_options(missing: usize, options: usize, top_k: usize) -> ApiError {
+    tracing::warn!(
+        missing,
+        options,
+        top_k,
+        "options missing from the backend's top-K"
+    );
+    ApiError::new(
+        Code::UpstreamProtocol,
+        format!(
+            "{missing} of the {options} options were not among the backend's top-{top_k} log-probabilities, so their masked distribution cannot be read exactly"
+        ),
+    )
+}
+
+/// The 502 for a backend answer that breaks the protocol: the detail goes to the log
+/// (with the request id), never to the caller.
+pub fn protocol_broken(detail: &dyn std::fmt::Display) -> ApiError {
+    tracing::warn!(reason = %detail, "backend answer breaks the protocol");
+    ApiError::new(
+        Code::UpstreamProtocol,
+        "the backend's answer broke the protocol (see the service log for this request id)",
+    )
 }

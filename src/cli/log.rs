@@ -52,19 +52,19 @@ impl Shared {
 
 /// The [`MakeWriter`] of the batched stderr log.
 #[derive(Clone)]
-pub struct BatchedStderr {
+pub(super) struct BatchedStderr {
     shared: Arc<Shared>,
 }
 
 /// Writes what is still buffered and stops the writer thread when dropped.
-pub struct Flush {
+pub(super) struct Flush {
     shared: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// A batched stderr writer and the guard that flushes it; without a thread (one could not
 /// be started) lines are written directly.
-pub fn batched_stderr() -> (BatchedStderr, Flush) {
+pub(super) fn batched_stderr() -> (BatchedStderr, Flush) {
     let shared = Arc::new(Shared::default());
     let writer = shared.clone();
     let thread = std::thread::Builder::new()
@@ -126,7 +126,7 @@ impl Drop for Flush {
 }
 
 /// One line's writer; `urgent` lines are written at once.
-pub struct Line<'a> {
+pub(super) struct Line<'a> {
     shared: &'a Shared,
     urgent: bool,
 }

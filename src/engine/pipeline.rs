@@ -357,10 +357,7 @@ impl From<PipelineError> for ApiError {
     fn from(e: PipelineError) -> Self {
         match e {
             PipelineError::Backend(b) => b.into(),
-            PipelineError::Decode(d) => {
-                tracing::warn!(reason = %d, "backend answer breaks the protocol");
-                ApiError::new(Code::UpstreamProtocol, "the backend's answer broke the protocol (see the service log for this request id)")
-            }
+            PipelineError::Decode(d) => crate::backend::protocol_broken(&d),
             PipelineError::Deadline => ApiError::new(
                 Code::DeadlineExceeded,
                 "the request did not finish within its deadline",

@@ -14,7 +14,7 @@ use crate::error::{ApiError, Code};
 /// How much work a step does per input byte, which decides how large an input stays on the
 /// async worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Weight {
+pub(super) enum Weight {
     /// Exact token counting with a real tokenizer (~2 µs a token, ~4 bytes a token),
     /// decoding images, decompressing (the output may be far larger than the input):
     /// inline up to [`INLINE_HEAVY_BYTES`].
@@ -26,12 +26,12 @@ pub enum Weight {
 
 /// Heavy inputs up to this many bytes are handled on the async worker: about a millisecond
 /// of work at most, less than a stall worth avoiding.
-pub const INLINE_HEAVY_BYTES: usize = 2 * 1024;
+pub(super) const INLINE_HEAVY_BYTES: usize = 2 * 1024;
 
 /// Light inputs up to this many bytes stay inline: parsing and validating a 11.8 KB body
 /// of one 150-option question takes ~75 µs (`cargo bench --bench hot_path`,
 /// `parse+validate`), about 6 ns a byte, so 64 KiB stays under half a millisecond.
-pub const INLINE_LIGHT_BYTES: usize = 64 * 1024;
+pub(super) const INLINE_LIGHT_BYTES: usize = 64 * 1024;
 
 impl Weight {
     /// Whether `input_bytes` of this work is worth a hop to the blocking pool.
@@ -46,7 +46,7 @@ impl Weight {
 
 /// Runs `work` inline when `input_bytes` of work of this `weight` is small, else on the
 /// blocking pool, inside the caller's tracing span either way.
-pub async fn run<T: Send + 'static>(
+pub(super) async fn run<T: Send + 'static>(
     input_bytes: usize,
     weight: Weight,
     work: impl FnOnce() -> T + Send + 'static,

@@ -19,7 +19,7 @@ use crate::request::images::{part_label, Parts};
 /// more than this, whatever it declares.
 const ZSTD_WINDOW_LOG_MAX: u32 = 25;
 /// The multipart part that holds the JSON body.
-pub const REQUEST_PART: &str = "request";
+pub(super) const REQUEST_PART: &str = "request";
 
 /// A `Content-Encoding` this service reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +40,7 @@ enum Kind {
 /// A request body as read off the wire: the JSON request and, for a multipart body, its
 /// other parts (image bytes that `assets` entries name).
 #[derive(Debug, Clone)]
-pub struct RequestBody {
+pub(super) struct RequestBody {
     /// The JSON request (the whole body, or the `request` part).
     pub json: Value,
     /// Every part but `request`, by name, in arrival order; empty for a JSON body.
@@ -59,7 +59,7 @@ pub struct RequestBody {
 /// more), `gzip` or `identity`; anything else is 415. Decompression stops one byte past the
 /// limit, so a bomb is a 413 without ever holding more than the limit in memory; every
 /// multipart part is inside the body and so under the same limit.
-pub async fn read_request(
+pub(super) async fn read_request(
     headers: &HeaderMap,
     body: Body,
     max_bytes: usize,

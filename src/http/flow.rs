@@ -40,7 +40,7 @@ pub(super) struct Answered {
 
 impl Answered {
     /// The model the backend reported for the first request.
-    pub fn model(&self) -> &str {
+    pub(super) fn model(&self) -> &str {
         self.outcomes.first().map_or("", |o| o.model.as_str())
     }
 }
@@ -150,7 +150,7 @@ fn observe_answers(state: &AppState, model: &str, outcome: &Outcome) {
 /// The header that names the configured model that served (its public name; the fallback
 /// while the requested model's circuit is open), which a later request may use. The body's
 /// `model` is the backend's own id, as the contract says.
-pub const MODEL_HEADER: &str = "x-systemone-model";
+pub(super) const MODEL_HEADER: &str = "x-systemone-model";
 
 /// Names the model that served in [`MODEL_HEADER`].
 pub(super) fn say_model(name: &str, headers: &mut HeaderMap) {
@@ -160,7 +160,7 @@ pub(super) fn say_model(name: &str, headers: &mut HeaderMap) {
 }
 
 /// The header that names the top-level fields a request held and this service ignored.
-pub const IGNORED_FIELDS_HEADER: &str = "x-systemone-ignored-fields";
+pub(super) const IGNORED_FIELDS_HEADER: &str = "x-systemone-ignored-fields";
 
 /// Names the ignored top-level fields in [`IGNORED_FIELDS_HEADER`] (to the caller, who sent
 /// them) and counts them in a debug line (the log gets no names: they are the caller's).

@@ -7,7 +7,7 @@
 
 pub mod auth;
 mod blocking;
-pub mod body;
+mod body;
 mod decisions;
 pub mod edge;
 mod flow;
@@ -18,7 +18,7 @@ pub mod state;
 mod summary;
 mod systemone;
 mod usage;
-pub mod wire;
+mod wire;
 
 pub use state::AppState;
 

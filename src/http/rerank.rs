@@ -39,7 +39,7 @@ use crate::request::validate::{loc, refuse_type, requested_model, type_name};
 use crate::request::{validate, ValidRequest};
 
 /// Cohere's default for `max_tokens_per_doc`.
-pub const DEFAULT_MAX_TOKENS_PER_DOC: usize = 4096;
+pub(super) const DEFAULT_MAX_TOKENS_PER_DOC: usize = 4096;
 /// Documents per search unit, as Cohere bills them.
 const DOCUMENTS_PER_SEARCH_UNIT: usize = 100;
 

@@ -15,13 +15,13 @@ tokio::task_local! {
 
 /// The summary fields of one request; each stays out of the line until noted.
 #[derive(Debug, Default)]
-pub struct Summary {
+pub(super) struct Summary {
     fields: Mutex<Fields>,
 }
 
 /// The fields, as plain values.
 #[derive(Debug, Default, Clone)]
-pub struct Fields {
+pub(super) struct Fields {
     /// The API key's name (never the key).
     pub key: Option<String>,
     /// The configured model that served.
@@ -34,12 +34,12 @@ pub struct Fields {
 
 impl Summary {
     /// Runs `request` with this summary as its task's current one.
-    pub async fn scope<F: std::future::Future>(self: &Arc<Self>, request: F) -> F::Output {
+    pub(super) async fn scope<F: std::future::Future>(self: &Arc<Self>, request: F) -> F::Output {
         CURRENT.scope(self.clone(), request).await
     }
 
     /// What was noted so far.
-    pub fn fields(&self) -> Fields {
+    pub(super) fn fields(&self) -> Fields {
         self.lock().clone()
     }
 
@@ -56,12 +56,12 @@ fn note(set: impl FnOnce(&mut Fields)) {
 }
 
 /// Notes the caller's key name.
-pub fn note_key(name: &str) {
+pub(super) fn note_key(name: &str) {
     note(|f| f.key = Some(name.to_owned()));
 }
 
 /// Notes the model that serves and how many questions it is asked.
-pub fn note_model(name: &str, questions: usize) {
+pub(super) fn note_model(name: &str, questions: usize) {
     note(|f| {
         f.model = Some(name.to_owned());
         f.questions = Some(questions);
@@ -69,7 +69,7 @@ pub fn note_model(name: &str, questions: usize) {
 }
 
 /// Notes the upstream requests sent.
-pub fn note_upstream_requests(count: u64) {
+pub(super) fn note_upstream_requests(count: u64) {
     note(|f| f.upstream_requests = Some(count));
 }
 

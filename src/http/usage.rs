@@ -19,7 +19,7 @@ use crate::error::{ApiError, Code};
 use crate::quota::{date_of, day_of, UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
 
 /// Most days one usage query may span.
-pub const MAX_DAYS: u64 = 366;
+pub(super) const MAX_DAYS: u64 = 366;
 
 /// Adds one answered request to its key's usage today.
 pub(super) async fn record(state: &AppState, caller: &Caller, questions: usize, usage: &Usage) {

@@ -15,7 +15,7 @@ use crate::question::{LoweredQuestion, QuestionKind};
 
 /// A 200 answer with `body` as JSON; a body that cannot be encoded is logged and answered
 /// as an internal error.
-pub fn json_ok<T: Serialize>(body: &T) -> Result<Response, ApiError> {
+pub(super) fn json_ok<T: Serialize>(body: &T) -> Result<Response, ApiError> {
     let body = serde_json::to_vec(body).map_err(|e| {
         tracing::error!(error = %e, "cannot encode the answer");
         ApiError::new(Code::Internal, "internal error")
@@ -29,7 +29,7 @@ pub fn json_ok<T: Serialize>(body: &T) -> Result<Response, ApiError> {
 }
 
 /// The whole 200 body.
-pub struct SystemOneResponse<'a> {
+pub(super) struct SystemOneResponse<'a> {
     pub model: &'a str,
     pub questions: &'a [LoweredQuestion],
     pub answers: &'a [Decoded],
@@ -38,7 +38,7 @@ pub struct SystemOneResponse<'a> {
 
 impl<'a> SystemOneResponse<'a> {
     /// The body for an outcome.
-    pub fn new(questions: &'a [LoweredQuestion], outcome: &'a Outcome) -> Self {
+    pub(super) fn new(questions: &'a [LoweredQuestion], outcome: &'a Outcome) -> Self {
         SystemOneResponse {
             model: &outcome.model,
             questions,
@@ -130,28 +130,39 @@ impl Serialize for Answer<'_> {
                 )?;
             }
         }
-        map.serialize_entry("confidence", &d.confidence)?;
-        map.serialize_entry("temperature", &d.temperature)?;
-        if let Some(mass) = d.option_mass {
-            map.serialize_entry("option_mass", &mass)?;
-        }
-        if d.option_mass_unknown {
-            // Asked, but the backend could not report the pre-mask mass: say so rather
-            // than report a number that is not what `option_mass` claims.
-            map.serialize_entry("option_mass_unknown", &true)?;
-        }
-        if let Some(extra) = &d.profile {
-            map.serialize_entry("calibration", &*extra.name)?;
-            let set: Vec<Value> = extra
-                .prediction_set
-                .iter()
-                .map(|&i| set_member(q, i))
-                .collect();
-            map.serialize_entry("prediction_set", &set)?;
-            map.serialize_entry("automate", &extra.automate)?;
-        }
+        write_calibration(&mut map, q, d)?;
         map.end()
     }
+}
+
+/// What every answer carries after its type's fields: confidence, temperature, the option
+/// mass (or that it is unknown), and what a profile added.
+fn write_calibration<M: SerializeMap>(
+    map: &mut M,
+    q: &LoweredQuestion,
+    d: &Decoded,
+) -> Result<(), M::Error> {
+    map.serialize_entry("confidence", &d.confidence)?;
+    map.serialize_entry("temperature", &d.temperature)?;
+    if let Some(mass) = d.option_mass {
+        map.serialize_entry("option_mass", &mass)?;
+    }
+    if d.option_mass_unknown {
+        // Asked, but the backend could not report the pre-mask mass: say so rather
+        // than report a number that is not what `option_mass` claims.
+        map.serialize_entry("option_mass_unknown", &true)?;
+    }
+    if let Some(extra) = &d.profile {
+        map.serialize_entry("calibration", &*extra.name)?;
+        let set: Vec<Value> = extra
+            .prediction_set
+            .iter()
+            .map(|&i| set_member(q, i))
+            .collect();
+        map.serialize_entry("prediction_set", &set)?;
+        map.serialize_entry("automate", &extra.automate)?;
+    }
+    Ok(())
 }
 
 /// Key/value pairs written as a JSON object in their order.
@@ -168,7 +179,7 @@ impl<'k, V: Serialize, I: Iterator<Item = (&'k str, V)> + Clone> Serialize for P
 }
 
 /// `usage` as `/v1/systemone` writes it (`/v2/rerank` repeats it beside Cohere's `meta`).
-pub struct UsageWire(pub Usage);
+pub(super) struct UsageWire(pub Usage);
 
 impl Serialize for UsageWire {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -187,7 +198,7 @@ impl Serialize for UsageWire {
 
 /// One name `/v1/models` lists: the name, the public model it names, and that model's
 /// release date if configured.
-pub struct ListedName<'a> {
+pub(super) struct ListedName<'a> {
     pub name: &'a str,
     pub model: &'a str,
     pub release_date: Option<&'a str>,
@@ -196,7 +207,7 @@ pub struct ListedName<'a> {
 /// `GET /v1/models`: TypeSafe's shape (every name a request may use, aliases included, as
 /// its `ModelMetadata` says) and OpenAI's (the models themselves) in one body. TypeSafe's
 /// SDKs type `release_date` as a string, so an unconfigured one is `"unknown"`, not null.
-pub fn models_body(names: &[ListedName<'_>], models: &[&str]) -> Value {
+pub(super) fn models_body(names: &[ListedName<'_>], models: &[&str]) -> Value {
     let typesafe: Vec<Value> = names
         .iter()
         .map(|n| {

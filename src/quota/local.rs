@@ -176,7 +176,12 @@ impl LocalLimits {
 }
 
 /// Refuses `questions` more when `used` of `cap` leaves no room for them.
-pub fn check_cap(cap: u64, used: u64, questions: usize, unix_secs: u64) -> Result<(), Refusal> {
+pub(super) fn check_cap(
+    cap: u64,
+    used: u64,
+    questions: usize,
+    unix_secs: u64,
+) -> Result<(), Refusal> {
     if used.saturating_add(questions as u64) > cap {
         return Err(Refusal::DailyCap {
             limit: cap,
@@ -189,6 +194,6 @@ pub fn check_cap(cap: u64, used: u64, questions: usize, unix_secs: u64) -> Resul
 }
 
 /// A per-minute wait as whole seconds (used by the Redis store on GCRA waits in µs).
-pub fn wait_secs(micros: u64) -> u64 {
+pub(super) fn wait_secs(micros: u64) -> u64 {
     retry_secs(Duration::from_micros(micros))
 }

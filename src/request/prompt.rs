@@ -141,63 +141,88 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
         .iter()
         .map(|u| Part::ImageUrl(u.clone()))
         .collect();
-    let whole_block_lead =
-        req.layout() == Layout::Cost || matches!(req.history(), History::Shared(_));
     let text_prompts = images.is_empty() && !matches!(req.history(), History::Shared(_));
-    let escaped = Escaped::new(req, text_prompts);
+    let orders = Orders {
+        rendered,
+        escaped: Escaped::new(req, text_prompts),
+        whole_block_lead: req.layout() == Layout::Cost
+            || matches!(req.history(), History::Shared(_)),
+    };
     rendered
         .iter()
         .enumerate()
         .map(|(qi, question)| {
-            let history = match req.history() {
-                History::None => None,
-                History::Shared(h) => Some(h.as_str()),
-                History::PerQuestion(per) => per[qi].as_deref(),
-            };
             let message = Message {
-                preamble: &escaped.preamble,
+                preamble: &orders.escaped.preamble,
                 state: Piece {
                     text: req.state_json(),
-                    escaped: &escaped.state,
+                    escaped: &orders.escaped.state,
                 },
-                history,
+                history: history_of(req, qi),
                 images: &images,
             };
             (question.shifts.iter().zip(&question.json).enumerate())
-                .map(|(r, (shift, qjson))| {
-                    let qjson = Piece {
-                        text: qjson,
-                        escaped: escaped.question(qi, r),
-                    };
-                    let blocks;
-                    let lead = if whole_block_lead {
-                        blocks = (
-                            block(&rendered_json(rendered), r, "\n"),
-                            block(&escaped.questions, r, "\\n"),
-                        );
-                        Lead {
-                            piece: Piece {
-                                text: &blocks.0,
-                                escaped: &blocks.1,
-                            },
-                            newline: false,
-                        }
-                    } else {
-                        Lead {
-                            piece: qjson,
-                            newline: true,
-                        }
-                    };
-                    Ask {
-                        question: qi,
-                        order: r,
-                        shift: *shift,
-                        content: Arc::new(message.content(lead, qjson)),
-                    }
-                })
+                .map(|(r, (shift, qjson))| orders.ask(&message, qi, r, *shift, qjson))
                 .collect()
         })
         .collect()
+}
+
+/// Question `qi`'s history, if any.
+fn history_of(req: &ValidRequest, qi: usize) -> Option<&str> {
+    match req.history() {
+        History::None => None,
+        History::Shared(h) => Some(h.as_str()),
+        History::PerQuestion(per) => per[qi].as_deref(),
+    }
+}
+
+/// What every ask of a request shares: the rendered questions, their escaped forms, and
+/// whether each prompt leads with the whole block of questions (`cost`, a shared history)
+/// or with its own question.
+struct Orders<'a> {
+    rendered: &'a [RenderedQuestion],
+    escaped: Escaped,
+    whole_block_lead: bool,
+}
+
+impl Orders<'_> {
+    /// The ask of question `qi` in order `r`, whose question object is `qjson`.
+    fn ask(&self, message: &Message<'_>, qi: usize, r: usize, shift: usize, qjson: &str) -> Ask {
+        let qjson = Piece {
+            text: qjson,
+            escaped: self.escaped.question(qi, r),
+        };
+        let content = if self.whole_block_lead {
+            let text = block(&rendered_json(self.rendered), r, "\n");
+            let escaped = block(&self.escaped.questions, r, "\\n");
+            let piece = Piece {
+                text: &text,
+                escaped: &escaped,
+            };
+            message.content(
+                Lead {
+                    piece,
+                    newline: false,
+                },
+                qjson,
+            )
+        } else {
+            message.content(
+                Lead {
+                    piece: qjson,
+                    newline: true,
+                },
+                qjson,
+            )
+        };
+        Ask {
+            question: qi,
+            order: r,
+            shift,
+            content: Arc::new(content),
+        }
+    }
 }
 
 /// The escaped form (inside a JSON string literal) of the state and of every question

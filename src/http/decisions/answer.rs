@@ -14,7 +14,7 @@ use crate::error::ApiError;
 
 /// The 200 body: `answers` in question order, `model` as resolved, `usage` in OpenAI's
 /// shape (with this service's `upstream_requests`, and `estimated` when it is).
-pub struct DecisionBody<'a> {
+pub(super) struct DecisionBody<'a> {
     pub model: &'a str,
     pub asked: &'a [Asked],
     pub answers: &'a [Decoded],
@@ -115,7 +115,7 @@ fn usage(u: Usage) -> Value {
 /// `invalid_request_error` for every rule a request breaks (a schema rule's 422 and a
 /// size rule's 413 included, OpenAI's convention; a 415 keeps its status), any other
 /// status as the contract's table says, with this service's stable code in `code` and its headers.
-pub fn error_response(e: &ApiError) -> Response {
+pub(super) fn error_response(e: &ApiError) -> Response {
     let (status, kind) = match e.status() {
         StatusCode::UNPROCESSABLE_ENTITY
         | StatusCode::PAYLOAD_TOO_LARGE
@@ -139,7 +139,7 @@ pub fn error_response(e: &ApiError) -> Response {
 }
 
 /// A location as OpenAI writes `param`: `questions[2].choices[0].value`.
-pub fn param(loc: &[String]) -> String {
+pub(super) fn param(loc: &[String]) -> String {
     let mut out = String::new();
     for segment in loc {
         if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {

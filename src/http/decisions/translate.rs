@@ -29,11 +29,11 @@ use crate::request::validate::{ignored_fields, loc, refuse, refuse_type};
 use crate::request::Ignored;
 
 /// Most questions OpenAI's contract allows in one call.
-pub const DECISIONS_MAX_QUESTIONS: usize = 400;
+pub(super) const DECISIONS_MAX_QUESTIONS: usize = 400;
 /// Fewest and most choices OpenAI's contract allows in one choice question.
-pub const DECISIONS_CHOICES: (usize, usize) = (2, 255);
+pub(super) const DECISIONS_CHOICES: (usize, usize) = (2, 255);
 /// Longest `safety_identifier` (OpenAI's Responses limit) and `prompt_cache_key`.
-pub const MAX_IDENTIFIER_CHARS: usize = 64;
+pub(super) const MAX_IDENTIFIER_CHARS: usize = 64;
 
 /// Every top-level field this route reads: OpenAI's, then this service's extensions that
 /// pass through to validation unchanged.
@@ -61,21 +61,21 @@ const PASSED_THROUGH: &[&str] = &[
 /// A choice's value, typed: a string and a boolean with the same text are distinct.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
-pub enum ChoiceValue {
+pub(super) enum ChoiceValue {
     Text(String),
     Flag(bool),
 }
 
 /// What one question asked, to write its answer in the Decisions shape.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Asked {
+pub(super) struct Asked {
     /// The caller's `name`, echoed (null when unnamed).
     pub name: Option<String>,
     pub kind: AskedKind,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum AskedKind {
+pub(super) enum AskedKind {
     Predicate,
     /// The typed values, in choice order.
     Choice(Vec<ChoiceValue>),
@@ -85,7 +85,7 @@ pub enum AskedKind {
 
 /// What the answer and the refusals need beside the System One body.
 #[derive(Debug)]
-pub struct Translated {
+pub(super) struct Translated {
     pub asked: Vec<Asked>,
     /// Where each image of `body["images"]` came from (its location in the Decisions body).
     pub image_locs: Vec<Vec<String>>,
@@ -94,7 +94,7 @@ pub struct Translated {
 
 /// Translates `json` into the System One body (checking the Decisions shapes, in body
 /// order: the body, `input`, `questions`, then the OpenAI options).
-pub fn translate(json: Value, limits: &Limits) -> Result<(Value, Translated), ApiError> {
+pub(super) fn translate(json: Value, limits: &Limits) -> Result<(Value, Translated), ApiError> {
     let Value::Object(body) = json else {
         return refuse_type(
             Code::InvalidBody,
@@ -489,18 +489,7 @@ fn question(value: &Value, i: usize, images: &mut Images) -> Result<(Value, Aske
         }
     };
     no_unknown_fields(q, fields, &at, Code::UnknownField)?;
-    let name = match q.get("name") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(n)) => Some(n.clone()),
-        Some(other) => {
-            return refuse_type(
-                Code::InvalidQuestionId,
-                at_field(&at, "name"),
-                "name must be a string",
-                other,
-            )
-        }
-    };
+    let name = question_name(q.get("name"), &at)?;
     let instructions = instructions(
         q.get("instructions"),
         &at_field(&at, "instructions"),
@@ -533,6 +522,20 @@ fn question(value: &Value, i: usize, images: &mut Images) -> Result<(Value, Aske
             kind: asked_kind,
         },
     ))
+}
+
+/// A question's optional `name`: a string.
+fn question_name(value: Option<&Value>, at: &[String]) -> Result<Option<String>, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(n)) => Ok(Some(n.clone())),
+        Some(other) => refuse_type(
+            Code::InvalidQuestionId,
+            at_field(at, "name"),
+            "name must be a string",
+            other,
+        ),
+    }
 }
 
 /// `instructions`: a string, or a non-empty list of text, image and JSON parts.
@@ -599,6 +602,15 @@ fn choices(
     for (j, c) in list.iter().enumerate() {
         entries.push(choice(c, &at_field(at, &j.to_string()))?);
     }
+    unique_criteria(entries, at)
+}
+
+/// The criteria (label → description) of the parsed choices, refusing a value that repeats
+/// an earlier one or would be shown to the model as the same label; with the typed values.
+fn unique_criteria(
+    entries: Vec<(ChoiceValue, Value)>,
+    at: &[String],
+) -> Result<(Map<String, Value>, Vec<ChoiceValue>), ApiError> {
     let values: Vec<ChoiceValue> = entries.iter().map(|(v, _)| v.clone()).collect();
     let mut criteria = Map::new();
     for (j, (value, description)) in entries.into_iter().enumerate() {
@@ -854,7 +866,7 @@ fn no_unknown_fields(
 /// A refusal of System One validation, said in the Decisions body's terms: the state is
 /// `input`, a question's criteria are its `choices` or `levels`, and an image is where the
 /// caller put it.
-pub fn in_decision_terms(mut e: ApiError, translated: &Translated) -> ApiError {
+pub(super) fn in_decision_terms(mut e: ApiError, translated: &Translated) -> ApiError {
     let (asked, image_locs) = (&translated.asked, &translated.image_locs);
     match e.loc.first().map(String::as_str) {
         Some("state") => {

@@ -33,13 +33,13 @@ impl BodyTimedOut {
 
 /// A request body that fails with [`BodyTimedOut`] once its deadline passes (counted from
 /// the end of the head, when the service gets the request).
-pub struct DeadlineBody {
+pub(super) struct DeadlineBody {
     inner: Incoming,
     deadline: Option<(Pin<Box<tokio::time::Sleep>>, Duration)>,
 }
 
 impl DeadlineBody {
-    pub fn new(inner: Incoming, timeout: Option<Duration>) -> Self {
+    pub(super) fn new(inner: Incoming, timeout: Option<Duration>) -> Self {
         DeadlineBody {
             inner,
             deadline: timeout.map(|t| (Box::pin(tokio::time::sleep(t)), t)),
@@ -78,13 +78,13 @@ impl Body for DeadlineBody {
 
 /// A response body holding its request's [`InService`] token until the body has been
 /// sent (or dropped).
-pub struct Tracked {
+pub(super) struct Tracked {
     inner: axum::body::Body,
     token: Option<InService>,
 }
 
 impl Tracked {
-    pub fn new(inner: axum::body::Body, token: InService) -> Self {
+    pub(super) fn new(inner: axum::body::Body, token: InService) -> Self {
         Tracked {
             inner,
             token: Some(token),

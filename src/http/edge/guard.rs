@@ -28,7 +28,7 @@ use crate::metrics::Metrics;
 /// when one finished (so the guard may write a refusal without cutting into a response,
 /// and knows when the connection went idle).
 #[derive(Debug, Default)]
-pub struct Activity {
+pub(super) struct Activity {
     active: AtomicUsize,
     finished: AtomicU64,
     waker: AtomicWaker,
@@ -37,7 +37,7 @@ pub struct Activity {
 impl Activity {
     /// A request entered the service; the returned token ends it when dropped (with the
     /// response body, or with the request if the client left first).
-    pub fn start(self: &Arc<Self>) -> InService {
+    pub(super) fn start(self: &Arc<Self>) -> InService {
         self.active.fetch_add(1, Ordering::SeqCst);
         InService(self.clone())
     }
@@ -49,7 +49,7 @@ impl Activity {
 
 /// One request in the service; dropping it tells the guard the request is over.
 #[derive(Debug)]
-pub struct InService(Arc<Activity>);
+pub(super) struct InService(Arc<Activity>);
 
 impl Drop for InService {
     fn drop(&mut self) {
@@ -61,7 +61,7 @@ impl Drop for InService {
 
 /// The edge's limits on one connection's heads and waits.
 #[derive(Debug, Clone)]
-pub struct Rules {
+pub(super) struct Rules {
     pub header_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub max_head_bytes: usize,
@@ -93,7 +93,7 @@ enum Wait {
 }
 
 /// A client connection's IO, guarded.
-pub struct Guarded<T> {
+pub(super) struct Guarded<T> {
     io: T,
     rules: Arc<Rules>,
     activity: Arc<Activity>,
@@ -111,7 +111,7 @@ pub struct Guarded<T> {
 
 impl<T> Guarded<T> {
     /// Guards a just-accepted connection: its first head is timed from now.
-    pub fn new(io: T, rules: Arc<Rules>, activity: Arc<Activity>) -> Self {
+    pub(super) fn new(io: T, rules: Arc<Rules>, activity: Arc<Activity>) -> Self {
         let mut guarded = Guarded {
             io,
             rules,

@@ -14,7 +14,7 @@ use crate::http::{RequestId, REQUEST_ID, TYPESAFE_REQUEST_ID};
 
 /// A complete, acceptable head: its length, and its body's (`None`: chunked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Head {
+pub(super) struct Head {
     pub len: usize,
     pub body: Option<u64>,
 }
@@ -22,14 +22,14 @@ pub struct Head {
 /// Why a head is refused, as the caller and the metrics see it. Messages name the rule
 /// and the limit, never a byte of the head.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
+pub(super) struct Refused {
     pub code: Code,
     pub message: String,
     pub rule: &'static str,
 }
 
 /// Checks the bytes of a head collected so far: `Ok(None)` while incomplete.
-pub fn check_head(
+pub(super) fn check_head(
     bytes: &[u8],
     max_bytes: usize,
     max_headers: usize,
@@ -124,7 +124,7 @@ const LINGER_BYTES: usize = 64 * 1024;
 const LINGER: Duration = Duration::from_secs(1);
 
 /// A refusal on its way out: the response bytes, then a half-close and a short linger.
-pub struct Refusal {
+pub(super) struct Refusal {
     bytes: Vec<u8>,
     written: usize,
     shut: bool,
@@ -134,7 +134,7 @@ pub struct Refusal {
 
 impl Refusal {
     /// The refusal `error`, logged once (by rule and request id) as it is made.
-    pub fn new(error: ApiError, rule: &'static str) -> Self {
+    pub(super) fn new(error: ApiError, rule: &'static str) -> Self {
         let code = error.code;
         let id = RequestId::new();
         tracing::info!(
@@ -155,7 +155,7 @@ impl Refusal {
 
     /// Writes the response, half-closes, then reads and drops what the client still sends
     /// until it closes, [`LINGER_BYTES`] or [`LINGER`].
-    pub fn poll_send<T: AsyncRead + AsyncWrite + Unpin>(
+    pub(super) fn poll_send<T: AsyncRead + AsyncWrite + Unpin>(
         &mut self,
         io: &mut T,
         cx: &mut Context<'_>,
@@ -191,7 +191,7 @@ impl Refusal {
 
 /// A whole HTTP/1.1 response for `error`, closing the connection: the status, the JSON
 /// body and the headers every error response carries.
-pub fn response_bytes(error: &ApiError, id: &RequestId) -> Vec<u8> {
+pub(super) fn response_bytes(error: &ApiError, id: &RequestId) -> Vec<u8> {
     let status = error.status();
     let body = serde_json::to_vec(&error.body()).unwrap_or_default();
     let mut head = format!(

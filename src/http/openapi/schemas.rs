@@ -22,7 +22,7 @@ macro_rules! tag {
     ($name:ident, $variant:ident) => {
         #[derive(Serialize, ToSchema)]
         #[serde(rename_all = "snake_case")]
-        pub enum $name {
+        pub(super) enum $name {
             $variant,
         }
     };
@@ -40,7 +40,7 @@ tag!(InputJsonTag, InputJson);
 /// A state: a non-blank string, an object or an array.
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum State {
+pub(super) enum State {
     Text(String),
     Object(HashMap<String, Value>),
     List(Vec<Value>),
@@ -49,7 +49,7 @@ pub enum State {
 /// `POST /v1/systemone`: TypeSafe's typed-decision request. Unknown top-level fields are
 /// ignored (and named in `x-systemone-ignored-fields`); the limits are the service's flags.
 #[derive(Serialize, ToSchema)]
-pub struct SystemOneRequest {
+pub(super) struct SystemOneRequest {
     /// A configured model or alias; absent is the default model.
     model: Option<String>,
     state: State,
@@ -76,14 +76,14 @@ pub struct SystemOneRequest {
 
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Layout {
+pub(super) enum Layout {
     Accuracy,
     Cost,
 }
 
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum History {
+pub(super) enum History {
     Shared(String),
     PerQuestion(HashMap<String, String>),
 }
@@ -91,7 +91,7 @@ pub enum History {
 /// A question, by its `type`.
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum Question {
+pub(super) enum Question {
     Choice(ChoiceQuestion),
     Noul(NoulQuestion),
     Score(ScoreQuestion),
@@ -99,7 +99,7 @@ pub enum Question {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ChoiceQuestion {
+pub(super) struct ChoiceQuestion {
     #[serde(rename = "type")]
     kind: ChoiceTag,
     instructions: Option<Value>,
@@ -109,7 +109,7 @@ pub struct ChoiceQuestion {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NoulQuestion {
+pub(super) struct NoulQuestion {
     #[serde(rename = "type")]
     kind: NoulTag,
     instructions: Option<Value>,
@@ -119,7 +119,7 @@ pub struct NoulQuestion {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NoulCriteria {
+pub(super) struct NoulCriteria {
     #[serde(rename = "true")]
     yes: Option<Value>,
     #[serde(rename = "false")]
@@ -128,7 +128,7 @@ pub struct NoulCriteria {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ScoreQuestion {
+pub(super) struct ScoreQuestion {
     #[serde(rename = "type")]
     kind: ScoreTag,
     instructions: Option<Value>,
@@ -139,7 +139,7 @@ pub struct ScoreQuestion {
 
 /// The 200 answer of `POST /v1/systemone`.
 #[derive(Serialize, ToSchema)]
-pub struct SystemOneResponse {
+pub(super) struct SystemOneResponse {
     /// The model that served, as the backend reports it.
     model: String,
     /// Question id → answer, in question order.
@@ -149,14 +149,14 @@ pub struct SystemOneResponse {
 
 #[derive(Serialize, ToSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
-pub enum Answer {
+pub(super) enum Answer {
     Choice(ChoiceAnswer),
     Noul(NoulAnswer),
     Score(ScoreAnswer),
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct ChoiceAnswer {
+pub(super) struct ChoiceAnswer {
     /// The most probable label (ties to the first).
     choice: String,
     /// Label → probability, in option order.
@@ -166,7 +166,7 @@ pub struct ChoiceAnswer {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct NoulAnswer {
+pub(super) struct NoulAnswer {
     /// P(yes).
     noul: f64,
     #[serde(flatten)]
@@ -174,7 +174,7 @@ pub struct NoulAnswer {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct ScoreAnswer {
+pub(super) struct ScoreAnswer {
     /// Σ level index × probability, in [0, levels − 1].
     score: f64,
     /// Level index (`"0"`, `"1"`, …) → the level as asked.
@@ -187,7 +187,7 @@ pub struct ScoreAnswer {
 
 /// What every answer carries beside its value.
 #[derive(Serialize, ToSchema)]
-pub struct AnswerExtras {
+pub(super) struct AnswerExtras {
     /// 1 − H(p)/ln(n): how peaked the distribution is, not whether it is right.
     confidence: f64,
     /// The calibration temperature applied.
@@ -211,7 +211,7 @@ pub struct AnswerExtras {
 
 /// `usage` of `/v1/systemone` (and beside rerank's `meta`).
 #[derive(Serialize, ToSchema)]
-pub struct Usage {
+pub(super) struct Usage {
     input_tokens: u64,
     output_tokens: u64,
     upstream_requests: u64,
@@ -223,7 +223,7 @@ pub struct Usage {
 
 /// Every error body: the contract's, and on `/v1/decisions` OpenAI's (with `param`).
 #[derive(Serialize, ToSchema)]
-pub struct ErrorBody {
+pub(super) struct ErrorBody {
     error: ErrorObject,
     /// FastAPI's list, on a 422.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -231,7 +231,7 @@ pub struct ErrorBody {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct ErrorObject {
+pub(super) struct ErrorObject {
     /// Names the field, the limit and the value.
     message: String,
     /// The stable `system_one_*` code, also in `x-systemone-error-code`.
@@ -245,7 +245,7 @@ pub struct ErrorObject {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct ErrorDetail {
+pub(super) struct ErrorDetail {
     loc: Vec<String>,
     msg: String,
     #[serde(rename = "type")]
@@ -255,7 +255,7 @@ pub struct ErrorDetail {
 /// `POST /v1/decisions`: OpenAI's `DecisionCreateParams` (`openai` 3.51.0), plus this
 /// service's extensions. Unknown top-level fields are ignored.
 #[derive(Serialize, ToSchema)]
-pub struct DecisionRequest {
+pub(super) struct DecisionRequest {
     input: DecisionInput,
     model: Option<String>,
     /// 1 to `--max-questions` (OpenAI's contract allows 400).
@@ -276,7 +276,7 @@ pub struct DecisionRequest {
 
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum DecisionInput {
+pub(super) enum DecisionInput {
     Text(String),
     Messages(Vec<DecisionMessage>),
 }
@@ -284,7 +284,7 @@ pub enum DecisionInput {
 /// A message (function and tool call items are refused: they cannot be honoured).
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DecisionMessage {
+pub(super) struct DecisionMessage {
     #[serde(rename = "type")]
     kind: Option<MessageTag>,
     role: Role,
@@ -295,13 +295,13 @@ pub struct DecisionMessage {
 
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum MessageTag {
+pub(super) enum MessageTag {
     Message,
 }
 
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Role {
+pub(super) enum Role {
     User,
     System,
     Developer,
@@ -310,14 +310,14 @@ pub enum Role {
 
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Phase {
+pub(super) enum Phase {
     Commentary,
     FinalAnswer,
 }
 
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum Content {
+pub(super) enum Content {
     Text(String),
     Parts(Vec<Part>),
 }
@@ -326,7 +326,7 @@ pub enum Content {
 /// text; assistant output text.
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum Part {
+pub(super) enum Part {
     InputText(InputTextPart),
     OutputText(OutputTextPart),
     InputImage(ImagePart),
@@ -335,7 +335,7 @@ pub enum Part {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct InputTextPart {
+pub(super) struct InputTextPart {
     #[serde(rename = "type")]
     kind: InputTextTag,
     text: String,
@@ -344,7 +344,7 @@ pub struct InputTextPart {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct OutputTextPart {
+pub(super) struct OutputTextPart {
     #[serde(rename = "type")]
     kind: OutputTextTag,
     text: String,
@@ -352,7 +352,7 @@ pub struct OutputTextPart {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ImagePart {
+pub(super) struct ImagePart {
     #[serde(rename = "type")]
     kind: InputImageTag,
     /// A `data:image/...;base64,` URL (the service never fetches a URL).
@@ -363,7 +363,7 @@ pub struct ImagePart {
 
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Detail {
+pub(super) enum Detail {
     Low,
     High,
     Auto,
@@ -372,7 +372,7 @@ pub enum Detail {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct JsonPart {
+pub(super) struct JsonPart {
     #[serde(rename = "type")]
     kind: InputJsonTag,
     data: JsonData,
@@ -380,7 +380,7 @@ pub struct JsonPart {
 
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum JsonData {
+pub(super) enum JsonData {
     Object(HashMap<String, Value>),
     Objects(Vec<HashMap<String, Value>>),
 }
@@ -388,46 +388,46 @@ pub enum JsonData {
 /// Accepted, not acted on: the backends' prefix caches need no breakpoints.
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CacheBreakpoint {
+pub(super) struct CacheBreakpoint {
     mode: ExplicitMode,
 }
 
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum ExplicitMode {
+pub(super) enum ExplicitMode {
     Explicit,
 }
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PromptCacheOptions {
+pub(super) struct PromptCacheOptions {
     mode: Option<CacheMode>,
     ttl: Option<Ttl>,
 }
 
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum CacheMode {
+pub(super) enum CacheMode {
     Implicit,
     Explicit,
 }
 
 #[derive(Serialize, ToSchema)]
-pub enum Ttl {
+pub(super) enum Ttl {
     #[serde(rename = "30m")]
     ThirtyMinutes,
 }
 
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum Instructions {
+pub(super) enum Instructions {
     Text(String),
     Parts(Vec<Part>),
 }
 
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum DecisionQuestion {
+pub(super) enum DecisionQuestion {
     Predicate(PredicateQuestion),
     Choice(DecisionChoiceQuestion),
     Score(DecisionScoreQuestion),
@@ -435,7 +435,7 @@ pub enum DecisionQuestion {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PredicateQuestion {
+pub(super) struct PredicateQuestion {
     #[serde(rename = "type")]
     kind: PredicateTag,
     instructions: Instructions,
@@ -445,7 +445,7 @@ pub struct PredicateQuestion {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DecisionChoiceQuestion {
+pub(super) struct DecisionChoiceQuestion {
     #[serde(rename = "type")]
     kind: ChoiceTag,
     instructions: Instructions,
@@ -457,21 +457,21 @@ pub struct DecisionChoiceQuestion {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Choice {
+pub(super) struct Choice {
     value: ChoiceValue,
     description: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum ChoiceValue {
+pub(super) enum ChoiceValue {
     Text(String),
     Flag(bool),
 }
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DecisionScoreQuestion {
+pub(super) struct DecisionScoreQuestion {
     #[serde(rename = "type")]
     kind: ScoreTag,
     instructions: Instructions,
@@ -483,14 +483,14 @@ pub struct DecisionScoreQuestion {
 
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Level {
+pub(super) struct Level {
     label: String,
     description: Option<String>,
 }
 
 /// The 200 answer of `POST /v1/decisions`: OpenAI's `Decision`.
 #[derive(Serialize, ToSchema)]
-pub struct Decision {
+pub(super) struct Decision {
     /// In question order.
     answers: Vec<DecisionAnswer>,
     /// The configured name of the model that served.
@@ -500,14 +500,14 @@ pub struct Decision {
 
 #[derive(Serialize, ToSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
-pub enum DecisionAnswer {
+pub(super) enum DecisionAnswer {
     Predicate(PredicateAnswer),
     Choice(DecisionChoiceAnswer),
     Score(DecisionScoreAnswer),
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct PredicateAnswer {
+pub(super) struct PredicateAnswer {
     name: Option<String>,
     /// P(true).
     probability: f64,
@@ -516,7 +516,7 @@ pub struct PredicateAnswer {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct DecisionChoiceAnswer {
+pub(super) struct DecisionChoiceAnswer {
     name: Option<String>,
     choice: ChoiceValue,
     probabilities: Vec<ValueProbability>,
@@ -525,13 +525,13 @@ pub struct DecisionChoiceAnswer {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct ValueProbability {
+pub(super) struct ValueProbability {
     value: ChoiceValue,
     probability: f64,
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct DecisionScoreAnswer {
+pub(super) struct DecisionScoreAnswer {
     name: Option<String>,
     score: f64,
     probabilities: Vec<LevelProbability>,
@@ -540,7 +540,7 @@ pub struct DecisionScoreAnswer {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct LevelProbability {
+pub(super) struct LevelProbability {
     /// The level's index, lowest 0.
     value: u32,
     label: String,
@@ -549,7 +549,7 @@ pub struct LevelProbability {
 
 /// OpenAI's usage, with this service's `upstream_requests` (and `estimated`).
 #[derive(Serialize, ToSchema)]
-pub struct DecisionUsage {
+pub(super) struct DecisionUsage {
     input_tokens: u64,
     input_tokens_details: InputTokensDetails,
     output_tokens: u64,
@@ -561,21 +561,21 @@ pub struct DecisionUsage {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct InputTokensDetails {
+pub(super) struct InputTokensDetails {
     cached_tokens: u64,
     /// Always 0: no backend here reports cache writes.
     cache_write_tokens: u64,
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct OutputTokensDetails {
+pub(super) struct OutputTokensDetails {
     /// Always 0.
     reasoning_tokens: u64,
 }
 
 /// `POST /v2/rerank` and `POST /v1/rerank`: Cohere's v2 body. Unknown fields are ignored.
 #[derive(Serialize, ToSchema)]
-pub struct RerankRequest {
+pub(super) struct RerankRequest {
     model: Option<String>,
     /// A non-blank string.
     #[schema(min_length = 1)]
@@ -592,7 +592,7 @@ pub struct RerankRequest {
 
 /// Cohere's `V2RerankResponse`, plus this service's `model` and `usage`.
 #[derive(Serialize, ToSchema)]
-pub struct RerankResponse {
+pub(super) struct RerankResponse {
     /// The request id.
     id: String,
     /// Score descending.
@@ -603,13 +603,13 @@ pub struct RerankResponse {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct RerankResult {
+pub(super) struct RerankResult {
     index: u64,
     relevance_score: f64,
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct RerankMeta {
+pub(super) struct RerankMeta {
     api_version: ApiVersion,
     billed_units: BilledUnits,
     tokens: RerankTokens,
@@ -620,25 +620,25 @@ pub struct RerankMeta {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct ApiVersion {
+pub(super) struct ApiVersion {
     version: String,
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct BilledUnits {
+pub(super) struct BilledUnits {
     /// One per started 100 documents.
     search_units: u64,
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct RerankTokens {
+pub(super) struct RerankTokens {
     input_tokens: u64,
     output_tokens: u64,
 }
 
 /// `GET /v1/models`: TypeSafe's list and OpenAI's in one body.
 #[derive(Serialize, ToSchema)]
-pub struct ModelsResponse {
+pub(super) struct ModelsResponse {
     /// Every name a request may use (models, aliases, `jev-latest`).
     models: Vec<ListedModel>,
     object: String,
@@ -647,7 +647,7 @@ pub struct ModelsResponse {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct ListedModel {
+pub(super) struct ListedModel {
     name: String,
     description: String,
     /// `YYYY-MM-DD`, or `"unknown"`.
@@ -655,7 +655,7 @@ pub struct ListedModel {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct OpenAiModel {
+pub(super) struct OpenAiModel {
     id: String,
     object: String,
     owned_by: String,
@@ -663,7 +663,7 @@ pub struct OpenAiModel {
 
 /// `GET /v1/usage`: answered requests and what they used, per key and UTC day.
 #[derive(Serialize, ToSchema)]
-pub struct UsageReport {
+pub(super) struct UsageReport {
     object: String,
     /// `YYYY-MM-DD`, inclusive.
     from: String,
@@ -676,7 +676,7 @@ pub struct UsageReport {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct UsageRow {
+pub(super) struct UsageRow {
     key: String,
     date: String,
     #[serde(flatten)]
@@ -684,7 +684,7 @@ pub struct UsageRow {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct UsageCounts {
+pub(super) struct UsageCounts {
     requests: u64,
     questions: u64,
     input_tokens: u64,
@@ -694,13 +694,13 @@ pub struct UsageCounts {
 
 /// `GET /healthz`.
 #[derive(Serialize, ToSchema)]
-pub struct Health {
+pub(super) struct Health {
     status: String,
 }
 
 /// `GET /readyz`.
 #[derive(Serialize, ToSchema)]
-pub struct Readiness {
+pub(super) struct Readiness {
     ready: bool,
     models: Vec<ModelReadiness>,
     /// The per-key limit store.
@@ -708,7 +708,7 @@ pub struct Readiness {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct LimitsReadiness {
+pub(super) struct LimitsReadiness {
     /// `memory`, `embedded` or `redis`.
     store: String,
     /// `fail_open` or `fail_closed`.
@@ -718,7 +718,7 @@ pub struct LimitsReadiness {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct ModelReadiness {
+pub(super) struct ModelReadiness {
     name: String,
     ready: bool,
     /// `verified`, `unchecked`, `mismatch` or `disabled`.
@@ -736,7 +736,7 @@ pub struct ModelReadiness {
 
 /// The `openai` dialect's probe of its host (README "The `openai` dialect").
 #[derive(Serialize, ToSchema)]
-pub struct HostReadiness {
+pub(super) struct HostReadiness {
     /// `unprobed`, `ready` or `refused`.
     probe: String,
     /// `post_bias` or `raw_top_k`, once ready.

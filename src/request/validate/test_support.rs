@@ -18,19 +18,20 @@ use crate::request::images::Parts;
 use crate::request::ValidRequest;
 
 /// The default model: text only, on the 191-label `golden-fake` table.
-pub const TEXT: &str = "glm-5.3-flash";
+pub(super) const TEXT: &str = "glm-5.3-flash";
 /// A vision-capable model on `gemma-3`: 10 single-token labels, then 00–99 and 000–254.
-pub const VISION: &str = "eye";
+pub(super) const VISION: &str = "eye";
 /// A text model that reads one option id per upstream request (`golden-fake` table) and
 /// whose configured layout is `cost`.
-pub const NARROW: &str = "narrow";
+pub(super) const NARROW: &str = "narrow";
 
-pub const STATE: &str = "A customer writes: my card was charged twice, please refund one charge.";
+pub(super) const STATE: &str =
+    "A customer writes: my card was charged twice, please refund one charge.";
 
-pub const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
-pub const JPEG: &[u8] = &[0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10, b'J', b'F', b'I', b'F'];
-pub const WEBP: &[u8] = b"RIFF\x24\0\0\0WEBPVP8 ";
-pub const GIF: &[u8] = b"GIF89a\x01\0\x01\0";
+pub(super) const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+pub(super) const JPEG: &[u8] = &[0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10, b'J', b'F', b'I', b'F'];
+pub(super) const WEBP: &[u8] = b"RIFF\x24\0\0\0WEBPVP8 ";
+pub(super) const GIF: &[u8] = b"GIF89a\x01\0\x01\0";
 
 fn model(name: &str, table: &str, max_ids_per_read: usize, vision: bool) -> Model {
     let backend = VllmBackend::new(
@@ -48,7 +49,7 @@ fn model(name: &str, table: &str, max_ids_per_read: usize, vision: bool) -> Mode
 }
 
 /// [`TEXT`] (the default), [`VISION`] and [`NARROW`], with the shipped `spam` profile.
-pub fn models() -> Models {
+pub(super) fn models() -> Models {
     let profiles = Profiles::load(
         None,
         &[Served {
@@ -61,7 +62,7 @@ pub fn models() -> Models {
 }
 
 /// The same models with no calibration profile loaded.
-pub fn bare_models() -> Models {
+pub(super) fn bare_models() -> Models {
     let narrow = Model {
         layout: Layout::Cost,
         ..model(NARROW, "golden-fake", 1, false)
@@ -75,48 +76,48 @@ pub fn bare_models() -> Models {
 }
 
 /// A valid choice question.
-pub fn choice() -> Value {
+pub(super) fn choice() -> Value {
     json!({"type": "choice", "instructions": "Which team handles this?",
            "criteria": {"billing": "money questions", "bug": "defects", "other": null}})
 }
 
 /// A valid noul question.
-pub fn noul() -> Value {
+pub(super) fn noul() -> Value {
     json!({"type": "noul", "instructions": "Does the customer want a refund?"})
 }
 
 /// A valid score question.
-pub fn score() -> Value {
+pub(super) fn score() -> Value {
     json!({"type": "score", "instructions": "How urgent is it?",
            "criteria": ["Routine", "Soon", "Immediate"]})
 }
 
 /// A valid request with one choice question `q1`.
-pub fn base() -> Value {
+pub(super) fn base() -> Value {
     json!({"state": STATE, "questions": {"q1": choice()}})
 }
 
 /// `base()` with one top-level field set.
-pub fn top(field: &str, value: Value) -> Value {
+pub(super) fn top(field: &str, value: Value) -> Value {
     let mut b = base();
     b[field] = value;
     b
 }
 
 /// `base()` without one top-level field.
-pub fn without(field: &str) -> Value {
+pub(super) fn without(field: &str) -> Value {
     let mut b = base();
     b.as_object_mut().expect("object").remove(field);
     b
 }
 
 /// A request whose only question `q1` is `q`.
-pub fn q1(q: Value) -> Value {
+pub(super) fn q1(q: Value) -> Value {
     json!({"state": STATE, "questions": {"q1": q}})
 }
 
 /// A request whose only question `q1` is `q` with `field` set (or removed, for `None`).
-pub fn q1_with(mut q: Value, field: &str, value: Option<Value>) -> Value {
+pub(super) fn q1_with(mut q: Value, field: &str, value: Option<Value>) -> Value {
     let obj = q.as_object_mut().expect("question object");
     match value {
         Some(v) => obj.insert(field.to_string(), v),
@@ -126,13 +127,13 @@ pub fn q1_with(mut q: Value, field: &str, value: Option<Value>) -> Value {
 }
 
 /// `n` valid noul questions `q0`, `q1`, …
-pub fn n_questions(n: usize) -> Value {
+pub(super) fn n_questions(n: usize) -> Value {
     let questions: Map<String, Value> = (0..n).map(|i| (format!("q{i}"), noul())).collect();
     json!({"state": STATE, "questions": questions})
 }
 
 /// A body parsed from JSON text: for what `json!` cannot write (`1e400`, exact number text).
-pub fn raw(text: &str) -> Value {
+pub(super) fn raw(text: &str) -> Value {
     serde_json::from_str(text).expect("row body is JSON")
 }
 
@@ -150,7 +151,7 @@ enum Expect {
 
 /// One row of a table: a body, the limits, parts and models it is validated under, and
 /// what must come back.
-pub struct Row {
+pub(super) struct Row {
     name: String,
     body: Value,
     limits: Limits,
@@ -160,7 +161,7 @@ pub struct Row {
 }
 
 /// A row that must validate.
-pub fn accept(name: &str, body: Value) -> Row {
+pub(super) fn accept(name: &str, body: Value) -> Row {
     Row {
         name: name.to_string(),
         body,
@@ -172,7 +173,13 @@ pub fn accept(name: &str, body: Value) -> Row {
 }
 
 /// A row refused with `code` at `loc` and exactly the message `msg`.
-pub fn reject(name: &str, body: Value, code: Code, loc: &[&str], msg: impl Into<String>) -> Row {
+pub(super) fn reject(
+    name: &str,
+    body: Value,
+    code: Code,
+    loc: &[&str],
+    msg: impl Into<String>,
+) -> Row {
     let loc = loc.iter().map(|s| s.to_string()).collect();
     Row {
         expect: Expect::Reject {
@@ -186,7 +193,7 @@ pub fn reject(name: &str, body: Value, code: Code, loc: &[&str], msg: impl Into<
 
 impl Row {
     /// An accepted row whose request must also satisfy `check`.
-    pub fn holds(mut self, check: fn(&ValidRequest) -> bool) -> Self {
+    pub(super) fn holds(mut self, check: fn(&ValidRequest) -> bool) -> Self {
         assert!(
             matches!(self.expect, Expect::Accept(_)),
             "{}: only an accepted row has a request to check",
@@ -197,19 +204,19 @@ impl Row {
     }
 
     /// Validates under limits changed by `change`.
-    pub fn limits(mut self, change: fn(&mut Limits)) -> Self {
+    pub(super) fn limits(mut self, change: fn(&mut Limits)) -> Self {
         change(&mut self.limits);
         self
     }
 
     /// Validates as a multipart body with these image parts.
-    pub fn parts(mut self, parts: &[(&'static str, &'static [u8])]) -> Self {
+    pub(super) fn parts(mut self, parts: &[(&'static str, &'static [u8])]) -> Self {
         self.parts = parts.to_vec();
         self
     }
 
     /// Validates against another registry.
-    pub fn models(mut self, models: fn() -> Models) -> Self {
+    pub(super) fn models(mut self, models: fn() -> Models) -> Self {
         self.models = models;
         self
     }
@@ -251,7 +258,7 @@ impl Row {
 
 /// Runs a table: every row must get exactly its expected outcome (all rows are run, and
 /// every difference reported at once). Row names are unique so a failure names one row.
-pub fn run(rows: Vec<Row>) {
+pub(super) fn run(rows: Vec<Row>) {
     let mut names = std::collections::HashSet::new();
     for row in &rows {
         assert!(
@@ -271,7 +278,7 @@ pub fn run(rows: Vec<Row>) {
 }
 
 /// Standard base64 of `bytes`, as a caller sends an image.
-pub fn b64(bytes: &[u8]) -> String {
+pub(super) fn b64(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
