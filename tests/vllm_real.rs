@@ -958,3 +958,37 @@ async fn a_422_and_a_413_are_never_sent_upstream() {
         "the valid request's two reads went through the proxy"
     );
 }
+
+/// Proves the service answers what vLLM's own System One endpoint refuses: vLLM 0.32's
+/// `POST /v1/systemone` reads only Qwen 3 family models, and answers the same body (a noul
+/// and a 3-option choice) for Gemma 3 with 501 "The model does not support the structured
+/// decision API"; the service in front of the same server answers it 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vllms_own_systemone_endpoint_refuses_gemma_3_which_the_service_answers() {
+    let (url, _turn) = backend_turn().await;
+    let body = json!({
+        "model": MODEL,
+        "state": "Invoice 1042 was charged twice.",
+        "questions": {
+            "refund": {"type": "noul", "instructions": "Does the customer want money back?"},
+            "team": {"type": "choice", "instructions": "Which team?",
+                     "criteria": {"billing": null, "bug": null, "sales": null}},
+        },
+    });
+    let native = common::post(&reqwest::Client::new(), &format!("{url}/systemone"), &body).await;
+    assert_eq!(native.status, 501, "{}", native.text);
+    assert_eq!(
+        native.body["error"]["message"], "The model does not support the structured decision API",
+        "{}",
+        native.text
+    );
+    let service = common::start(vllm_config(&url, &[])).await;
+    let reply = ask(&service, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    check_answer(answer(&reply.body, "refund"), "noul", &NO_YES);
+    check_answer(
+        answer(&reply.body, "team"),
+        "choice",
+        &["billing", "bug", "sales"],
+    );
+}
