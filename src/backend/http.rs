@@ -12,6 +12,21 @@ use sha2::{Digest, Sha256};
 
 use super::BackendError;
 use crate::limits::InFlightPermit;
+use crate::secret::Secret;
+
+/// A POST to `url` on the shared pool, with the backend's bearer key when it has one: how
+/// every dialect starts a request.
+pub(crate) fn post(
+    client: &reqwest::Client,
+    url: impl reqwest::IntoUrl,
+    key: Option<&Secret>,
+) -> reqwest::RequestBuilder {
+    let call = client.post(url);
+    match key {
+        Some(key) => call.bearer_auth(key.expose()),
+        None => call,
+    }
+}
 
 /// How long an exchange whose caller stopped waiting may run on in the background before
 /// it is cut (a backend that never answers must not hold a slot forever).

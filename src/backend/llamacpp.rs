@@ -34,8 +34,8 @@ use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::http::exchange;
-use super::openai::{ChatResponse, TokenLogprobs};
+use super::chat::{ChatResponse, Positions, TokenLogprobs};
+use super::http::{exchange, post};
 use super::{Backend, BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
 use crate::limits::InFlightPermit;
 use crate::secret::Secret;
@@ -55,6 +55,8 @@ const REASONING_OPENERS: &[&str] = &[
 ];
 
 /// A `llama-server` serving one model.
+// Derived: the key is a `Secret`, whose `Debug` is redacted.
+#[derive(Debug)]
 pub struct LlamaCppBackend {
     /// Shared connection pool.
     client: reqwest::Client,
@@ -70,16 +72,6 @@ pub struct LlamaCppBackend {
     cache_prompt: bool,
     /// Extra template arguments (e.g. `{"enable_thinking": false}` for Qwen 3 style models).
     chat_template_kwargs: Option<Value>,
-}
-
-impl std::fmt::Debug for LlamaCppBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LlamaCppBackend")
-            .field("upstream_model", &self.upstream_model)
-            .field("api_key", &self.api_key)
-            .field("cache_prompt", &self.cache_prompt)
-            .finish_non_exhaustive()
-    }
 }
 
 /// The request body.
@@ -163,10 +155,7 @@ impl LlamaCppBackend {
         body: &impl Serialize,
         slot: &Arc<InFlightPermit>,
     ) -> Result<Vec<u8>, BackendError> {
-        let mut call = self.client.post(url).json(body);
-        if let Some(key) = &self.api_key {
-            call = call.bearer_auth(key.expose());
-        }
+        let call = post(&self.client, url, self.api_key.as_ref()).json(body);
         exchange(call, slot).await
     }
 
@@ -181,11 +170,14 @@ impl LlamaCppBackend {
         let raw = parse(&bytes)?;
         let mut usage = raw.usage;
         let entries = raw.entries(false)?;
-        let found: Vec<Option<f64>> = request
-            .read_ids
-            .iter()
-            .map(|id| entries.iter().find(|(e, _)| e == id).map(|(_, lp)| *lp))
-            .collect();
+        let positions = Positions::of(request.read_ids);
+        let mut found: Vec<Option<f64>> = vec![None; request.read_ids.len()];
+        // The first entry of an id wins, as a scan of the entries in order would find.
+        for (id, lp) in entries.iter().rev() {
+            if let Some(pos) = positions.find(u64::from(*id)) {
+                found[pos] = Some(*lp);
+            }
+        }
         if let Some(logprobs) = found.iter().copied().collect::<Option<Vec<f64>>>() {
             return Ok(ReadReply {
                 logprobs,
@@ -196,8 +188,30 @@ impl LlamaCppBackend {
             });
         }
         // Some option is outside the raw top-K: read the masked distribution itself.
+        let (logprobs, masked_usage) = self.read_masked(&request, slot).await?;
+        if let (Some(u), Some(m)) = (usage.as_mut(), masked_usage) {
+            u.prompt_tokens += m.prompt_tokens;
+            u.completion_tokens += m.completion_tokens;
+            u.cached_tokens += m.cached_tokens;
+        }
+        Ok(ReadReply {
+            logprobs,
+            usage,
+            model: raw.model,
+            pre_mask: false,
+            http_requests: 2,
+        })
+    }
+
+    /// The second request of a read: the masked (post-sampling) distribution of the read's
+    /// ids, as log-probabilities, with its usage.
+    async fn read_masked(
+        &self,
+        request: &ReadRequest<'_>,
+        slot: &Arc<InFlightPermit>,
+    ) -> Result<(Vec<f64>, Option<ReadUsage>), BackendError> {
         let bytes = self
-            .post(&self.chat_url, &self.body(&request, true), slot)
+            .post(&self.chat_url, &self.body(request, true), slot)
             .await?;
         let masked = parse(&bytes)?;
         let entries = masked.entries(true)?;
@@ -216,18 +230,7 @@ impl LlamaCppBackend {
                     })
             })
             .collect::<Result<Vec<f64>, _>>()?;
-        if let (Some(u), Some(m)) = (usage.as_mut(), masked.usage) {
-            u.prompt_tokens += m.prompt_tokens;
-            u.completion_tokens += m.completion_tokens;
-            u.cached_tokens += m.cached_tokens;
-        }
-        Ok(ReadReply {
-            logprobs,
-            usage,
-            model: raw.model,
-            pre_mask: false,
-            http_requests: 2,
-        })
+        Ok((logprobs, masked.usage))
     }
 
     async fn tokenize_texts(

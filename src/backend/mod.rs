@@ -5,14 +5,14 @@
 //! that says which contract outcome applies. Each dialect's doc comment lists how it
 //! differs from plain OpenAI and refuses what it cannot honour.
 
-pub mod compat;
 mod http;
 pub use http::set_log_error_text;
+pub mod chat;
 pub mod llamacpp;
 pub mod openai;
 pub mod vllm;
 
-pub use openai::{EncodedContent, Messages, Part, UserContent};
+pub use chat::{EncodedContent, Messages, Part, UserContent};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;

@@ -20,8 +20,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 
-use super::http::exchange;
-use super::openai::ChatResponse;
+use super::chat::ChatResponse;
+use super::chat::{token_id, Positions};
+use super::http::{exchange, post};
 use super::{Backend, BackendError, Messages, ReadReply, ReadRequest};
 use crate::limits::InFlightPermit;
 use crate::secret::Secret;
@@ -30,6 +31,8 @@ use crate::secret::Secret;
 const MAX_TOP_LOGPROBS: usize = 20;
 
 /// A vLLM server serving one model.
+// Derived: the key is a `Secret`, whose `Debug` is redacted.
+#[derive(Debug)]
 pub struct VllmBackend {
     /// Shared connection pool.
     client: reqwest::Client,
@@ -45,16 +48,6 @@ pub struct VllmBackend {
     max_ids_per_read: usize,
     /// Extra template arguments (e.g. `{"enable_thinking": false}`), sent when set.
     chat_template_kwargs: Option<serde_json::Value>,
-}
-
-impl std::fmt::Debug for VllmBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VllmBackend")
-            .field("upstream_model", &self.upstream_model)
-            .field("api_key", &self.api_key)
-            .field("max_ids_per_read", &self.max_ids_per_read)
-            .finish_non_exhaustive()
-    }
 }
 
 impl VllmBackend {
@@ -90,12 +83,13 @@ impl VllmBackend {
         self.url.replace("/chat/completions", "/completions")
     }
 
-    /// A POST to the chat URL.
+    /// A POST to the chat URL, with the key.
     fn post_chat(&self) -> reqwest::RequestBuilder {
+        let key = self.api_key.as_ref();
         match &self.parsed_url {
-            Some(url) => self.client.post(url.clone()),
+            Some(url) => post(&self.client, url.clone(), key),
             // reqwest reports the unparseable URL when the read is sent, as before.
-            None => self.client.post(&self.url),
+            None => post(&self.client, &self.url, key),
         }
     }
 
@@ -114,10 +108,7 @@ impl VllmBackend {
             "temperature": 0,
             "return_tokens_as_token_ids": true,
         });
-        let mut call = self.client.post(self.completions_url()).json(&body);
-        if let Some(key) = &self.api_key {
-            call = call.bearer_auth(key.expose());
-        }
+        let call = post(&self.client, self.completions_url(), self.api_key.as_ref()).json(&body);
         let bytes = exchange(call, slot).await?;
         let parsed: CompletionsResponse = serde_json::from_slice(&bytes)
             .map_err(|e| BackendError::Protocol(format!("malformed tokenize answer: {e}")))?;
@@ -130,7 +121,7 @@ impl VllmBackend {
                 .ok_or_else(|| BackendError::Protocol("tokenize answer without tokens".into()))?;
             let ids = tokens
                 .iter()
-                .map(|t| t.strip_prefix("token_id:").and_then(|n| n.parse().ok()))
+                .map(|t| token_id(t).and_then(|id| u32::try_from(id).ok()))
                 .collect::<Option<Vec<u32>>>()
                 .ok_or_else(|| {
                     BackendError::Protocol(
@@ -183,13 +174,10 @@ impl VllmBackend {
         slot: &Arc<InFlightPermit>,
     ) -> Result<ReadReply, BackendError> {
         let body = self.encode(&request)?;
-        let mut call = self
+        let call = self
             .post_chat()
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
-        if let Some(key) = &self.api_key {
-            call = call.bearer_auth(key.expose());
-        }
         let bytes = exchange(call, slot).await?;
         parse_reply(&bytes, request.read_ids)
     }
@@ -281,31 +269,6 @@ struct CompletionLogprobs {
     tokens: Option<Vec<String>>,
 }
 
-/// Where each id of a read stands in it, found by binary search: a read of 128 ids answers
-/// 128 entries, and a linear scan per entry is 16,384 comparisons.
-struct Positions(Vec<(u64, usize)>);
-
-impl Positions {
-    fn of(read_ids: &[u32]) -> Self {
-        let mut sorted: Vec<(u64, usize)> = read_ids
-            .iter()
-            .enumerate()
-            .map(|(pos, id)| (u64::from(*id), pos))
-            .collect();
-        sorted.sort_unstable();
-        Positions(sorted)
-    }
-
-    /// The position of `id` in the read (its first, should the read repeat it).
-    fn find(&self, id: u64) -> Option<usize> {
-        let first = self.0.partition_point(|(other, _)| *other < id);
-        self.0
-            .get(first)
-            .filter(|(other, _)| *other == id)
-            .map(|(_, pos)| *pos)
-    }
-}
-
 /// Reads the log-probabilities of `read_ids` out of a vLLM answer.
 fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError> {
     let mut response = ChatResponse::parse(bytes)?;
@@ -318,13 +281,7 @@ fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError
     let mut logprobs = vec![f64::NAN; read_ids.len()];
     let positions = Positions::of(read_ids);
     for entry in top {
-        let id = entry.id.or_else(|| {
-            entry
-                .token
-                .as_deref()
-                .and_then(|t| t.strip_prefix("token_id:"))
-                .and_then(|n| n.parse().ok())
-        });
+        let id = entry.id.or_else(|| entry.id_in_token());
         let Some(id) = id else { continue };
         if let Some(pos) = positions.find(id) {
             let lp = entry.logprob.unwrap_or(f64::NAN);

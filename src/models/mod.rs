@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::backend::compat::{CompatBackend, LabelTexts};
 use crate::backend::llamacpp::LlamaCppBackend;
+use crate::backend::openai::{CompatBackend, LabelTexts};
 use crate::backend::vllm::VllmBackend;
 use crate::backend::Backend;
 use crate::calibration::profile::Profiles;

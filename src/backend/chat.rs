@@ -241,6 +241,53 @@ pub struct TopLogprob<'a> {
     pub prob: Option<f64>,
 }
 
+/// The id in a token written `token_id:N` (vLLM's `return_tokens_as_token_ids`, and
+/// hosts that name tokens so): the one place that form is parsed.
+pub fn token_id(token: &str) -> Option<u64> {
+    token.strip_prefix("token_id:")?.parse().ok()
+}
+
+impl TopLogprob<'_> {
+    /// The id its token names in the `token_id:N` form, if it is written so.
+    pub fn id_in_token(&self) -> Option<u64> {
+        self.token.as_deref().and_then(token_id)
+    }
+}
+
+impl TokenLogprobs<'_> {
+    /// The id the sampled token names in the `token_id:N` form, if it is written so.
+    pub fn id_in_token(&self) -> Option<u64> {
+        self.token.as_deref().and_then(token_id)
+    }
+}
+
+/// Where each id of a read stands in it, found by binary search: every dialect looks up
+/// the entries of an answer (up to 1,000 for llama.cpp's raw top-K) among the read's ids
+/// (up to 128), and a linear scan per entry would be their product.
+pub struct Positions(Vec<(u64, usize)>);
+
+impl Positions {
+    /// The positions of `read_ids`.
+    pub fn of(read_ids: &[u32]) -> Self {
+        let mut sorted: Vec<(u64, usize)> = read_ids
+            .iter()
+            .enumerate()
+            .map(|(pos, id)| (u64::from(*id), pos))
+            .collect();
+        sorted.sort_unstable();
+        Positions(sorted)
+    }
+
+    /// The position of `id` in the read (its first, should the read repeat it).
+    pub fn find(&self, id: u64) -> Option<usize> {
+        let first = self.0.partition_point(|(other, _)| *other < id);
+        self.0
+            .get(first)
+            .filter(|(other, _)| *other == id)
+            .map(|(_, pos)| *pos)
+    }
+}
+
 #[derive(Debug, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: Option<u64>,
