@@ -173,12 +173,13 @@ impl Metrics {
     }
 
     /// Records the shape of a validated request: its option count per question.
-    pub fn observe_request(&self, options_per_question: impl ExactSizeIterator<Item = usize>) {
-        self.questions_per_request
-            .observe(options_per_question.len() as f64);
+    pub fn observe_request(&self, options_per_question: impl Iterator<Item = usize>) {
+        let mut questions = 0usize;
         for n in options_per_question {
+            questions += 1;
             self.options_per_question.observe(n as f64);
         }
+        self.questions_per_request.observe(questions as f64);
     }
 
     /// Records one answer: its option mass, when the model was asked and could report it,

@@ -56,21 +56,26 @@ pub(super) async fn run(
         .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
     let questions: usize = requests.iter().map(|r| r.questions().len()).sum();
     summary::note_model(&first.model().name, questions);
-    let options: Vec<usize> = requests
-        .iter()
-        .flat_map(|r| r.questions().iter().map(|q| q.options.len()))
-        .collect();
-    state.metrics.observe_request(options.into_iter());
+    state.metrics.observe_request(
+        requests
+            .iter()
+            .flat_map(|r| r.questions().iter().map(|q| q.options.len())),
+    );
     let ticket = first.model().circuit.admit()?;
     let admission = caller
         .admit_questions(&state.quotas, questions)
         .await
         .inspect_err(|e| count_rejection(state, caller, e))?;
     let sent: Vec<AtomicU64> = requests.iter().map(|_| AtomicU64::new(0)).collect();
-    let deadline = state.pipeline.request_timeout();
-    let ran = tokio::time::timeout(deadline, run_all(state, requests, ticket, &sent))
-        .await
-        .unwrap_or_else(|_| Err(PipelineError::Deadline.into()));
+    let ran = if requests.len() == 1 {
+        // The pipeline bounds one request by the deadline itself: no second timer.
+        run_all(state, requests, ticket, &sent).await
+    } else {
+        let deadline = state.pipeline.request_timeout();
+        tokio::time::timeout(deadline, run_all(state, requests, ticket, &sent))
+            .await
+            .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))
+    };
     let outcomes = match ran {
         Ok(outcomes) => outcomes,
         Err(e) => {
