@@ -92,7 +92,7 @@ fn body(n: usize) -> Vec<u8> {
 /// Parses and validates `body` as the route does (no multipart parts).
 fn parse_and_validate(body: &[u8], models: &Models, limits: &Limits) -> ValidRequest {
     let json = parse_strict(body).expect("parses");
-    validate_with_parts(json, &Default::default(), models, limits).expect("valid")
+    validate_with_parts(json, &Default::default(), &models.routes(), limits).expect("valid")
 }
 
 /// Everything the pipeline renders for one request: the plan and every upstream body.

@@ -515,7 +515,8 @@ fn main() {
     };
     let prefix = state.models.default_model().table.prefix.clone();
     let plan_of = |body: &Value| {
-        let req = validate(body.clone(), &state.models, &state.limits).expect("a valid request");
+        let req =
+            validate(body.clone(), &state.models.routes(), &state.limits).expect("a valid request");
         let nodes = req.rendered()[0].reads.nodes.clone();
         (req, nodes)
     };

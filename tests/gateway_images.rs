@@ -619,7 +619,7 @@ async fn a_request_with_images_is_staged() {
     use systemone::request::validate_with_parts;
     let fake = FakeVllm::start().await;
     let service = vision_service(&fake, &[]).await;
-    let (models, limits) = (&service.state.models, &service.state.limits);
+    let (models, limits) = (&service.state.models.routes(), &service.state.limits);
     let plain =
         validate_with_parts(request("s", json!({})), &Parts::new(), models, limits).expect("valid");
     assert!(!plain.staged());

@@ -63,7 +63,7 @@ async fn probabilities_are_the_renormalised_raw_logprobs_tempered_by_the_default
     // The same prompts, straight to llama-server.
     let request = validate(
         mixed_body(None),
-        &service.state.models,
+        &service.state.models.routes(),
         &service.state.limits,
     )
     .expect("the body is valid");

@@ -70,7 +70,7 @@ async fn multi_token_answers_are_the_chain_rule_over_the_backends_logprobs() {
 
         let request = validate(
             choice_of(n, Some(json!(1))),
-            &service.state.models,
+            &service.state.models.routes(),
             &service.state.limits,
         )
         .expect("valid");
@@ -197,7 +197,8 @@ async fn letters_answer_26_options_at_one_node() {
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let p = check_answer(answer(&reply.body, "product"), "choice", &names);
 
-    let request = validate(body, &service.state.models, &service.state.limits).expect("valid");
+    let request =
+        validate(body, &service.state.models.routes(), &service.state.limits).expect("valid");
     let asks = plan(&request);
     let UserContent::Text(prompt) = &**asks[0][0].content else {
         panic!("a text prompt")

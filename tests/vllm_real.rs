@@ -80,8 +80,12 @@ async fn direct_node_reads(
     body: &Value,
     max_ids: usize,
 ) -> Vec<Vec<(String, Vec<u32>, Vec<f64>)>> {
-    let request = validate(body.clone(), &service.state.models, &service.state.limits)
-        .expect("the body is valid");
+    let request = validate(
+        body.clone(),
+        &service.state.models.routes(),
+        &service.state.limits,
+    )
+    .expect("the body is valid");
     let asks = plan(&request);
     let model = request.model();
     let direct = VllmBackend::new(
@@ -765,8 +769,12 @@ async fn rerank_over_vllm_is_the_nouls_of_the_same_questions() {
 /// for its prompt (the vLLM dialect's body for it, sent without `logprob_token_ids` so
 /// `top_logprobs: 20` applies), and how many options it has.
 async fn missing_from_top_20(service: &Service, url: &str, body: &Value) -> (usize, usize) {
-    let request = validate(body.clone(), &service.state.models, &service.state.limits)
-        .expect("the body is valid");
+    let request = validate(
+        body.clone(),
+        &service.state.models.routes(),
+        &service.state.limits,
+    )
+    .expect("the body is valid");
     let asks = plan(&request);
     let model = request.model();
     let node = &request.rendered()[0].reads.nodes[0];

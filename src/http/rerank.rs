@@ -34,7 +34,7 @@ use crate::config::Limits;
 use crate::engine::Outcome;
 use crate::error::{ApiError, Code};
 use crate::json::write_python_str;
-use crate::models::{Model, Models};
+use crate::models::{Model, Routes};
 use crate::request::validate::{loc, refuse_type, requested_model, type_name};
 use crate::request::{validate, ValidRequest};
 
@@ -73,7 +73,10 @@ async fn answer(
     } else {
         Weight::Light
     };
-    let plan = blocking::run(body.len, weight, move || plan(body.json, &models, &limits)).await??;
+    let plan = blocking::run(body.len, weight, move || {
+        plan(body.json, &models.routes(), &limits)
+    })
+    .await??;
     let answered = flow::run(state, caller, &plan.batches).await?;
     let mut response = wire::json_ok(&response_body(id, &plan, &answered))?;
     say_model(&plan.batches[0].model().name, response.headers_mut());
@@ -105,7 +108,7 @@ struct Call {
 }
 
 /// The whole pure part: the body's rules, truncation, then one validated request per batch.
-fn plan(json: Value, models: &Models, limits: &Limits) -> Result<Plan, ApiError> {
+fn plan(json: Value, models: &Routes, limits: &Limits) -> Result<Plan, ApiError> {
     let mut call = parse(json, models, limits)?;
     let truncated = truncate(&mut call);
     let docs: Vec<(usize, &str)> = call
@@ -131,7 +134,7 @@ fn plan(json: Value, models: &Models, limits: &Limits) -> Result<Plan, ApiError>
 /// `documents`, `top_n`, `max_tokens_per_doc`, then the options this service cannot
 /// honour. `priority` (a scheduling hint) and any other field are ignored, as on
 /// `/v1/systemone`.
-fn parse(json: Value, models: &Models, limits: &Limits) -> Result<Call, ApiError> {
+fn parse(json: Value, models: &Routes, limits: &Limits) -> Result<Call, ApiError> {
     let Value::Object(body) = json else {
         return refuse_type(
             Code::InvalidBody,
@@ -331,7 +334,7 @@ fn truncate(call: &mut Call) -> Vec<usize> {
 fn validate_batch(
     call: &Call,
     docs: &[(usize, &str)],
-    models: &Models,
+    models: &Routes,
     limits: &Limits,
     out: &mut Vec<ValidRequest>,
 ) -> Result<(), ApiError> {

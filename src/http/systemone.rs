@@ -39,7 +39,7 @@ async fn answer(
     let (models, limits) = (state.models.clone(), state.limits.clone());
     // The image parts are dropped with the closure: they live on, re-encoded, in the request.
     let request = blocking::run(body.len, weight, move || {
-        validate_with_parts(body.json, &body.parts, &models, &limits)
+        validate_with_parts(body.json, &body.parts, &models.routes(), &limits)
     })
     .await??;
     let answered = flow::run(state, caller, std::slice::from_ref(&request)).await?;

@@ -414,19 +414,65 @@ pub fn label_texts(table: &TokenTable) -> LabelTexts {
 }
 
 impl Models {
+    /// Which models' circuits refuse requests now: read once per request, by the front
+    /// door, before validation, so that validation (pure) resolves the serving model from
+    /// this snapshot and reads no clock. Only models with a fallback are looked at (no
+    /// allocation without one); each refusing model whose fallback serves is logged.
+    pub fn routes(&self) -> Routes<'_> {
+        let refusing: Vec<bool> = if self.list.iter().any(|m| m.fallback.is_some()) {
+            self.list
+                .iter()
+                .map(|m| m.circuit.check().is_err())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let routes = Routes {
+            models: self,
+            refusing,
+        };
+        for m in self.list.iter().filter(|m| routes.refuses(m)) {
+            let serving = routes.serving(m);
+            if serving.name != m.name {
+                tracing::info!(model = %m.name, fallback = %serving.name, "a model's circuit is open: its fallback serves its requests");
+            }
+        }
+        routes
+    }
+}
+
+/// The registry as one request sees it: every model, and which circuits refused requests
+/// when the request arrived ([`Models::routes`]). Derefs to [`Models`].
+#[derive(Debug)]
+pub struct Routes<'m> {
+    models: &'m Models,
+    /// Per model, in configuration order; empty when no model has a fallback.
+    refusing: Vec<bool>,
+}
+
+impl Routes<'_> {
+    fn refuses(&self, model: &Model) -> bool {
+        let index = self.models.by_name.get(&model.name);
+        index.is_some_and(|i| self.refusing.get(*i).copied().unwrap_or(false))
+    }
+
     /// The model that serves a request for `requested`: its fallback while `requested`'s
     /// circuit refuses requests and the fallback's does not, else `requested` itself.
     /// Resolved before the request is validated, so it is validated (option counts, token
     /// limits, images) against the model that will answer it.
-    pub fn serving<'m>(&'m self, requested: &'m Arc<Model>) -> &'m Arc<Model> {
-        let Some(fallback) = self.fallback_of(requested) else {
-            return requested;
-        };
-        if requested.circuit.check().is_ok() || fallback.circuit.check().is_err() {
-            return requested;
+    pub fn serving<'a>(&'a self, requested: &'a Arc<Model>) -> &'a Arc<Model> {
+        match self.models.fallback_of(requested) {
+            Some(fallback) if self.refuses(requested) && !self.refuses(fallback) => fallback,
+            _ => requested,
         }
-        tracing::info!(fallback = %fallback.name, "the requested model's circuit is open: its fallback serves");
-        fallback
+    }
+}
+
+impl std::ops::Deref for Routes<'_> {
+    type Target = Models;
+
+    fn deref(&self) -> &Models {
+        self.models
     }
 }
 

@@ -54,7 +54,7 @@ async fn answer(
     // Its images come as data URLs inside `input`: heavy, as the body is not searched for them.
     let (request, translated) = blocking::run(body.len, Weight::Heavy, move || {
         let (systemone_body, translated) = translate(body.json, &limits)?;
-        match validate(systemone_body, &models, &limits) {
+        match validate(systemone_body, &models.routes(), &limits) {
             Ok(request) => Ok((request, translated)),
             Err(e) => Err(in_decision_terms(e, &translated)),
         }

@@ -37,7 +37,7 @@ use super::{Ignored, RenderedQuestion, ValidRequest};
 use super::prompt;
 use crate::config::Limits;
 use crate::error::{ApiError, Code};
-use crate::models::{Model, Models};
+use crate::models::{Model, Routes};
 use crate::question::LoweredQuestion;
 use crate::request::images::Parts;
 
@@ -47,7 +47,7 @@ pub const MAX_LABEL_CHARS: usize = 128;
 pub const MAX_PERMUTATIONS: usize = 8;
 
 /// Checks a JSON body against the contract and the model's capacity.
-pub fn validate(body: Value, models: &Models, limits: &Limits) -> Result<ValidRequest, ApiError> {
+pub fn validate(body: Value, models: &Routes, limits: &Limits) -> Result<ValidRequest, ApiError> {
     validate_with_parts(body, &Parts::new(), models, limits)
 }
 
@@ -56,7 +56,7 @@ pub fn validate(body: Value, models: &Models, limits: &Limits) -> Result<ValidRe
 pub fn validate_with_parts(
     body: Value,
     parts: &Parts,
-    models: &Models,
+    models: &Routes,
     limits: &Limits,
 ) -> Result<ValidRequest, ApiError> {
     let mut body = fields::body_object(body)?;

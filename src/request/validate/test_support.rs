@@ -228,7 +228,7 @@ impl Row {
             assert!(parts.insert(name.to_string(), Bytes::from_static(bytes)));
         }
         let models = (self.models)();
-        let got = validate_with_parts(self.body.clone(), &parts, &models, &self.limits);
+        let got = validate_with_parts(self.body.clone(), &parts, &models.routes(), &self.limits);
         let mut problems = Vec::new();
         match (&self.expect, got) {
             (Expect::Accept(check), Ok(req)) if !check(&req) => {
