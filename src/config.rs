@@ -93,7 +93,7 @@ pub struct ServeConfig {
     pub config: Option<PathBuf>,
 
     #[command(flatten)]
-    pub model: ModelFlags,
+    pub model: ModelConfig,
 
     /// Directory of calibration profiles (`*.json` from `systemone calibrate --profile`)
     /// that requests may name with `"calibration"`, beside the shipped ones.
@@ -136,99 +136,6 @@ pub struct ServeConfig {
     /// Log format (`text` for people, `json` for collectors). Level via `RUST_LOG`.
     #[arg(long, env = "SYSTEMONE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-}
-
-/// The one model served when no `--config` file is given.
-#[derive(Debug, Clone, Args)]
-pub struct ModelFlags {
-    /// Backend dialect. The default is the embedded local backend: llama.cpp's
-    /// `llama-server` with Gemma 3 270M, started by `scripts/run-local.sh`.
-    #[arg(long, env = "SYSTEMONE_BACKEND", value_enum, default_value_t = BackendKind::Llamacpp)]
-    pub backend: BackendKind,
-
-    /// Backend base URL, ending in `/v1`.
-    #[arg(
-        long,
-        env = "SYSTEMONE_BACKEND_URL",
-        default_value = "http://127.0.0.1:8081/v1"
-    )]
-    pub backend_url: String,
-
-    /// API key sent to the backend as a bearer token (never logged).
-    #[arg(long, env = "SYSTEMONE_BACKEND_API_KEY", hide_env_values = true)]
-    pub backend_api_key: Option<Secret>,
-
-    /// The backend's id for the model (defaults to `--model`).
-    #[arg(long, env = "SYSTEMONE_UPSTREAM_MODEL")]
-    pub upstream_model: Option<String>,
-
-    /// Public model name callers use.
-    #[arg(long, env = "SYSTEMONE_MODEL", default_value = "gemma-3-270m")]
-    pub model: String,
-
-    /// Extra public names for the model (`jev-latest` always names the default model).
-    #[arg(long = "alias", env = "SYSTEMONE_ALIASES", value_delimiter = ',')]
-    pub aliases: Vec<String>,
-
-    /// Token table: a file path, or the name of a table shipped in `token-tables/`.
-    #[arg(long, env = "SYSTEMONE_TOKEN_TABLE", default_value = "gemma-3")]
-    pub token_table: String,
-
-    /// Calibration file (`a`, `b` of `ln T = a + b·ln n`): a path or a shipped name.
-    /// Without one, the reference's GLM-5.3-Flash formula applies.
-    #[arg(long, env = "SYSTEMONE_CALIBRATION")]
-    pub calibration: Option<String>,
-
-    /// Default prompt layout for the model (a request's `layout` overrides it).
-    #[arg(long, env = "SYSTEMONE_LAYOUT", value_enum, default_value_t = Layout::Accuracy)]
-    pub layout: Layout,
-
-    /// Labels for questions with more options than the single-token labels.
-    #[arg(long, env = "SYSTEMONE_LABEL_SCHEME", value_enum, default_value_t = LabelScheme::Numerals)]
-    pub label_scheme: LabelScheme,
-
-    /// The model's `tokenizer.json`: token limits are then counted exactly, and the token
-    /// table is checked against it at startup. Without it, limits use a byte estimate.
-    #[arg(long, env = "SYSTEMONE_TOKENIZER")]
-    pub tokenizer: Option<String>,
-
-    /// Seconds between live checks of the token table against the serving tokenizer
-    /// (0 turns the check off, for backends that cannot tokenize; always off with
-    /// `--backend openai`, whose probe checks the label ids it sees instead).
-    #[arg(
-        long,
-        env = "SYSTEMONE_TOKEN_CHECK_INTERVAL_SECS",
-        default_value_t = DEFAULT_TOKEN_CHECK_INTERVAL_SECS
-    )]
-    pub token_check_interval_secs: u64,
-
-    /// Let the backend reuse its prefix cache (llama.cpp `cache_prompt`). A cached prefix
-    /// can move llama.cpp's probabilities slightly; turn off for bit-exact comparisons.
-    #[arg(long, env = "SYSTEMONE_CACHE_PROMPT", default_value_t = true, action = clap::ArgAction::Set)]
-    pub cache_prompt: bool,
-
-    /// Send `chat_template_kwargs: {"enable_thinking": false}` (Qwen 3 style thinking models).
-    #[arg(long, env = "SYSTEMONE_DISABLE_THINKING")]
-    pub disable_thinking: bool,
-
-    /// Most token ids read in one upstream request (vLLM deployments cap this at 128; the
-    /// `openai` dialect takes its cap from its probe instead).
-    #[arg(long, env = "SYSTEMONE_MAX_IDS_PER_READ", default_value_t = DEFAULT_MAX_IDS_PER_READ)]
-    pub max_ids_per_read: usize,
-
-    /// The model reads images: requests may carry `images` / `assets`, sent to the backend
-    /// as `image_url` parts. Without it any image is a 422 `system_one_images_unsupported`.
-    #[arg(long, env = "SYSTEMONE_VISION")]
-    pub vision: bool,
-
-    /// The model's release date (`YYYY-MM-DD`), listed by `/v1/models`; `unknown` without it.
-    #[arg(long, env = "SYSTEMONE_RELEASE_DATE")]
-    pub release_date: Option<String>,
-
-    /// The yes/no question `/v2/rerank` asks of each document (the instructions of its
-    /// noul); callers cannot change it.
-    #[arg(long, env = "SYSTEMONE_RERANK_QUESTION", default_value = DEFAULT_RERANK_QUESTION)]
-    pub rerank_question: String,
 }
 
 /// Request limits (contract "Limits"). Every one is configurable.
@@ -550,66 +457,179 @@ impl Default for CircuitSettings {
     }
 }
 
-/// One model of the registry, as written in the TOML file (`[[model]]`) or built from flags.
-#[derive(Debug, Clone, Deserialize)]
+/// One model: a `[[model]]` of the TOML registry, or the one model the flags describe when
+/// no `--config` file is given (the same struct: each field's flag and TOML key side by
+/// side, with the same defaults). A field without a flag (`#[arg(skip)]`) is for the
+/// registry only; one without a TOML key (`#[serde(skip)]`) for the flags only. Checks
+/// across fields are in [`ModelConfig::check`].
+#[derive(Debug, Clone, Args, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
-    /// Public name.
+    /// Public model name callers use.
+    #[arg(
+        long = "model",
+        env = "SYSTEMONE_MODEL",
+        default_value = "gemma-3-270m"
+    )]
     pub name: String,
-    /// Other public names.
+
+    /// Extra public names for the model (`jev-latest` always names the default model).
+    #[arg(long = "alias", env = "SYSTEMONE_ALIASES", value_delimiter = ',')]
     #[serde(default)]
     pub aliases: Vec<String>,
-    /// Whether this is the default model (the first model is, when none says so).
+
+    /// Whether this is the default model of the registry (the first model is, when none
+    /// says so); the flags' one model always is.
+    #[arg(skip = true)]
     #[serde(default)]
     pub default: bool,
-    /// Backend dialect.
+
+    /// Backend dialect. The default is the embedded local backend: llama.cpp's
+    /// `llama-server` with Gemma 3 270M, started by `scripts/run-local.sh`.
+    #[arg(long, env = "SYSTEMONE_BACKEND", value_enum, default_value_t = BackendKind::Llamacpp)]
     pub backend: BackendKind,
+
     /// Backend base URL, ending in `/v1`.
+    #[arg(
+        long,
+        env = "SYSTEMONE_BACKEND_URL",
+        default_value = "http://127.0.0.1:8081/v1"
+    )]
     pub backend_url: String,
-    /// The backend's id for the model (defaults to `name`).
+
+    /// The backend's id for the model (defaults to `--model`).
+    #[arg(long, env = "SYSTEMONE_UPSTREAM_MODEL")]
     pub upstream_model: Option<String>,
-    /// Another model of the registry that serves this model's requests while this model's
-    /// circuit breaker is open (the answer's `model` then names the one that served it).
+
+    /// Registry only: another model of the registry that serves this model's requests
+    /// while this model's circuit breaker is open (the answer's `model` then names the one
+    /// that served it).
+    #[arg(skip)]
     #[serde(default)]
     pub fallback: Option<String>,
-    /// Name of the environment variable holding the backend API key (the file never holds keys).
+
+    /// Registry only: the environment variable holding the backend API key (the file
+    /// never holds keys).
+    #[arg(skip)]
     pub backend_api_key_env: Option<String>,
-    /// The key itself, resolved from flags or `backend_api_key_env`; never read from the file.
+
+    /// API key sent to the backend as a bearer token (never logged). In the registry it
+    /// is resolved from `backend_api_key_env`, never read from the file.
+    #[arg(long, env = "SYSTEMONE_BACKEND_API_KEY", hide_env_values = true)]
     #[serde(skip)]
     pub backend_api_key: Option<Secret>,
-    /// Token table path or shipped name.
+
+    /// Token table: a file path, or the name of a table shipped in `token-tables/`.
+    #[arg(long, env = "SYSTEMONE_TOKEN_TABLE", default_value = "gemma-3")]
     pub token_table: String,
-    /// Calibration path or shipped name.
+
+    /// Calibration file (`a`, `b` of `ln T = a + b·ln n`): a path or a shipped name.
+    /// Without one, the reference's GLM-5.3-Flash formula applies.
+    #[arg(long, env = "SYSTEMONE_CALIBRATION")]
     pub calibration: Option<String>,
-    /// Default prompt layout.
+
+    /// Default prompt layout for the model (a request's `layout` overrides it).
+    #[arg(long, env = "SYSTEMONE_LAYOUT", value_enum, default_value_t = Layout::Accuracy)]
     #[serde(default)]
     pub layout: Layout,
+
     /// Labels for questions with more options than the single-token labels.
+    #[arg(long, env = "SYSTEMONE_LABEL_SCHEME", value_enum, default_value_t = LabelScheme::Numerals)]
     #[serde(default)]
     pub label_scheme: LabelScheme,
-    /// Most token ids read per upstream request.
-    #[serde(default = "default_max_ids")]
-    pub max_ids_per_read: usize,
-    /// The model's `tokenizer.json`, for exact token counts and a startup table check.
+
+    /// The model's `tokenizer.json`: token limits are then counted exactly, and the token
+    /// table is checked against it at startup. Without it, limits use a byte estimate.
+    #[arg(long, env = "SYSTEMONE_TOKENIZER")]
     pub tokenizer: Option<String>,
-    /// Seconds between live token-table checks (0: never).
+
+    /// Seconds between live checks of the token table against the serving tokenizer
+    /// (0 turns the check off, for backends that cannot tokenize; always off with
+    /// `--backend openai`, whose probe checks the label ids it sees instead).
+    #[arg(
+        long,
+        env = "SYSTEMONE_TOKEN_CHECK_INTERVAL_SECS",
+        default_value_t = DEFAULT_TOKEN_CHECK_INTERVAL_SECS
+    )]
     #[serde(default = "default_check_interval")]
     pub token_check_interval_secs: u64,
-    /// Let the backend reuse its prefix cache.
+
+    /// Let the backend reuse its prefix cache (llama.cpp `cache_prompt`). A cached prefix
+    /// can move llama.cpp's probabilities slightly; turn off for bit-exact comparisons.
+    #[arg(long, env = "SYSTEMONE_CACHE_PROMPT", default_value_t = true, action = clap::ArgAction::Set)]
     #[serde(default = "default_true")]
     pub cache_prompt: bool,
-    /// Send `chat_template_kwargs: {"enable_thinking": false}`.
+
+    /// Send `chat_template_kwargs: {"enable_thinking": false}` (Qwen 3 style thinking models).
+    #[arg(long, env = "SYSTEMONE_DISABLE_THINKING")]
     #[serde(default)]
     pub disable_thinking: bool,
-    /// The model reads images (`images` / `assets` are refused otherwise).
+
+    /// Most token ids read in one upstream request (vLLM deployments cap this at 128; the
+    /// `openai` dialect takes its cap from its probe instead).
+    #[arg(long, env = "SYSTEMONE_MAX_IDS_PER_READ", default_value_t = DEFAULT_MAX_IDS_PER_READ)]
+    #[serde(default = "default_max_ids")]
+    pub max_ids_per_read: usize,
+
+    /// The model reads images: requests may carry `images` / `assets`, sent to the backend
+    /// as `image_url` parts. Without it any image is a 422 `system_one_images_unsupported`.
+    #[arg(long, env = "SYSTEMONE_VISION")]
     #[serde(default)]
     pub vision: bool,
-    /// The model's release date (`YYYY-MM-DD`) for `/v1/models`.
+
+    /// The model's release date (`YYYY-MM-DD`), listed by `/v1/models`; `unknown` without it.
+    #[arg(long, env = "SYSTEMONE_RELEASE_DATE")]
     #[serde(default)]
     pub release_date: Option<String>,
-    /// The yes/no question `/v2/rerank` asks of each document.
+
+    /// The yes/no question `/v2/rerank` asks of each document (the instructions of its
+    /// noul); callers cannot change it.
+    #[arg(long, env = "SYSTEMONE_RERANK_QUESTION", default_value = DEFAULT_RERANK_QUESTION)]
     #[serde(default = "default_rerank_question")]
     pub rerank_question: String,
+}
+
+impl ModelConfig {
+    /// The checks across this model's fields (those across models, fallbacks and names,
+    /// are the registry's, in `Models::new`).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let invalid = |e: String| ConfigError::Invalid(format!("model {}: {e}", self.name));
+        if let Some(date) = &self.release_date {
+            checked_date(date).map_err(invalid)?;
+        }
+        Ok(())
+    }
+
+    /// Time between live token-table checks: the configured interval, except that plain
+    /// OpenAI has no tokenizer endpoint (the `openai` dialect's probe checks the label ids
+    /// it sees instead).
+    pub fn token_check_interval(&self) -> Duration {
+        match self.backend {
+            BackendKind::Openai => Duration::ZERO,
+            BackendKind::Vllm | BackendKind::Llamacpp => {
+                Duration::from_secs(self.token_check_interval_secs)
+            }
+        }
+    }
+}
+
+/// `date` when it is written `YYYY-MM-DD` with month 01–12 and day 01–31 (what the SDKs
+/// expect).
+fn checked_date(date: &str) -> Result<(), String> {
+    let b = date.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let shaped = b.len() == 10 && b[4] == b'-' && b[7] == b'-';
+    let ok = shaped && digits(0..4) && digits(5..7) && digits(8..10) && {
+        let (month, day) = (&date[5..7], &date[8..10]);
+        ("01"..="12").contains(&month) && ("01"..="31").contains(&day)
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "release_date must be a date written YYYY-MM-DD, got {date:?}"
+        ))
+    }
 }
 
 fn default_rerank_question() -> String {
@@ -653,37 +673,11 @@ impl ServeConfig {
     pub fn model_configs(&self) -> Result<Vec<ModelConfig>, ConfigError> {
         match &self.config {
             Some(path) => load_registry(path),
-            None => Ok(vec![self.model.to_model_config()?]),
+            None => Ok(vec![ModelConfig {
+                default: true,
+                ..self.model.clone()
+            }]),
         }
-    }
-}
-
-impl ModelFlags {
-    /// The single model these flags describe.
-    pub fn to_model_config(&self) -> Result<ModelConfig, ConfigError> {
-        Ok(ModelConfig {
-            name: self.model.clone(),
-            aliases: self.aliases.clone(),
-            default: true,
-            backend: self.backend,
-            backend_url: self.backend_url.clone(),
-            upstream_model: self.upstream_model.clone(),
-            fallback: None,
-            backend_api_key_env: None,
-            backend_api_key: self.backend_api_key.clone(),
-            token_table: self.token_table.clone(),
-            calibration: self.calibration.clone(),
-            layout: self.layout,
-            label_scheme: self.label_scheme,
-            max_ids_per_read: self.max_ids_per_read,
-            tokenizer: self.tokenizer.clone(),
-            token_check_interval_secs: self.token_check_interval_secs,
-            cache_prompt: self.cache_prompt,
-            disable_thinking: self.disable_thinking,
-            vision: self.vision,
-            release_date: self.release_date.clone(),
-            rerank_question: self.rerank_question.clone(),
-        })
     }
 }
 
@@ -745,6 +739,23 @@ mod tests {
         use clap::Parser;
         let args = ["systemone"].iter().chain(flags);
         Serve::try_parse_from(args).expect("parses").config
+    }
+
+    #[test]
+    fn release_dates_must_be_written_yyyy_mm_dd() {
+        assert_eq!(checked_date("2025-08-14"), Ok(()));
+        for bad in [
+            "2025-8-14",
+            "2025-13-01",
+            "2025-00-10",
+            "2025-01-32",
+            "14.08.2025",
+            "",
+            "2025-08-1x",
+        ] {
+            let err = checked_date(bad).expect_err(bad);
+            assert!(err.contains("YYYY-MM-DD") && err.contains(bad), "{err}");
+        }
     }
 
     #[test]

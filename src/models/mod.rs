@@ -122,25 +122,6 @@ pub struct Models {
     profiles: Profiles,
 }
 
-/// `date` when it is written `YYYY-MM-DD` with month 01–12 and day 01–31 (what the SDKs
-/// expect).
-fn checked_date(date: String) -> Result<String, String> {
-    let b = date.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
-    let shaped = b.len() == 10 && b[4] == b'-' && b[7] == b'-';
-    let ok = shaped && digits(0..4) && digits(5..7) && digits(8..10) && {
-        let (month, day) = (&date[5..7], &date[8..10]);
-        ("01"..="12").contains(&month) && ("01"..="31").contains(&day)
-    };
-    if ok {
-        Ok(date)
-    } else {
-        Err(format!(
-            "release_date must be a date written YYYY-MM-DD, got {date:?}"
-        ))
-    }
-}
-
 impl Models {
     /// Builds the registry, loading each model's table and calibration.
     pub fn from_configs(
@@ -166,6 +147,7 @@ impl Models {
         client: &reqwest::Client,
         check_timeout: Duration,
     ) -> Result<Model, ConfigError> {
+        c.check()?;
         let invalid = |e: String| ConfigError::Invalid(format!("model {}: {e}", c.name));
         let table = TokenTable::load(&c.token_table)
             .map_err(|e| invalid(e.to_string()))?
@@ -177,14 +159,7 @@ impl Models {
         let calibration = Self::calibration(c).map_err(invalid)?;
         let upstream_model = c.upstream_model.clone().unwrap_or_else(|| c.name.clone());
         let backend = Self::backend(c, client, &upstream_model, &table, check_timeout);
-        // Plain OpenAI has no tokenizer endpoint: the `openai` dialect's probe checks the
-        // label ids it sees instead of the live check.
-        let check_interval = match c.backend {
-            BackendKind::Openai => Duration::ZERO,
-            BackendKind::Vllm | BackendKind::Llamacpp => {
-                Duration::from_secs(c.token_check_interval_secs)
-            }
-        };
+        let check_interval = c.token_check_interval();
         Ok(Model {
             aliases: c.aliases.clone(),
             upstream_model,
@@ -192,12 +167,7 @@ impl Models {
             calibration,
             layout: c.layout,
             vision: c.vision,
-            release_date: c
-                .release_date
-                .clone()
-                .map(checked_date)
-                .transpose()
-                .map_err(invalid)?,
+            release_date: c.release_date.clone(),
             rerank_question: c.rerank_question.clone(),
             verifier: Arc::new(Verifier::new(check_interval, check_timeout)),
             table: served,
@@ -473,27 +443,5 @@ impl std::ops::Deref for Routes<'_> {
 
     fn deref(&self) -> &Models {
         self.models
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn release_dates_must_be_written_yyyy_mm_dd() {
-        assert_eq!(checked_date("2025-08-14".into()), Ok("2025-08-14".into()));
-        for bad in [
-            "2025-8-14",
-            "2025-13-01",
-            "2025-00-10",
-            "2025-01-32",
-            "14.08.2025",
-            "",
-            "2025-08-1x",
-        ] {
-            let err = checked_date(bad.into()).expect_err(bad);
-            assert!(err.contains("YYYY-MM-DD") && err.contains(bad), "{err}");
-        }
     }
 }
