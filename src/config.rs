@@ -468,6 +468,7 @@ pub struct ModelConfig {
     /// Public model name callers use.
     #[arg(
         long = "model",
+        value_name = "MODEL",
         env = "SYSTEMONE_MODEL",
         default_value = "gemma-3-270m"
     )]
