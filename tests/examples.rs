@@ -181,36 +181,21 @@ async fn start_llama() -> (Arc<FakeLlama>, String) {
 }
 
 /// A vLLM server serving Qwen 3: the fake vLLM's chat completions, and a tokenizer
-/// endpoint (`/v1/completions` with `echo`) by the shipped `qwen-3` table.
+/// endpoint (`/tokenize`) by the shipped `qwen-3` table.
 struct VllmFront {
     tokenizer: TableTokenizer,
     chat_url: String,
     client: reqwest::Client,
 }
 
-async fn front_completions(
+async fn front_tokenize(
     State(front): State<Arc<VllmFront>>,
     Json(body): Json<Value>,
 ) -> Json<Value> {
-    let prompts: Vec<&str> = match &body["prompt"] {
-        Value::String(s) => vec![s.as_str()],
-        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    };
-    let choices: Vec<Value> = prompts
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let tokens: Vec<String> = front
-                .tokenizer
-                .tokenize(p)
-                .iter()
-                .map(|id| format!("token_id:{id}"))
-                .collect();
-            json!({"index": i, "text": p, "logprobs": {"tokens": tokens}, "finish_reason": "length"})
-        })
-        .collect();
-    Json(json!({"object": "text_completion", "model": body["model"], "choices": choices}))
+    let tokens = front
+        .tokenizer
+        .tokenize(body["prompt"].as_str().unwrap_or(""));
+    Json(json!({"count": tokens.len(), "max_model_len": 40960, "tokens": tokens}))
 }
 
 async fn front_chat(State(front): State<Arc<VllmFront>>, body: Bytes) -> Response {
@@ -236,7 +221,7 @@ async fn start_vllm() -> (FakeVllm, String) {
         client: reqwest::Client::new(),
     });
     let app = Router::new()
-        .route("/v1/completions", post(front_completions))
+        .route("/tokenize", post(front_tokenize))
         .route("/v1/chat/completions", post(front_chat))
         .with_state(front);
     let addr = common::spawn_app(app).await;

@@ -320,8 +320,8 @@ async fn readyz_reports_each_backend_probe_and_circuit() {
     assert_model(&primary, true, "half_open", true);
 
     // The next probe of the backup's tokenizer is answered 429: inconclusive.
-    b.set_completions_fault(Fault::RateLimited(Some("5".into())));
-    let probes = b.completion_requests();
+    b.set_tokenizer_fault(Fault::RateLimited(Some("5".into())));
+    let probes = b.tokenizer_checks();
     tokio::time::advance(Duration::from_secs(600)).await;
     let backup = service
         .state
@@ -330,7 +330,7 @@ async fn readyz_reports_each_backend_probe_and_circuit() {
         .expect("backup")
         .clone();
     wait_until("the backup's probe finishes", || {
-        b.completion_requests() > probes
+        b.tokenizer_checks() > probes
             && backup.verifier.status().last_check_concluded == Some(false)
     })
     .await;
@@ -344,7 +344,7 @@ async fn readyz_reports_each_backend_probe_and_circuit() {
         true,
     );
 
-    b.set_completions_fault(Fault::None);
+    b.set_tokenizer_fault(Fault::None);
     tokio::time::advance(Duration::from_secs(600)).await;
     wait_until("the backup's probe concludes", || {
         backup.verifier.status().last_check_concluded == Some(true)

@@ -9,7 +9,7 @@
 //! * A mismatch disables the model (503 `system_one_token_table_mismatch` with
 //!   `Retry-After`, `/readyz` 503) until a later check passes; a check that cannot conclude
 //!   (429, its own 30 s bound, a malformed body, a 5xx) keeps the previous verdict.
-//! * The fake's `/v1/completions` tokenizes with the toy tokenizer the `golden-fake` table
+//! * The fake's `/tokenize` tokenizes with the toy tokenizer the `golden-fake` table
 //!   was built from; `set_token_id_offset` shifts its digit ids to simulate a different
 //!   tokenizer served under the same model name; `set_split_digits` makes it split numbers
 //!   into single digits, for tables with multi-token numeral labels (section 8).
@@ -158,7 +158,7 @@ async fn verified() -> (FakeVllm, Service) {
     let (fake, service) = setup(&[]).await;
     assert_answered(&ask(&service, &request()).await);
     assert_eq!(status(&service).verdict, Verdict::Verified);
-    assert_eq!(fake.completion_requests(), 1);
+    assert_eq!(fake.tokenizer_checks(), 1);
     (fake, service)
 }
 
@@ -167,17 +167,13 @@ async fn verified() -> (FakeVllm, Service) {
 /// with the paused time the check took.
 async fn next_check(fake: &FakeVllm, service: &Service) -> (Status, Duration) {
     let before = status(service);
-    let sent = fake.completion_requests();
+    let sent = fake.tokenizer_checks();
     let chats = fake.chat_requests();
     tokio::time::advance(INTERVAL).await;
     let started = Instant::now();
     let after = check_finished(service, before, CHECK_WAIT).await;
     assert_eq!(fake.chat_requests(), chats, "a check sends no read");
-    assert_eq!(
-        fake.completion_requests(),
-        sent + 1,
-        "one tokenizer request per check"
-    );
+    assert_eq!(fake.tokenizer_checks(), sent + 1, "one tokenizer check");
     (after, started.elapsed())
 }
 
@@ -209,17 +205,17 @@ async fn a_matching_table_is_verified_once_and_served() {
     let now = check_finished(&service, status(&service), CHECK_WAIT).await;
     assert_eq!(now.verdict, Verdict::Verified);
     assert!(now.last_check.is_some());
-    assert_eq!(fake.completion_requests(), 1);
+    assert_eq!(fake.tokenizer_checks(), 1);
     assert_eq!(fake.chat_requests(), 0);
 
     assert_answered(&ask(&service, &request()).await);
-    assert_eq!(fake.completion_requests(), 1);
+    assert_eq!(fake.tokenizer_checks(), 1);
     assert_eq!(fake.chat_requests(), 1);
 
     assert_ready(&service, 200, "verified").await;
     assert_verdict_metric(&service, 1).await;
     assert_answered(&ask(&service, &request()).await);
-    assert_eq!(fake.completion_requests(), 1, "no check is due yet");
+    assert_eq!(fake.tokenizer_checks(), 1, "no check is due yet");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -252,7 +248,7 @@ async fn a_changed_tokenizer_disables_the_model_until_a_check_passes() {
     assert_ready(&service, 503, "mismatch").await;
     assert_verdict_metric(&service, -1).await;
     assert_eq!(
-        fake.completion_requests(),
+        fake.tokenizer_checks(),
         2,
         "no check until the interval passes"
     );
@@ -295,7 +291,7 @@ async fn inconclusive_checks_keep_a_verified_model_served() {
         json!(true)
     );
     for fault in inconclusive_faults() {
-        fake.set_completions_fault(fault.clone());
+        fake.set_tokenizer_fault(fault.clone());
         let before = status(&service);
         let (after, took) = next_check(&fake, &service).await;
         assert_eq!(after.verdict, Verdict::Verified, "after {fault:?}");
@@ -316,8 +312,8 @@ async fn inconclusive_checks_keep_a_verified_model_served() {
             ready.text
         );
     }
-    assert_eq!(fake.completion_requests(), 1 + inconclusive_faults().len());
-    fake.set_completions_fault(Fault::None);
+    assert_eq!(fake.tokenizer_checks(), 1 + inconclusive_faults().len());
+    fake.set_tokenizer_fault(Fault::None);
     let (after, _) = next_check(&fake, &service).await;
     assert_eq!(after.last_check_concluded, Some(true));
     assert_ready(&service, 200, "verified").await;
@@ -335,7 +331,7 @@ async fn inconclusive_checks_keep_a_mismatched_model_disabled() {
     // Fixed, but no check can conclude.
     fake.set_token_id_offset(0);
     for fault in inconclusive_faults() {
-        fake.set_completions_fault(fault.clone());
+        fake.set_tokenizer_fault(fault.clone());
         let (after, _) = next_check(&fake, &service).await;
         assert_eq!(after.verdict, Verdict::Mismatch, "after {fault:?}");
         let chats = fake.chat_requests();
@@ -357,13 +353,13 @@ async fn inconclusive_checks_keep_a_mismatched_model_disabled() {
 async fn a_slow_check_does_not_delay_requests() {
     let (fake, service) = verified().await;
     let slow = Duration::from_secs(20);
-    fake.set_completions_fault(Fault::Slow(slow));
+    fake.set_tokenizer_fault(Fault::Slow(slow));
     let before = status(&service);
-    let sent = fake.completion_requests();
+    let sent = fake.tokenizer_checks();
     tokio::time::advance(INTERVAL).await;
     let started = Instant::now();
     assert!(
-        until_without_time(|| fake.completion_requests() == sent + 1).await,
+        until_without_time(|| fake.tokenizer_checks() == sent + 1).await,
         "the check's tokenizer request arrived"
     );
     let before = Status {
@@ -378,7 +374,7 @@ async fn a_slow_check_does_not_delay_requests() {
     assert!(started.elapsed() < slow);
     // A second request meanwhile neither waits nor starts another check.
     assert_answered(&ask(&service, &request()).await);
-    assert_eq!(fake.completion_requests(), sent + 1);
+    assert_eq!(fake.tokenizer_checks(), sent + 1);
     assert_eq!(status(&service), before);
 
     let after = check_finished(&service, before, CHECK_WAIT).await;
@@ -404,7 +400,7 @@ async fn the_first_request_waits_for_the_first_check() {
     assert_answered(&a);
     assert_answered(&b);
     assert!(took >= slow && took < CHECK_TIMEOUT, "took {took:?}");
-    assert_eq!(fake.completion_requests(), 1, "one check for both");
+    assert_eq!(fake.tokenizer_checks(), 1, "one check for both");
     assert_eq!(status(&service).verdict, Verdict::Verified);
     assert_ready(&service, 200, "verified").await;
 }
@@ -413,7 +409,7 @@ async fn the_first_request_waits_for_the_first_check() {
 /// it (so the check the service starts with meets the fault).
 async fn cold_setup(fault: Fault) -> (FakeVllm, Service) {
     let fake = FakeVllm::start().await;
-    fake.set_completions_fault(fault);
+    fake.set_tokenizer_fault(fault);
     let service = common::start(common::config(&fake.base_url(), &[])).await;
     (fake, service)
 }
@@ -425,7 +421,7 @@ async fn cold_setup(fault: Fault) -> (FakeVllm, Service) {
 async fn an_inconclusive_first_check_still_serves() {
     let (fake, service) = cold_setup(Fault::RateLimited(None)).await;
     assert_answered(&ask(&service, &request()).await);
-    assert!(fake.completion_requests() >= 1);
+    assert!(fake.tokenizer_checks() >= 1);
     let now = status(&service);
     assert_eq!(now.verdict, Verdict::Unchecked);
     assert!(now.last_check.is_some(), "the check did run");
@@ -450,9 +446,9 @@ async fn a_cold_backend_is_retried_with_backoff_until_a_check_concludes() {
     let (fake, service) = cold_setup(Fault::RateLimited(None)).await;
     let started = Instant::now();
     let mut seen = Vec::new();
-    while fake.completion_requests() < 4 {
+    while fake.tokenizer_checks() < 4 {
         assert!(started.elapsed() < Duration::from_secs(60), "{seen:?}");
-        let n = fake.completion_requests();
+        let n = fake.tokenizer_checks();
         if seen.last().is_none_or(|(m, _)| *m != n) {
             seen.push((n, started.elapsed()));
         }
@@ -469,7 +465,7 @@ async fn a_cold_backend_is_retried_with_backoff_until_a_check_concludes() {
         "the third attempt came {gap:?} after the second: {seen:?}"
     );
     assert_eq!(status(&service).verdict, Verdict::Unchecked);
-    fake.set_completions_fault(Fault::None);
+    fake.set_tokenizer_fault(Fault::None);
     let after = check_finished(&service, status(&service), Duration::from_secs(60)).await;
     assert_eq!(after.verdict, Verdict::Verified);
     assert!(started.elapsed() < Duration::from_secs(120));
@@ -492,7 +488,7 @@ async fn interval_zero_turns_checks_off() {
     assert_answered(&ask(&service, &request()).await);
     assert_ready(&service, 200, "disabled").await;
     assert_verdict_metric(&service, 2).await;
-    assert_eq!(fake.completion_requests(), 0);
+    assert_eq!(fake.tokenizer_checks(), 0);
     assert_eq!(status(&service).verdict, Verdict::Disabled);
     assert_eq!(status(&service).last_check, None);
 }
@@ -522,7 +518,7 @@ async fn gemma3_state_limit_is_exact() {
     assert!(reply.message().contains("32768"), "{}", reply.text);
     assert!(reply.message().contains("32769"), "{}", reply.text);
     assert_eq!(fake.chat_requests(), 1, "no read for a refused request");
-    assert_eq!(fake.completion_requests(), 0, "checks are off");
+    assert_eq!(fake.tokenizer_checks(), 0, "checks are off");
 }
 
 /// With the real Gemma 3 tokenizer, a question whose instructions alone are over 16,384
@@ -635,8 +631,8 @@ async fn numeral_service(split: bool, path: &str) -> (FakeVllm, Service) {
 
 /// With the golden toy tokenizer, numerals with a leading zero are several tokens (`07` is
 /// `0`, `7`; `191` is `19`, `1`) and others one (`42`): a table holding those ids passes
-/// the live check, whose one tokenizer request carried the prefix, the 191 single-token
-/// labels and all 355 multi-token labels.
+/// the live check, which tokenized the prefix, the 191 single-token labels and all 355
+/// multi-token labels.
 #[tokio::test(start_paused = true)]
 async fn multi_token_labels_are_checked_in_the_same_batch() {
     let (table, path) = numeral_table(false, |_| {});
@@ -650,12 +646,8 @@ async fn multi_token_labels_are_checked_in_the_same_batch() {
     let (fake, service) = numeral_service(false, &path).await;
     assert_answered(&ask(&service, &request()).await);
     assert_eq!(status(&service).verdict, Verdict::Verified);
-    assert_eq!(
-        fake.completion_requests(),
-        1,
-        "one tokenizer request per check"
-    );
-    assert_eq!(fake.completion_prompts(), [1 + 191 + 100 + 255]);
+    assert_eq!(fake.tokenizer_checks(), 1, "one tokenizer check");
+    assert_eq!(fake.tokenize_requests(), 1 + 191 + 100 + 255);
     assert_ready(&service, 200, "verified").await;
 }
 
@@ -669,7 +661,7 @@ async fn a_changed_multi_token_id_disables_the_model() {
     assert_mismatch_503(&ask(&service, &request()).await);
     assert_eq!(status(&service).verdict, Verdict::Mismatch);
     assert_eq!(fake.chat_requests(), 0, "a disabled model sends no read");
-    assert_eq!(fake.completion_prompts(), [547]);
+    assert_eq!(fake.tokenize_requests(), 547);
     assert_ready(&service, 503, "mismatch").await;
     assert_verdict_metric(&service, -1).await;
 }
@@ -688,7 +680,7 @@ async fn digit_split_labels_pass_and_a_tokenizer_that_merges_digits_is_caught() 
     let (fake, service) = numeral_service(true, &path).await;
     assert_answered(&ask(&service, &request()).await);
     assert_eq!(status(&service).verdict, Verdict::Verified);
-    assert_eq!(fake.completion_prompts(), [1 + 10 + 100 + 255]);
+    assert_eq!(fake.tokenize_requests(), 1 + 10 + 100 + 255);
 
     fake.set_split_digits(false);
     let (after, _) = next_check(&fake, &service).await;

@@ -379,10 +379,9 @@ async fn a_150_option_question_read_in_slices_of_64_merges_exactly() {
 }
 
 /// Proves the live token-table check works through a real vLLM's tokenizer (its
-/// `/v1/completions` with `echo`): the shipped `gemma-3` table is verified (`/readyz` 200)
+/// `/tokenize`): the shipped `gemma-3` table is verified (`/readyz` 200)
 /// and requests are answered. Then a proxy makes the tokenizer answer other ids for every
-/// label (as a redeployed model would): at the next check (1-second interval; one check
-/// takes ~25 s here) the model is disabled, requests get 503
+/// label (as a redeployed model would): at the next check (1-second interval) the model is disabled, requests get 503
 /// `system_one_token_table_mismatch` and no read reaches vLLM; with the true tokenizer
 /// back, a later check passes and the model answers again. A service started with a
 /// tampered table (the ids of 3 and 4 swapped) is disabled by its first check through the
@@ -404,7 +403,7 @@ async fn the_live_token_check_through_vllm_catches_a_wrong_table_until_one_passe
     let service = common::start(vllm_config(proxy.url(), &checks("1"))).await;
     let body = choice(4);
     readyz_until(&service, "verified", within).await;
-    assert!(proxy.completions() >= 1, "the check asked vLLM's tokenizer");
+    assert!(proxy.tokenizes() >= 1, "the check asked vLLM's tokenizer");
     let ok = ask(&service, &body).await;
     assert_eq!(ok.status, 200, "{}", ok.body);
 
@@ -426,7 +425,7 @@ async fn the_live_token_check_through_vllm_catches_a_wrong_table_until_one_passe
     readyz_until(&service, "verified", within).await;
     let back = ask(&service, &body).await;
     assert_eq!(back.status, 200, "{}", back.body);
-    let first = proxy.completions();
+    let first = proxy.tokenizes();
     drop(proxy);
 
     // A table that is wrong from the start.
@@ -452,8 +451,8 @@ async fn the_live_token_check_through_vllm_catches_a_wrong_table_until_one_passe
     );
     assert_eq!(proxy.chats(), 0, "a disabled model sends no read");
     eprintln!(
-        "vllm token check: {} checks through vLLM's tokenizer in {:.2?}",
-        first + proxy.completions(),
+        "vllm token check: {} tokenize requests to vLLM in {:.2?}",
+        first + proxy.tokenizes(),
         started.elapsed()
     );
 }

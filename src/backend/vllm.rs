@@ -13,6 +13,9 @@
 //!
 //! Servers older than `logprob_token_ids` ignore it silently and return the top-k instead,
 //! so every requested id must come back: a missing one is a protocol error, never a zero.
+//!
+//! The token-table check and `--token-table auto` tokenize through `POST <root>/tokenize`
+//! (`add_special_tokens: false`), one text per request.
 
 use std::sync::Arc;
 
@@ -21,7 +24,7 @@ use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 
 use super::chat::ChatResponse;
-use super::chat::{token_id, Positions};
+use super::chat::Positions;
 use super::http::{exchange, post};
 use super::{Backend, BackendError, Messages, ReadReply, ReadRequest};
 use crate::limits::InFlightPermit;
@@ -78,9 +81,10 @@ impl VllmBackend {
         self
     }
 
-    /// `<base>/completions`, for the tokenizer check.
-    fn completions_url(&self) -> String {
-        self.url.replace("/chat/completions", "/completions")
+    /// `<root>/tokenize` (vLLM serves it beside `/v1`, not under it).
+    fn tokenize_url(&self) -> String {
+        let base = self.url.trim_end_matches("/chat/completions");
+        format!("{}/tokenize", base.strip_suffix("/v1").unwrap_or(base))
     }
 
     /// A POST to the chat URL, with the key.
@@ -93,48 +97,29 @@ impl VllmBackend {
         }
     }
 
-    /// `POST <base>/completions` with `echo` and `max_tokens: 0`: the prompt's tokens as ids.
+    /// `POST <root>/tokenize`, one text per request (the endpoint takes one prompt), without
+    /// special tokens. It runs only the tokenizer: a 366-text check of Gemma 3 takes about a
+    /// second on a CPU vLLM, where `/v1/completions` with `echo` evaluated every prompt (~25 s).
     async fn tokenize_texts(
         &self,
         texts: &[String],
         slot: &Arc<InFlightPermit>,
     ) -> Result<Vec<Vec<u32>>, BackendError> {
-        let body = serde_json::json!({
-            "model": self.upstream_model,
-            "prompt": texts,
-            "max_tokens": 0,
-            "echo": true,
-            "logprobs": 0,
-            "temperature": 0,
-            "return_tokens_as_token_ids": true,
-        });
-        let call = post(&self.client, self.completions_url(), self.api_key.as_ref()).json(&body);
-        let bytes = exchange(call, slot).await?;
-        let parsed: CompletionsResponse = serde_json::from_slice(&bytes)
-            .map_err(|e| BackendError::Protocol(format!("malformed tokenize answer: {e}")))?;
-        let mut out = vec![None; texts.len()];
-        for (i, choice) in parsed.choices.into_iter().enumerate() {
-            let index = choice.index.unwrap_or(i);
-            let tokens = choice
-                .logprobs
-                .and_then(|l| l.tokens)
-                .ok_or_else(|| BackendError::Protocol("tokenize answer without tokens".into()))?;
-            let ids = tokens
-                .iter()
-                .map(|t| token_id(t).and_then(|id| u32::try_from(id).ok()))
-                .collect::<Option<Vec<u32>>>()
-                .ok_or_else(|| {
-                    BackendError::Protocol(
-                        "tokenize answer with a token that is not token_id:N".into(),
-                    )
-                })?;
-            if let Some(slot) = out.get_mut(index) {
-                *slot = Some(ids);
-            }
+        let url = self.tokenize_url();
+        let mut out = Vec::with_capacity(texts.len());
+        for text in texts {
+            let body = serde_json::json!({
+                "model": self.upstream_model,
+                "prompt": text,
+                "add_special_tokens": false,
+            });
+            let call = post(&self.client, &url, self.api_key.as_ref()).json(&body);
+            let bytes = exchange(call, slot).await?;
+            let parsed: TokenizeResponse = serde_json::from_slice(&bytes)
+                .map_err(|e| BackendError::Protocol(format!("malformed /tokenize answer: {e}")))?;
+            out.push(parsed.tokens);
         }
-        out.into_iter()
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| BackendError::Protocol("tokenize answer is missing a prompt".into()))
+        Ok(out)
     }
 
     /// The request body, keys in the order the reference sends them.
@@ -252,21 +237,10 @@ struct ReadOptions<'a> {
     chat_template_kwargs: Option<&'a serde_json::Value>,
 }
 
+/// The part of vLLM's `/tokenize` answer the check reads.
 #[derive(Deserialize)]
-struct CompletionsResponse {
-    #[serde(default)]
-    choices: Vec<CompletionChoice>,
-}
-
-#[derive(Deserialize)]
-struct CompletionChoice {
-    index: Option<usize>,
-    logprobs: Option<CompletionLogprobs>,
-}
-
-#[derive(Deserialize)]
-struct CompletionLogprobs {
-    tokens: Option<Vec<String>>,
+struct TokenizeResponse {
+    tokens: Vec<u32>,
 }
 
 /// Reads the log-probabilities of `read_ids` out of a vLLM answer.

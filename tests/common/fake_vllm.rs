@@ -4,9 +4,9 @@
 //!   derives deterministic log-probabilities from the sha256 of the rendered prompt, exactly
 //!   as the recorded fake did; it refuses what vLLM refuses (`continue_final_message` with
 //!   `add_generation_prompt`, `top_logprobs` > 20, more than 128 `logprob_token_ids`).
-//! * `POST /v1/completions` with `echo: true, max_tokens: 0` tokenizes with the toy tokenizer
-//!   (or, with [`FakeVllm::set_split_digits`], a variant that splits every number into
-//!   single digits, as Gemma 3 and Qwen 3 do).
+//! * `POST /tokenize` (one prompt, `add_special_tokens: false`) tokenizes with the toy
+//!   tokenizer (or, with [`FakeVllm::set_split_digits`], a variant that splits every number
+//!   into single digits, as Gemma 3 and Qwen 3 do), answering in vLLM's shape.
 //! * Recorded answers can be installed to replay a golden case verbatim.
 //! * Fault modes turn it into a misbehaving backend; it counts requests and the most it
 //!   ever had in flight at once.
@@ -68,8 +68,11 @@ pub struct FakeState {
     pub chat_bodies: Mutex<Vec<Value>>,
     /// Chat requests received.
     pub chat_requests: AtomicUsize,
-    /// Completions (tokenize) requests received.
-    pub completion_requests: AtomicUsize,
+    /// Tokenizer checks begun: `/tokenize` requests for the bare table prefix [`PREFIX`]
+    /// (a check, or a table build, tokenizes it first).
+    pub tokenizer_checks: AtomicUsize,
+    /// Every `/tokenize` request received.
+    pub tokenize_requests: AtomicUsize,
     /// Requests being handled right now.
     pub in_flight: AtomicUsize,
     /// The most ever handled at once.
@@ -78,9 +81,9 @@ pub struct FakeState {
     pub recorded: Mutex<HashMap<(String, Vec<u64>), Value>>,
     /// Delay applied to every correct answer (tokio time).
     pub delay: Mutex<Duration>,
-    /// How `/v1/completions` (the tokenizer check) misbehaves: RateLimited, Slow,
-    /// MalformedJson and ServerError apply.
-    pub completions_fault: Mutex<Fault>,
+    /// How `/tokenize` misbehaves on the first request of each check (the prefix's):
+    /// RateLimited, Slow, MalformedJson and ServerError apply.
+    pub tokenizer_fault: Mutex<Fault>,
     /// Added to every digit-token id the tokenizer returns: a non-zero value simulates a
     /// different tokenizer served under the same model name.
     pub token_id_offset: AtomicUsize,
@@ -94,8 +97,6 @@ pub struct FakeState {
     /// Whether the tokenizer splits every number into single digits (default false: the
     /// golden toy tokenizer's greedy pieces worth 0..190).
     pub split_digits: AtomicBool,
-    /// How many prompts each completions (tokenize) request carried, in arrival order.
-    pub completion_prompts: Mutex<Vec<usize>>,
 }
 
 /// A running fake.
@@ -112,22 +113,22 @@ impl FakeVllm {
             fault: Mutex::new(Fault::None),
             chat_bodies: Mutex::new(Vec::new()),
             chat_requests: AtomicUsize::new(0),
-            completion_requests: AtomicUsize::new(0),
+            tokenizer_checks: AtomicUsize::new(0),
+            tokenize_requests: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             recorded: Mutex::new(HashMap::new()),
             delay: Mutex::new(Duration::ZERO),
-            completions_fault: Mutex::new(Fault::None),
+            tokenizer_fault: Mutex::new(Fault::None),
             token_id_offset: AtomicUsize::new(0),
             keep_bodies: AtomicBool::new(true),
             mixed_seen: AtomicUsize::new(0),
             mixed_hits: Mutex::new(Vec::new()),
             split_digits: AtomicBool::new(false),
-            completion_prompts: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
-            .route("/v1/completions", post(completions))
+            .route("/tokenize", post(tokenize))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -153,8 +154,8 @@ impl FakeVllm {
     }
 
     /// Sets the fault mode of the tokenizer endpoint.
-    pub fn set_completions_fault(&self, fault: Fault) {
-        *self.state.completions_fault.lock().expect("lock") = fault;
+    pub fn set_tokenizer_fault(&self, fault: Fault) {
+        *self.state.tokenizer_fault.lock().expect("lock") = fault;
     }
 
     /// Shifts the tokenizer's digit-token ids (0 = the golden toy tokenizer).
@@ -162,20 +163,20 @@ impl FakeVllm {
         self.state.token_id_offset.store(offset, Ordering::SeqCst);
     }
 
-    /// Tokenizer (completions) requests received so far.
-    pub fn completion_requests(&self) -> usize {
-        self.state.completion_requests.load(Ordering::SeqCst)
+    /// Tokenizer checks begun so far (see [`FakeState::tokenizer_checks`]).
+    pub fn tokenizer_checks(&self) -> usize {
+        self.state.tokenizer_checks.load(Ordering::SeqCst)
+    }
+
+    /// `/tokenize` requests received so far.
+    pub fn tokenize_requests(&self) -> usize {
+        self.state.tokenize_requests.load(Ordering::SeqCst)
     }
 
     /// Makes the tokenizer split every number into single digits (`true`), or go back to
     /// the golden toy tokenizer (`false`, the default).
     pub fn set_split_digits(&self, split: bool) {
         self.state.split_digits.store(split, Ordering::SeqCst);
-    }
-
-    /// How many prompts each tokenizer request that got past the fault modes carried.
-    pub fn completion_prompts(&self) -> Vec<usize> {
-        self.state.completion_prompts.lock().expect("lock").clone()
     }
 
     /// Sets a delay before every correct answer.
@@ -502,68 +503,62 @@ pub fn toy_tokenize_split_digits(text: &str) -> Vec<u64> {
     out
 }
 
-async fn completions(
+/// The prefix every token table of the tests starts its check (and build) with.
+pub const PREFIX: &str = "answer=";
+
+/// vLLM's `POST /tokenize`: `{"model", "prompt", "add_special_tokens": false}` →
+/// `{"count", "max_model_len", "tokens", "token_strs"}`.
+async fn tokenize(
     State(state): State<Arc<FakeState>>,
     _headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    state.completion_requests.fetch_add(1, Ordering::SeqCst);
-    let fault = state.completions_fault.lock().expect("lock").clone();
+    state.tokenize_requests.fetch_add(1, Ordering::SeqCst);
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+        return error(StatusCode::BAD_REQUEST, "body is not JSON");
+    };
+    let Some(prompt) = body["prompt"].as_str() else {
+        return error(StatusCode::BAD_REQUEST, "prompt must be a string");
+    };
+    if prompt != PREFIX {
+        return tokenized(&state, &body, prompt);
+    }
+    state.tokenizer_checks.fetch_add(1, Ordering::SeqCst);
+    let fault = state.tokenizer_fault.lock().expect("lock").clone();
     match &fault {
         Fault::RateLimited(ra) => {
             return with_retry_after(error(StatusCode::TOO_MANY_REQUESTS, "rate limited"), ra)
         }
         Fault::ServerError => return error(StatusCode::INTERNAL_SERVER_ERROR, "tokenizer failed"),
-        Fault::MalformedJson => return (StatusCode::OK, "{\"choices\": [").into_response(),
+        Fault::MalformedJson => return (StatusCode::OK, "{\"tokens\": [").into_response(),
         Fault::Slow(d) => tokio::time::sleep(*d).await,
         _ => {}
     }
-    let offset = state.token_id_offset.load(Ordering::SeqCst) as u64;
-    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return error(StatusCode::BAD_REQUEST, "body is not JSON");
-    };
-    if body["echo"] != json!(true) || body["max_tokens"] != json!(0) {
+    tokenized(&state, &body, prompt)
+}
+
+/// The toy tokenizer's answer for `prompt`, in `/tokenize`'s shape.
+fn tokenized(state: &FakeState, body: &Value, prompt: &str) -> Response {
+    if body["add_special_tokens"] != json!(false) {
         return error(
             StatusCode::BAD_REQUEST,
-            "this fake only tokenizes (echo, max_tokens 0)",
+            "this fake adds no special tokens: send add_special_tokens false",
         );
     }
-    let prompts: Vec<String> = match &body["prompt"] {
-        Value::String(s) => vec![s.clone()],
-        Value::Array(a) => a
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect(),
-        _ => return error(StatusCode::BAD_REQUEST, "prompt must be a string or a list"),
-    };
-    let as_ids = body["return_tokens_as_token_ids"] == json!(true);
-    state
-        .completion_prompts
-        .lock()
-        .expect("lock")
-        .push(prompts.len());
+    let offset = state.token_id_offset.load(Ordering::SeqCst) as u64;
     let tokenize = if state.split_digits.load(Ordering::SeqCst) {
         toy_tokenize_split_digits
     } else {
         toy_tokenize
     };
-    let choices: Vec<Value> = prompts
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let ids: Vec<u64> = tokenize(p)
-                .into_iter()
-                .map(|id| if id >= 1000 { id + offset } else { id })
-                .collect();
-            let tokens: Vec<Value> = ids
-                .iter()
-                .map(|id| if as_ids { json!(format!("token_id:{id}")) } else { json!(id.to_string()) })
-                .collect();
-            json!({"index": i, "text": p, "logprobs": {"tokens": tokens}, "finish_reason": "length"})
-        })
+    let ids: Vec<u64> = tokenize(prompt)
+        .into_iter()
+        .map(|id| if id >= 1000 { id + offset } else { id })
         .collect();
-    axum::Json(json!({"object": "text_completion", "model": body["model"], "choices": choices}))
-        .into_response()
+    axum::Json(
+        json!({"count": ids.len(), "max_model_len": 8192, "tokens": ids, "token_strs": null}),
+    )
+    .into_response()
 }
 
 // ---------------------------------------------------------------------------------------

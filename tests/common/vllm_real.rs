@@ -74,9 +74,8 @@ pub(crate) fn vllm_config(backend_url: &str, extra: &[&str]) -> ServeConfig {
 ///
 /// Reads of long prompts on a busy 2-core machine can take longer than the 30 s default,
 /// so the read timeout is 300 s. The live token check is off unless `extra` sets
-/// `--token-check-interval-secs`: through vLLM's `/v1/completions` (`echo`) one check
-/// runs the model over all 366 of the table's label prompts, ~25 s on 2 cores, which only
-/// the check's own test needs to pay.
+/// `--token-check-interval-secs`: one check sends 366 `/tokenize` requests, which only the
+/// check's own test needs to pay.
 pub(crate) fn vllm_config_with_table(
     backend_url: &str,
     table: &str,
@@ -198,10 +197,10 @@ pub(crate) async fn readyz_until(service: &Service, word: &str, within: Duration
 /// What the proxy does and has seen.
 #[derive(Debug, Default)]
 struct Switch {
-    /// Whether `/v1/completions` answers (the token-table check's tokenizer) are altered.
+    /// Whether `/tokenize` answers (the token-table check's tokenizer) are altered.
     tamper: AtomicBool,
-    /// `/v1/completions` requests forwarded.
-    completions: AtomicUsize,
+    /// `/tokenize` requests forwarded.
+    tokenizes: AtomicUsize,
     /// `/v1/chat/completions` requests forwarded (the reads).
     chats: AtomicUsize,
     /// Set when the test is done: every request is answered 503 without reaching vLLM, so
@@ -210,9 +209,8 @@ struct Switch {
     closed: AtomicBool,
 }
 
-/// A pass-through proxy to vLLM on 127.0.0.1:0. When tampering, every tokenized prompt in
-/// a `/v1/completions` answer (`echo`, `return_tokens_as_token_ids`) has its last token id
-/// raised by one: the tokenizer behind the model name gives other ids for the labels, as a
+/// A pass-through proxy to vLLM on 127.0.0.1:0. When tampering, every `/tokenize` answer
+/// has its last token id raised by one: the tokenizer behind the model name gives other ids for the labels, as a
 /// redeployed model would. Dropped, it answers 503 to everything.
 pub(crate) struct TokenizerProxy {
     base: String,
@@ -253,9 +251,9 @@ impl TokenizerProxy {
         self.switch.tamper.store(on, Ordering::SeqCst);
     }
 
-    /// `/v1/completions` requests (token-table checks) forwarded so far.
-    pub(crate) fn completions(&self) -> usize {
-        self.switch.completions.load(Ordering::SeqCst)
+    /// `/tokenize` requests (token-table checks and builds) forwarded so far.
+    pub(crate) fn tokenizes(&self) -> usize {
+        self.switch.tokenizes.load(Ordering::SeqCst)
     }
 
     /// `/v1/chat/completions` requests (reads) forwarded so far.
@@ -279,9 +277,9 @@ async fn forward(State(state): State<ProxyState>, request: Request) -> Response 
         return (StatusCode::BAD_REQUEST, "proxy: unreadable body").into_response();
     };
     let path = parts.uri.path().to_string();
-    let tokenizer = path == "/v1/completions";
+    let tokenizer = path == "/tokenize";
     if tokenizer {
-        state.switch.completions.fetch_add(1, Ordering::SeqCst);
+        state.switch.tokenizes.fetch_add(1, Ordering::SeqCst);
     } else if path == "/v1/chat/completions" {
         state.switch.chats.fetch_add(1, Ordering::SeqCst);
     }
@@ -310,25 +308,14 @@ async fn forward(State(state): State<ProxyState>, request: Request) -> Response 
     response
 }
 
-/// Raises the last `token_id:N` of every choice's `logprobs.tokens` by one.
+/// Raises the last id of a `/tokenize` answer's `tokens` by one.
 fn tamper_last_ids(answer: &[u8]) -> Vec<u8> {
     let Ok(mut body) = serde_json::from_slice::<Value>(answer) else {
         return answer.to_vec();
     };
-    if let Some(choices) = body["choices"].as_array_mut() {
-        for choice in choices {
-            if let Some(last) = choice["logprobs"]["tokens"]
-                .as_array_mut()
-                .and_then(|t| t.last_mut())
-            {
-                let id: Option<u64> = last
-                    .as_str()
-                    .and_then(|t| t.strip_prefix("token_id:"))
-                    .and_then(|n| n.parse().ok());
-                if let Some(id) = id {
-                    *last = Value::String(format!("token_id:{}", id + 1));
-                }
-            }
+    if let Some(last) = body["tokens"].as_array_mut().and_then(|t| t.last_mut()) {
+        if let Some(id) = last.as_u64() {
+            *last = Value::from(id + 1);
         }
     }
     serde_json::to_vec(&body).unwrap_or_else(|_| answer.to_vec())
