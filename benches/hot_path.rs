@@ -158,7 +158,7 @@ fn hot_path(c: &mut Criterion) {
             );
         }
         let ids = label_ids(&model, n);
-        let prefix = model.table.prefix.clone();
+        let prefix = model.table.get().expect("a fixed table").prefix.clone();
         let reads = logprobs(n);
         let t = model.calibration.temperature(n);
         eprintln!(

@@ -513,7 +513,14 @@ fn main() {
         let _enter = rt.enter();
         library_state(&llama_url, &label_scheme)
     };
-    let prefix = state.models.default_model().table.prefix.clone();
+    let prefix = state
+        .models
+        .default_model()
+        .table
+        .get()
+        .expect("a fixed table")
+        .prefix
+        .clone();
     let plan_of = |body: &Value| {
         let req =
             validate(body.clone(), &state.models.routes(), &state.limits).expect("a valid request");

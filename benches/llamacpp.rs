@@ -298,9 +298,10 @@ impl DirectBodies {
         let req = one_question(&self.model, &Value::String(state.to_string()), question);
         let asks = plan(&req);
         let ids = label_ids(&self.model, 4);
+        let table = self.model.table.get().expect("a fixed table");
         let read = ReadRequest {
             content: &asks[0][0].content,
-            prefix: &self.model.table.prefix,
+            prefix: &table.prefix,
             allowed_ids: &ids,
             read_ids: &ids,
             chained: false,

@@ -234,9 +234,10 @@ fn direct_body(base_url: &str) -> Vec<u8> {
     let req = one_question(&model, &ticket_state(), route_question(route_criteria()));
     let asks = plan(&req);
     let ids = label_ids(&model, 4);
+    let table = model.table.get().expect("a fixed table");
     let read = ReadRequest {
         content: &asks[0][0].content,
-        prefix: &model.table.prefix,
+        prefix: &table.prefix,
         allowed_ids: &ids,
         read_ids: &ids,
         chained: false,

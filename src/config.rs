@@ -36,6 +36,9 @@ fn clap_defaults<T: Args + clap::FromArgMatches>() -> T {
     T::from_arg_matches(&matches).expect("every flag has a valid default")
 }
 
+/// The `token_table` that builds the table from the backend's tokenizer at startup.
+pub const AUTO_TABLE: &str = "auto";
+
 /// Which wire dialect a backend speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -47,6 +50,17 @@ pub enum BackendKind {
     /// Any OpenAI-compatible host (standard fields only), read the way a startup probe
     /// found exact, or refused.
     Openai,
+}
+
+impl BackendKind {
+    /// The dialect's name, as `--backend` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Vllm => "vllm",
+            BackendKind::Llamacpp => "llamacpp",
+            BackendKind::Openai => "openai",
+        }
+    }
 }
 
 /// The prompt layout (technique §2).
@@ -520,8 +534,12 @@ pub struct ModelConfig {
     #[serde(skip)]
     pub backend_api_key: Option<Secret>,
 
-    /// Token table: a file path, or the name of a table shipped in `token-tables/`.
-    #[arg(long, env = "SYSTEMONE_TOKEN_TABLE", default_value = "gemma-3")]
+    /// Token table: a file path, the name of a table shipped in `token-tables/`, or `auto`:
+    /// built at startup from the tokenizer the backend serves (vllm, llamacpp), with the
+    /// rules of `systemone tokens build`, and rebuilt when a check finds it changed (the
+    /// default; an `openai` host, which serves no tokenizer, needs a table).
+    #[arg(long, env = "SYSTEMONE_TOKEN_TABLE", default_value = AUTO_TABLE)]
+    #[serde(default = "default_token_table")]
     pub token_table: String,
 
     /// Calibration file (`a`, `b` of `ln T = a + b·ln n`): a path or a shipped name.
@@ -631,6 +649,10 @@ fn checked_date(date: &str) -> Result<(), String> {
             "release_date must be a date written YYYY-MM-DD, got {date:?}"
         ))
     }
+}
+
+fn default_token_table() -> String {
+    AUTO_TABLE.to_string()
 }
 
 fn default_rerank_question() -> String {

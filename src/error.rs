@@ -128,6 +128,7 @@ codes! {
     UpstreamOverloaded => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_upstream_overloaded"),
     UpstreamUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_upstream_unavailable"),
     TokenTableMismatch => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_token_table_mismatch"),
+    TokenTablePending => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_token_table_pending"),
     CircuitOpen => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_circuit_open"),
     BackendUnsupported => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_backend_unsupported"),
     UpstreamTimeout => (StatusCode::GATEWAY_TIMEOUT, Timeout, "system_one_upstream_timeout"),

@@ -242,7 +242,10 @@ fn every_upstream_body_matches_the_reference() {
         let mut bodies = Vec::new();
         for (qi, asks) in plan(&req).iter().enumerate() {
             let n = req.questions()[qi].options.len();
-            let ids: Vec<u32> = m.table.labels[..n].iter().map(|l| l.id).collect();
+            let ids: Vec<u32> = m.table.get().expect("a fixed table").labels[..n]
+                .iter()
+                .map(|l| l.id)
+                .collect();
             for ask in asks {
                 for chunk in ids.chunks(128) {
                     let read = ReadRequest {

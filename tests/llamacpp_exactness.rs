@@ -78,12 +78,13 @@ async fn probabilities_are_the_renormalised_raw_logprobs_tempered_by_the_default
         None,
     );
     let client = reqwest::Client::new();
+    let table = model.table.get().expect("a fixed table");
     for (qi, q) in request.questions().iter().enumerate() {
         let n = q.options.len();
-        let ids: Vec<u32> = model.table.labels[..n].iter().map(|l| l.id).collect();
+        let ids: Vec<u32> = table.labels[..n].iter().map(|l| l.id).collect();
         let read = ReadRequest {
             content: &asks[qi][0].content,
-            prefix: &model.table.prefix,
+            prefix: &table.prefix,
             allowed_ids: &ids,
             read_ids: &ids,
             chained: false,

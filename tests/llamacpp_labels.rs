@@ -54,7 +54,13 @@ fn choice_of(n: usize, temperature: Option<Value>) -> Value {
 async fn multi_token_answers_are_the_chain_rule_over_the_backends_logprobs() {
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
-    let service = common::start(llama_config(&url, &["--cache-prompt", "false"])).await;
+    // Without the prefix cache every read evaluates its whole prompt: on 2 busy cores one
+    // can pass the default 30 s read timeout (seen once in CI), so allow more.
+    let service = common::start(llama_config(
+        &url,
+        &["--cache-prompt", "false", "--read-timeout-secs", "300"],
+    ))
+    .await;
     let direct = direct_backend(&url);
     for (n, nodes) in [(11, 3), (37, 5)] {
         let reply = ask(&service, &choice_of(n, Some(json!(1)))).await;
@@ -95,7 +101,8 @@ async fn multi_token_answers_are_the_chain_rule_over_the_backends_logprobs() {
                             .position(|node| node.prefill == prefill)
                             .expect("a read for every prefix");
                         let digit = usize::from(text.as_bytes()[depth] - b'0');
-                        let id = request.model().table.labels[digit].id;
+                        let table = request.model().table.get().expect("a fixed table");
+                        let id = table.labels[digit].id;
                         let j = reads.nodes[k]
                             .ids
                             .iter()

@@ -225,7 +225,13 @@ async fn probabilities_are_a_softmax_over_vllms_own_logprob_token_ids() {
 async fn multi_token_questions_are_the_chain_rule_over_raw_node_reads() {
     let (url, _turn) = backend_turn().await;
     let service = common::start(vllm_config(&url, &["--max-in-flight", "1"])).await;
-    let table = service.state.models.default_model().table.clone();
+    let table = service
+        .state
+        .models
+        .default_model()
+        .table
+        .get()
+        .expect("a fixed table");
     for (n, nodes) in [(11usize, 3usize), (50, 6)] {
         let started = Instant::now();
         let body = choice(n);

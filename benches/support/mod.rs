@@ -440,7 +440,8 @@ pub fn one_question(model: &Arc<Model>, state: &Value, question: LoweredQuestion
 
 /// The token ids of the model's first `n` labels.
 pub fn label_ids(model: &Model, n: usize) -> Vec<u32> {
-    model.table.labels[..n].iter().map(|l| l.id).collect()
+    let table = model.table.get().expect("a fixed table");
+    table.labels[..n].iter().map(|l| l.id).collect()
 }
 
 // ---------------------------------------------------------------------------------------

@@ -34,11 +34,13 @@ fn init_tracing(format: LogFormat) -> super::log::Flush {
 async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
     let state = crate::build_state(config)?;
     for model in state.models.iter() {
+        let table = model.table.get();
         tracing::info!(
             model = %model.name,
             dialect = model.backend.dialect(),
-            labels = model.table.capacity(),
-            options = model.table.option_capacity(),
+            labels = table.as_ref().map(|t| t.capacity()),
+            options = table.as_ref().map(|t| t.option_capacity()),
+            token_table = if model.table.is_auto() { "auto" } else { "file" },
             "serving model"
         );
     }

@@ -66,6 +66,7 @@ async fn answer(
     body: Body,
 ) -> Result<Response, ApiError> {
     let body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
+    state.models.tables_built().await;
     let (models, limits) = (state.models.clone(), state.limits.clone());
     // Documents are text: only exact token counting makes the plan heavy.
     let weight = if models.any_counts_exactly() {

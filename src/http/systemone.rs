@@ -35,6 +35,7 @@ async fn answer(
     body: Body,
 ) -> Result<Response, ApiError> {
     let body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
+    state.models.tables_built().await;
     let weight = validation_weight(&body, &state.models);
     let (models, limits) = (state.models.clone(), state.limits.clone());
     // The image parts are dropped with the closure: they live on, re-encoded, in the request.

@@ -18,10 +18,11 @@ use crate::backend::Backend;
 use crate::calibration::profile::Profiles;
 use crate::calibration::{Calibration, FormulaSource, DEFAULT_FORMULA};
 use crate::config::CircuitSettings;
-use crate::config::{BackendKind, ConfigError, Layout, ModelConfig};
+use crate::config::{BackendKind, ConfigError, Layout, ModelConfig, AUTO_TABLE};
 use crate::question::PREAMBLE;
 use circuit::Circuit;
 use tokens::build::{check, LoadedTokenizer};
+use tokens::served::ServedTable;
 use tokens::verify::Verifier;
 use tokens::{TokenCounter, TokenTable};
 
@@ -46,8 +47,8 @@ pub struct Model {
     pub upstream_model: String,
     /// Where its reads go.
     pub backend: Arc<dyn Backend>,
-    /// Its single-token labels.
-    pub table: Arc<TokenTable>,
+    /// Its labels and their token ids (fixed, or built from the backend: `auto`).
+    pub table: ServedTable,
     /// Counts tokens for the limits (the real tokenizer when configured).
     pub counter: TokenCounter,
     /// Its default-temperature formula.
@@ -80,6 +81,11 @@ impl Model {
     /// dropped), estimated token counts, a check every 10 minutes, no images, the default
     /// circuit breaker, no fallback and the default rerank question.
     pub fn new(name: impl Into<String>, backend: Arc<dyn Backend>, table: TokenTable) -> Self {
+        Self::serving(name, backend, ServedTable::fixed(table.numerals_only()))
+    }
+
+    /// [`Model::new`]'s defaults, serving `table` as it is.
+    pub fn serving(name: impl Into<String>, backend: Arc<dyn Backend>, table: ServedTable) -> Self {
         let name = name.into();
         Model {
             upstream_model: name.clone(),
@@ -87,7 +93,7 @@ impl Model {
             name,
             aliases: Vec::new(),
             backend,
-            table: Arc::new(table.numerals_only()),
+            table,
             counter: TokenCounter::Estimate,
             calibration: DEFAULT_FORMULA,
             layout: Layout::Accuracy,
@@ -101,11 +107,39 @@ impl Model {
         }
     }
 
+    /// The model as a request sees it, with the table it serves now; `None` while an
+    /// automatic table is not built yet.
+    pub fn resolve(self: &Arc<Self>) -> Option<Resolved> {
+        Some(Resolved {
+            table: self.table.get()?,
+            model: self.clone(),
+        })
+    }
+
     /// Tokens the fixed preamble costs in every upstream request.
     pub fn preamble_tokens(&self) -> usize {
         *self
             .preamble_tokens
             .get_or_init(|| self.counter.count(PREAMBLE))
+    }
+}
+
+/// A model as one request sees it: the model, and the token table it served when the
+/// request was validated (an automatic table may be rebuilt meanwhile; the request keeps
+/// its own). Derefs to the model; `table` is that table.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The model.
+    pub model: Arc<Model>,
+    /// Its table at validation.
+    pub table: Arc<TokenTable>,
+}
+
+impl std::ops::Deref for Resolved {
+    type Target = Model;
+
+    fn deref(&self) -> &Model {
+        &self.model
     }
 }
 
@@ -149,16 +183,17 @@ impl Models {
     ) -> Result<Model, ConfigError> {
         c.check()?;
         let invalid = |e: String| ConfigError::Invalid(format!("model {}: {e}", c.name));
-        let table = TokenTable::load(&c.token_table)
-            .map_err(|e| invalid(e.to_string()))?
-            .with_label_scheme(c.label_scheme)
-            .map_err(invalid)?;
-        // Model::new serves the default scheme; this model serves its configured one.
-        let served = Arc::new(table.clone());
-        let counter = Self::token_counter(c, &table).map_err(invalid)?;
-        let calibration = Self::calibration(c).map_err(invalid)?;
         let upstream_model = c.upstream_model.clone().unwrap_or_else(|| c.name.clone());
-        let backend = Self::backend(c, client, &upstream_model, &table, check_timeout);
+        let table = Self::table(c, &upstream_model).map_err(invalid)?;
+        let counter = Self::token_counter(c, table.get().as_deref()).map_err(invalid)?;
+        let calibration = Self::calibration(c).map_err(invalid)?;
+        let backend = Self::backend(
+            c,
+            client,
+            &upstream_model,
+            table.get().as_deref(),
+            check_timeout,
+        );
         let check_interval = c.token_check_interval();
         Ok(Model {
             aliases: c.aliases.clone(),
@@ -170,12 +205,28 @@ impl Models {
             release_date: c.release_date.clone(),
             rerank_question: c.rerank_question.clone(),
             verifier: Arc::new(Verifier::new(check_interval, check_timeout)),
-            table: served,
-            ..Model::new(c.name.clone(), backend, table)
+            ..Model::serving(c.name.clone(), backend, table)
         })
     }
 
-    /// The configured tokenizer (loaded, and `table` checked against it), or the estimate.
+    /// The configured table in the model's label scheme, or an automatic one (`auto`: built
+    /// from the backend's tokenizer, which plain OpenAI hosts do not serve).
+    fn table(c: &ModelConfig, upstream_model: &str) -> Result<ServedTable, String> {
+        if c.token_table != AUTO_TABLE {
+            let table = TokenTable::load(&c.token_table).map_err(|e| e.to_string())?;
+            return Ok(ServedTable::fixed(table.with_label_scheme(c.label_scheme)?));
+        }
+        if c.backend == BackendKind::Openai {
+            return Err(
+                "token_table auto needs a backend that serves its tokenizer (vllm or \
+                        llamacpp); an OpenAI-compatible host needs a table file"
+                    .into(),
+            );
+        }
+        let source = format!("{} {upstream_model}", c.backend.as_str());
+        Ok(ServedTable::auto(&c.name, &source, c.label_scheme))
+    }
+
     /// The model's temperature formula, and one startup line saying which file won: the
     /// configured one (`--calibration`, `calibration` in the registry), else
     /// `calibration/<model>.json` in the working directory (a warning: a file there
@@ -194,13 +245,18 @@ impl Models {
         Ok(formula)
     }
 
-    fn token_counter(c: &ModelConfig, table: &TokenTable) -> Result<TokenCounter, String> {
+    /// The configured tokenizer (loaded, and a fixed `table` checked against it), or the
+    /// estimate.
+    fn token_counter(c: &ModelConfig, table: Option<&TokenTable>) -> Result<TokenCounter, String> {
         let Some(path) = &c.tokenizer else {
             return Ok(TokenCounter::Estimate);
         };
         let started = Instant::now();
         let tk =
             LoadedTokenizer::from_file(std::path::Path::new(path)).map_err(|e| e.to_string())?;
+        let Some(table) = table else {
+            return Ok(TokenCounter::Tokenizer(Arc::new(tk)));
+        };
         let problems = check(&tk, table).map_err(|e| e.to_string())?;
         if !problems.is_empty() {
             return Err(format!(
@@ -218,12 +274,12 @@ impl Models {
     }
 
     /// The backend of the configured dialect (the `openai` one learns the label texts of
-    /// `table`, and probes within `probe_timeout`).
+    /// `table`, which it always has, and probes within `probe_timeout`).
     fn backend(
         c: &ModelConfig,
         client: &reqwest::Client,
         upstream_model: &str,
-        table: &TokenTable,
+        table: Option<&TokenTable>,
         probe_timeout: Duration,
     ) -> Arc<dyn Backend> {
         let thinking_off = c
@@ -253,7 +309,7 @@ impl Models {
                 &c.backend_url,
                 upstream_model.to_string(),
                 c.backend_api_key.clone(),
-                label_texts(table),
+                table.map(label_texts).unwrap_or_default(),
                 probe_timeout,
             )),
         }
@@ -384,6 +440,16 @@ pub fn label_texts(table: &TokenTable) -> LabelTexts {
 }
 
 impl Models {
+    /// Waits for the first build of every automatic table not built yet (each bounded by
+    /// its model's check timeout; at once when every table exists), so that a request
+    /// arriving while the service starts is answered rather than refused with 503
+    /// `system_one_token_table_pending`. Front doors call it before validation.
+    pub async fn tables_built(&self) {
+        for m in self.list.iter().filter(|m| m.table.get().is_none()) {
+            m.verifier.first_finished().await;
+        }
+    }
+
     /// Which models' circuits refuse requests now: read once per request, by the front
     /// door, before validation, so that validation (pure) resolves the serving model from
     /// this snapshot and reads no clock. Only models with a fallback are looked at (no

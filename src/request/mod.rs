@@ -141,7 +141,10 @@ impl ValidRequest {
         images: Vec<String>,
         history: History,
     ) -> Result<Self, ReferenceError> {
-        let capacity = model.table.capacity();
+        let table = model.table.get().ok_or_else(|| ReferenceError::NoTable {
+            model: model.name.clone(),
+        })?;
+        let capacity = table.capacity();
         if let Some(q) = questions.iter().find(|q| q.options.len() > capacity) {
             return Err(ReferenceError::TooManyOptions {
                 model: model.name.clone(),
@@ -153,8 +156,8 @@ impl ValidRequest {
         let rendered = questions
             .iter()
             .map(|q| {
-                let first = prompt::question_json(q, 0, &model.table)?;
-                prompt::render_orders(q, first, permutations, &model.table)
+                let first = prompt::question_json(q, 0, &table)?;
+                prompt::render_orders(q, first, permutations, &table)
             })
             .collect::<Result<_, _>>()?;
         Ok(ValidRequest {
@@ -184,4 +187,6 @@ pub enum ReferenceError {
     },
     #[error(transparent)]
     NonFinite(#[from] NonFiniteNumber),
+    #[error("{model} has no token table yet (an automatic one is built by the model's upkeep)")]
+    NoTable { model: String },
 }

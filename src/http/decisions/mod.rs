@@ -50,6 +50,7 @@ async fn answer(
             "the Decisions API takes a JSON body; send images as data URLs in input_image parts",
         ));
     }
+    state.models.tables_built().await;
     let (models, limits) = (state.models.clone(), state.limits.clone());
     // Its images come as data URLs inside `input`: heavy, as the body is not searched for them.
     let (request, translated) = blocking::run(body.len, Weight::Heavy, move || {

@@ -124,11 +124,14 @@ fn single_token(
     prefix_ids: &[u32],
     i: u32,
 ) -> Result<Option<u32>, BuildError> {
-    let ids = tk.encode(&format!("{prefix}{i}"))?;
-    Ok(
-        (ids.len() == prefix_ids.len() + 1 && ids.starts_with(prefix_ids))
-            .then(|| ids[prefix_ids.len()]),
-    )
+    Ok(single_id(&tk.encode(&format!("{prefix}{i}"))?, prefix_ids))
+}
+
+/// The one id `ids` (the tokens of `prefix + label`) adds to `prefix_ids`, if it adds
+/// exactly one: the rule of a single-token label.
+pub fn single_id(ids: &[u32], prefix_ids: &[u32]) -> Option<u32> {
+    (ids.len() == prefix_ids.len() + 1 && ids.starts_with(prefix_ids))
+        .then(|| ids[prefix_ids.len()])
 }
 
 /// What [`build_with`] builds besides the single-token labels.
@@ -184,26 +187,42 @@ pub fn build_with(
     prefix: &str,
     options: &BuildOptions,
 ) -> Result<TokenTable, BuildError> {
-    let prefix_ids = tk.encode(prefix)?;
+    let source = TokenizerSource {
+        name: tokenizer_name.to_string(),
+        sha256: Some(tk.sha256.clone()),
+    };
+    build_from(|text| tk.encode(text), name, source, prefix, options)
+}
+
+/// The rules of [`build_with`] over any tokenizer: `encode` tokenizes a text without
+/// special tokens (a `tokenizer.json`, or the serving backend's tokenizer through the
+/// texts [`super::live`] fetched).
+pub fn build_from(
+    mut encode: impl FnMut(&str) -> Result<Vec<u32>, BuildError>,
+    name: &str,
+    tokenizer: TokenizerSource,
+    prefix: &str,
+    options: &BuildOptions,
+) -> Result<TokenTable, BuildError> {
+    let prefix_ids = encode(prefix)?;
     let mut labels = Vec::new();
     for i in 0..options.search_limit {
         if labels.len() >= options.max {
             break;
         }
-        if let Some(id) = single_token(tk, prefix, &prefix_ids, i)? {
+        if let Some(id) = single_id(&encode(&format!("{prefix}{i}"))?, &prefix_ids) {
             labels.push(Label { number: i, id });
         }
     }
     if labels.is_empty() {
         return Err(BuildError::NoLabels(options.search_limit));
     }
-    let encode = |text: &str| tk.encode(text);
     let letters = options
         .letters
-        .then(|| letters_scheme(encode, prefix, &prefix_ids, options.max).ok())
+        .then(|| letters_scheme(&mut encode, prefix, &prefix_ids, options.max).ok())
         .flatten();
     let numerals = numeral_schemes(
-        encode,
+        &mut encode,
         prefix,
         &prefix_ids,
         &options.numeral_widths,
@@ -211,10 +230,7 @@ pub fn build_with(
     )?;
     Ok(TokenTable {
         name: name.to_string(),
-        tokenizer: TokenizerSource {
-            name: tokenizer_name.to_string(),
-            sha256: Some(tk.sha256.clone()),
-        },
+        tokenizer,
         prefix: prefix.to_string(),
         prefix_ids,
         labels,

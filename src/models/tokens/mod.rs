@@ -47,6 +47,8 @@ use crate::config::LabelScheme;
 use crate::shipped::{self, read_path_or_shipped};
 
 pub mod build;
+pub mod live;
+pub mod served;
 pub mod verify;
 
 use std::sync::Arc;

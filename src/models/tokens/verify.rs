@@ -25,6 +25,8 @@ use tokio::time::Instant;
 
 use crate::backend::{Backend, Due};
 use crate::limits::InFlight;
+use crate::models::tokens::live::LiveBuildError;
+use crate::models::tokens::served::ServedTable;
 use crate::models::tokens::TokenTable;
 
 /// What the last concluded check said.
@@ -174,31 +176,65 @@ impl Verifier {
         self.lock().verdict
     }
 
+    /// Waits until the first check (or an automatic table's first build) has finished,
+    /// bounded by the check timeout; at once after that.
+    pub async fn first_finished(&self) {
+        let mut finished = self.finished.subscribe();
+        if *finished.borrow_and_update() == 0 {
+            let _ = tokio::time::timeout(self.timeout, finished.changed()).await;
+        }
+    }
+
     /// Runs one check (the upkeep task only: one at a time per model) and says when the
     /// next is due: an interval after this one, or [`Due::Retry`] while no check has ever
-    /// concluded.
+    /// concluded. An automatic table is built first when it has none yet (also with checks
+    /// turned off: it is built once then), and rebuilt when the check finds the tokenizer
+    /// changed; a build gets [`BUILD_TIMEOUTS`] check timeouts.
     pub async fn check(
         &self,
         backend: &dyn Backend,
-        table: &TokenTable,
+        table: &ServedTable,
         in_flight: &InFlight,
     ) -> Due {
+        let disabled = self.lock().verdict == Verdict::Disabled;
+        if disabled && table.get().is_some() {
+            return Due::Never;
+        }
         {
             let mut state = self.lock();
-            if state.verdict == Verdict::Disabled {
-                return Due::Never;
-            }
             state.running = true;
             state.started = Some(Instant::now());
         }
-        let outcome = tokio::time::timeout(self.timeout, check_once(backend, table, in_flight))
+        let bound = if table.is_auto() {
+            self.timeout.saturating_mul(BUILD_TIMEOUTS)
+        } else {
+            self.timeout
+        };
+        let outcome = tokio::time::timeout(bound, check_or_build(backend, table, in_flight))
             .await
             .unwrap_or_else(|_| CheckOutcome::Inconclusive("the check timed out".into()));
+        if disabled {
+            return self.built_unchecked(outcome);
+        }
         self.record(outcome);
         if self.lock().verdict == Verdict::Unchecked {
             Due::Retry
         } else {
             Due::In(self.interval)
+        }
+    }
+
+    /// With checks off, an automatic table's one build: retried until it is built, never
+    /// checked again after.
+    fn built_unchecked(&self, outcome: CheckOutcome) -> Due {
+        self.lock().running = false;
+        self.finished.send_modify(|n| *n += 1);
+        match outcome {
+            CheckOutcome::Match => Due::Never,
+            CheckOutcome::Mismatch(why) | CheckOutcome::Inconclusive(why) => {
+                tracing::warn!(reason = %why, "the automatic token table could not be built yet");
+                Due::Retry
+            }
         }
     }
 
@@ -225,6 +261,42 @@ impl Verifier {
             }
         }
         self.finished.send_modify(|n| *n += 1);
+    }
+}
+
+/// How many check timeouts an automatic table's build and check may take together (a
+/// build tokenizes ~10,400 texts where a check tokenizes a few hundred).
+pub const BUILD_TIMEOUTS: u32 = 4;
+
+/// The check of the table served now; for an automatic table, built first when it has none
+/// and rebuilt when the check finds a mismatch (the tokenizer behind the model changed).
+/// A build the tokenizer cannot support is a mismatch (the model stays disabled).
+async fn check_or_build(
+    backend: &dyn Backend,
+    table: &ServedTable,
+    in_flight: &InFlight,
+) -> CheckOutcome {
+    if let Some(current) = table.get() {
+        let outcome = check_once(backend, &current, in_flight).await;
+        if !table.is_auto() || !matches!(outcome, CheckOutcome::Mismatch(_)) {
+            return outcome;
+        }
+        tracing::warn!(
+            "the serving tokenizer no longer matches the automatic token table; rebuilding it"
+        );
+    }
+    let started = Instant::now();
+    match table.rebuild(backend, in_flight).await {
+        Ok(()) => tracing::info!(
+            build_ms = started.elapsed().as_secs_f64() * 1e3,
+            "token table built from the backend's tokenizer"
+        ),
+        Err(LiveBuildError::Backend(e)) => return CheckOutcome::Inconclusive(e.to_string()),
+        Err(LiveBuildError::Refused(e)) => return CheckOutcome::Mismatch(e.to_string()),
+    }
+    match table.get() {
+        Some(built) => check_once(backend, &built, in_flight).await,
+        None => CheckOutcome::Inconclusive("the table was not stored".into()),
     }
 }
 

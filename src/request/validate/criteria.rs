@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::{refuse, refuse_type, Entry, MAX_LABEL_CHARS};
 use crate::config::Limits;
 use crate::error::{ApiError, Code};
-use crate::models::Model;
+use crate::models::Resolved;
 use crate::question::{lower_choice, lower_noul, lower_score, LoweredQuestion};
 
 /// Checks `criteria` by the question's `kind` and lowers the question. An unknown type is
@@ -18,7 +18,7 @@ pub(super) fn lower(
     id: String,
     instructions: Value,
     criteria: Option<Value>,
-    model: &Model,
+    model: &Resolved,
     limits: &Limits,
     at: Entry,
 ) -> Result<LoweredQuestion, ApiError> {
@@ -120,7 +120,7 @@ counted!(
 /// at). Returns them with their location, for the checks of each option.
 fn counted<C: Counted>(
     criteria: Option<Value>,
-    model: &Model,
+    model: &Resolved,
     limits: &Limits,
     at: Entry,
 ) -> Result<(C, Vec<String>), ApiError> {
@@ -151,7 +151,7 @@ fn counted<C: Counted>(
 /// its description.
 fn choice_options(
     criteria: Option<Value>,
-    model: &Model,
+    model: &Resolved,
     limits: &Limits,
     at: Entry,
 ) -> Result<Vec<(String, Value)>, ApiError> {
@@ -196,7 +196,7 @@ fn noul_descriptions(criteria: Option<Value>, at: Entry) -> Result<(Value, Value
 /// bare null, boolean or number; the first that is not is named.
 fn score_levels(
     criteria: Option<Value>,
-    model: &Model,
+    model: &Resolved,
     limits: &Limits,
     at: Entry,
 ) -> Result<Vec<Value>, ApiError> {
@@ -237,7 +237,7 @@ struct OverLimit {
 fn check_option_count(
     n: usize,
     over: &OverLimit,
-    model: &Model,
+    model: &Resolved,
     at: &[String],
 ) -> Result<(), ApiError> {
     if n == 0 {
@@ -267,7 +267,7 @@ fn check_option_count(
 /// Why `n` options cannot be labelled on `model`: how many single-token labels its
 /// tokenizer gives, and how many multi-token ones its table holds (none: its table was
 /// built without them, or its tokenizer's numerals are not one token per digit).
-fn over_capacity(n: usize, model: &Model) -> String {
+fn over_capacity(n: usize, model: &Resolved) -> String {
     let single = model.table.capacity();
     match model.table.widest_scheme() {
         Some(widest) if widest.capacity() > single => format!(

@@ -30,6 +30,8 @@ mod questions;
 mod test_support;
 mod tokens;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::{Ignored, RenderedQuestion, ValidRequest};
@@ -37,7 +39,7 @@ use super::{Ignored, RenderedQuestion, ValidRequest};
 use super::prompt;
 use crate::config::Limits;
 use crate::error::{ApiError, Code};
-use crate::models::{Model, Routes};
+use crate::models::{Model, Resolved, Routes};
 use crate::question::LoweredQuestion;
 use crate::request::images::Parts;
 
@@ -62,7 +64,7 @@ pub fn validate_with_parts(
     let mut body = fields::body_object(body)?;
     let (ignored_fields, ignored_count) = fields::ignored_fields(&body, fields::TOP_LEVEL_FIELDS);
     let requested = fields::requested_model(body.get("model"), models)?;
-    let model = models.serving(requested).clone();
+    let model = resolve(models.serving(requested))?;
     let state_json = fields::state_json(body.remove("state"))?;
     let checked = questions::validate_questions(body.remove("questions"), &model, limits)?;
     let temperature = fields::temperature(body.get("temperature"))?;
@@ -74,7 +76,7 @@ pub fn validate_with_parts(
     let images = images::validate_images(&body, parts, &model, limits)?;
     let rendered = render_orders(&questions, first_orders, permutations, &model)?;
     let request = ValidRequest {
-        model,
+        model: model.model,
         state_json,
         questions,
         rendered,
@@ -93,6 +95,25 @@ pub fn validate_with_parts(
     Ok(request)
 }
 
+/// Seconds a caller is told to wait for an automatic token table still being built.
+pub const TABLE_PENDING_RETRY_SECS: u64 = 5;
+
+/// The model with the table it serves now, or the 503 of an automatic table whose first
+/// build has not finished (its upkeep retries with backoff while the backend is cold).
+fn resolve(model: &Arc<Model>) -> Result<Resolved, ApiError> {
+    model.resolve().ok_or_else(|| {
+        ApiError::new(
+            Code::TokenTablePending,
+            format!(
+                "model {} builds its token table from the backend's tokenizer, which has not \
+                 answered yet; retry shortly",
+                model.name
+            ),
+        )
+        .retry_after(TABLE_PENDING_RETRY_SECS)
+    })
+}
+
 /// Every question in each of the `permutations` option orders, rendered once here so that
 /// what the token limits count is what the prompt sends. The caller's own order was already
 /// rendered (and counted) by the question rules and is reused, not rendered again.
@@ -100,7 +121,7 @@ fn render_orders(
     questions: &[LoweredQuestion],
     first_orders: Vec<String>,
     permutations: usize,
-    model: &Model,
+    model: &Resolved,
 ) -> Result<Vec<RenderedQuestion>, ApiError> {
     questions
         .iter()

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::{criteria, loc, refuse, refuse_field_type, refuse_type, tokens, Entry};
 use crate::config::Limits;
 use crate::error::{ApiError, Code};
-use crate::models::Model;
+use crate::models::Resolved;
 use crate::question::LoweredQuestion;
 
 /// One question that passed its rules.
@@ -38,7 +38,7 @@ pub(super) fn unzip(
 /// checked one by one in the caller's order, so the first bad question is the one named.
 pub(super) fn validate_questions(
     questions: Option<Value>,
-    model: &Model,
+    model: &Resolved,
     limits: &Limits,
 ) -> Result<Vec<CheckedQuestion>, ApiError> {
     let questions = questions_object(questions)?;
@@ -95,7 +95,7 @@ fn check_question_count(n: usize, limits: &Limits) -> Result<(), ApiError> {
 fn validate_question(
     id: String,
     question: Value,
-    model: &Model,
+    model: &Resolved,
     limits: &Limits,
 ) -> Result<CheckedQuestion, ApiError> {
     if id.is_empty() {

@@ -6,7 +6,7 @@ use super::{loc, prompt, refuse, Entry};
 use crate::config::{Layout, Limits};
 use crate::error::{ApiError, Code};
 use crate::models::tokens::TokenCounter;
-use crate::models::Model;
+use crate::models::Resolved;
 use crate::question::LoweredQuestion;
 use crate::request::{History, ValidRequest};
 
@@ -70,7 +70,7 @@ fn within(
 /// a description is refused while rendering. Returns the count and the rendering.
 pub(super) fn question_tokens(
     lowered: &LoweredQuestion,
-    model: &Model,
+    model: &Resolved,
     limits: &Limits,
     at: Entry,
 ) -> Result<(usize, String), ApiError> {
