@@ -1,7 +1,9 @@
 //! JSON in and out, the way the reference library sees it.
 //!
 //! * [`parse_strict`] reads a caller's body into an order-preserving [`Value`] and refuses
-//!   duplicate keys at any depth (serde_json alone keeps the last one silently).
+//!   duplicate keys at any depth (serde_json alone keeps the last one silently), saying
+//!   where (a [`Duplicate`]) without ever putting the key in a message: keys are the
+//!   caller's content (state keys, option labels).
 //!   Numbers keep the text the caller wrote (`arbitrary_precision`), so `2**64` and `10**30`
 //!   survive exactly.
 //! * [`write_python`] writes a value byte for byte as Python's
@@ -10,6 +12,7 @@
 //!   Python's `repr`. The prompt is made of this text, so a single differing byte changes
 //!   what the model sees.
 
+use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
@@ -19,12 +22,70 @@ use serde_json::{Map, Number, Value};
 /// Why a body is not acceptable JSON.
 #[derive(Debug, thiserror::Error)]
 pub enum JsonError {
-    /// Not JSON at all (syntax, encoding, nesting deeper than 128).
+    /// Not JSON at all (syntax, encoding, nesting deeper than 128). serde_json's syntax
+    /// messages name a line and column, never the text found there.
     #[error("the body is not valid JSON: {0}")]
     Syntax(String),
     /// Valid JSON, but some object names a key twice.
-    #[error("the key {0:?} appears twice in one JSON object")]
-    DuplicateKey(String),
+    #[error("{0}")]
+    DuplicateKey(Duplicate),
+}
+
+/// Where a body repeats a key: the path to the object and the positions of the two
+/// entries. The key and the path's keys are kept for the caller-facing rule that decides
+/// which of them may be named (`request::validate::duplicate_key`); this type's own
+/// `Display` and `Debug` name none of them, so logging it leaks nothing.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Duplicate {
+    /// From the body down to the object that repeats a key.
+    pub path: Vec<Step>,
+    /// The repeated key.
+    pub key: String,
+    /// Position of the key's first entry in its object (0-based, in body order).
+    pub first: usize,
+    /// Position of the entry that repeats it.
+    pub again: usize,
+}
+
+/// One step of a [`Duplicate`]'s path.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Into an object's value under this key.
+    Key(String),
+    /// Into an array's element at this index.
+    Index(usize),
+}
+
+impl fmt::Debug for Step {
+    /// A key by its length only, as everywhere in this type.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Key(k) => write!(f, "Key({} bytes)", k.len()),
+            Step::Index(i) => write!(f, "Index({i})"),
+        }
+    }
+}
+
+impl fmt::Display for Duplicate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "an object {} levels deep names a key twice (keys #{} and #{} of that object)",
+            self.path.len(),
+            self.first,
+            self.again
+        )
+    }
+}
+
+impl fmt::Debug for Duplicate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Duplicate")
+            .field("depth", &self.path.len())
+            .field("first", &self.first)
+            .field("again", &self.again)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The key serde_json uses to hand an `arbitrary_precision` number to a visitor.
@@ -32,37 +93,46 @@ const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// Parses `bytes` as one JSON value, refusing duplicate object keys anywhere.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, JsonError> {
+    let found = RefCell::new(None);
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = StrictValue.deserialize(&mut de).map_err(classify)?;
-    de.end().map_err(classify)?;
-    Ok(value)
+    let parsed = StrictValue(&found)
+        .deserialize(&mut de)
+        .and_then(|value| de.end().map(|()| value));
+    parsed.map_err(|e| match found.into_inner() {
+        Some(mut duplicate) => {
+            // Steps were added on the way out, innermost first.
+            duplicate.path.reverse();
+            JsonError::DuplicateKey(duplicate)
+        }
+        None => JsonError::Syntax(e.to_string()),
+    })
 }
 
-fn classify(e: serde_json::Error) -> JsonError {
-    let text = e.to_string();
-    match text.strip_prefix(DUP_PREFIX) {
-        Some(rest) => {
-            // serde_json appends " at line L column C"; keep only the key.
-            let key = rest.rsplit_once(" at line ").map_or(rest, |(k, _)| k);
-            JsonError::DuplicateKey(key.to_string())
+/// A seed that builds a [`Value`] and fails on a repeated key, recording where in the
+/// cell it shares with every level (serde's errors carry only text, and that text must
+/// not hold the key). Each level adds its own step to a recorded duplicate as the error
+/// passes through it, so the path costs nothing until there is one.
+#[derive(Clone, Copy)]
+struct StrictValue<'a>(&'a RefCell<Option<Duplicate>>);
+
+impl StrictValue<'_> {
+    /// Adds `step` (the way into the value that failed) to the duplicate found below, if
+    /// that is why it failed.
+    fn within(self, step: Step) {
+        if let Some(duplicate) = self.0.borrow_mut().as_mut() {
+            duplicate.path.push(step);
         }
-        None => JsonError::Syntax(text),
     }
 }
 
-const DUP_PREFIX: &str = "duplicate key: ";
-
-/// A seed that builds a [`Value`] and fails on a repeated key.
-struct StrictValue;
-
-impl<'de> DeserializeSeed<'de> for StrictValue {
+impl<'de> DeserializeSeed<'de> for StrictValue<'_> {
     type Value = Value;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for StrictValue {
+impl<'de> Visitor<'de> for StrictValue<'_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -93,10 +163,16 @@ impl<'de> Visitor<'de> for StrictValue {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(v) = seq.next_element_seed(StrictValue)? {
-            out.push(v);
+        loop {
+            match seq.next_element_seed(self) {
+                Ok(Some(v)) => out.push(v),
+                Ok(None) => return Ok(Value::Array(out)),
+                Err(e) => {
+                    self.within(Step::Index(out.len()));
+                    return Err(e);
+                }
+            }
         }
-        Ok(Value::Array(out))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
@@ -107,14 +183,26 @@ impl<'de> Visitor<'de> for StrictValue {
                 let number: Number = serde_json::from_str(&literal).map_err(de::Error::custom)?;
                 return Ok(Value::Number(number));
             }
-            let value = map.next_value_seed(StrictValue)?;
+            let value = match map.next_value_seed(self) {
+                Ok(value) => value,
+                Err(e) => {
+                    self.within(Step::Key(key));
+                    return Err(e);
+                }
+            };
+            let again = out.len();
             // One hash of the key for both the check and the insert.
             match out.entry(key) {
                 Entry::Occupied(taken) => {
-                    return Err(de::Error::custom(format_args!(
-                        "{DUP_PREFIX}{}",
-                        taken.key()
-                    )));
+                    let key = taken.key().clone();
+                    let first = out.keys().position(|k| *k == key).unwrap_or(0);
+                    *self.0.borrow_mut() = Some(Duplicate {
+                        path: Vec::new(),
+                        key,
+                        first,
+                        again,
+                    });
+                    return Err(de::Error::custom("a key appears twice"));
                 }
                 Entry::Vacant(slot) => {
                     slot.insert(value);
@@ -126,10 +214,11 @@ impl<'de> Visitor<'de> for StrictValue {
 }
 
 /// A number that Python's `json.dumps(..., allow_nan=False)` refuses: a float literal
-/// outside the range of `f64` (Python reads `1e400` as `inf`).
+/// outside the range of `f64` (Python reads `1e400` as `inf`). The message does not repeat
+/// the number: it sits in the state, instructions or a description, the caller's content.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the number {0} is outside the range of a 64-bit float")]
-pub struct NonFiniteNumber(pub String);
+#[error("it holds a number outside the range of a 64-bit float (about ±1.8e308)")]
+pub struct NonFiniteNumber;
 
 /// Writes `v` as Python's `json.dumps(v, ensure_ascii=False, allow_nan=False)` would.
 pub fn write_python(out: &mut String, v: &Value) -> Result<(), NonFiniteNumber> {
@@ -236,11 +325,9 @@ fn write_number(out: &mut String, literal: &str) -> Result<(), NonFiniteNumber> 
         out.push_str(if literal == "-0" { "0" } else { literal });
         return Ok(());
     }
-    let x: f64 = literal
-        .parse()
-        .map_err(|_| NonFiniteNumber(literal.to_string()))?;
+    let x: f64 = literal.parse().map_err(|_| NonFiniteNumber)?;
     if !x.is_finite() {
-        return Err(NonFiniteNumber(literal.to_string()));
+        return Err(NonFiniteNumber);
     }
     write_float_repr(out, x);
     Ok(())
@@ -386,20 +473,53 @@ mod tests {
         );
     }
 
+    /// The duplicate `parse_strict` finds in `text`.
+    fn duplicate(text: &str) -> Duplicate {
+        match parse_strict(text.as_bytes()) {
+            Err(JsonError::DuplicateKey(d)) => d,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    fn key(k: &str) -> Step {
+        Step::Key(k.into())
+    }
+
     #[test]
-    fn duplicate_keys_are_found_at_any_depth() {
-        assert!(matches!(
-            parse_strict(br#"{"a": {"x": 1, "x": 2}}"#),
-            Err(JsonError::DuplicateKey(k)) if k == "x"
-        ));
+    fn duplicate_keys_are_found_at_any_depth_with_their_path() {
+        let d = duplicate(r#"{"a": {"x": 1, "y": 2, "x": 3}}"#);
+        assert_eq!(
+            (d.path, d.key.as_str(), d.first, d.again),
+            (vec![key("a")], "x", 0, 2)
+        );
+        let d = duplicate(r#"{"s": [0, {"k": [{"q": 1, "q": 2}]}], "t": 1}"#);
+        let path = vec![key("s"), Step::Index(1), key("k"), Step::Index(0)];
+        assert_eq!((d.path, d.first, d.again), (path, 0, 1));
+        let d = duplicate(r#"{"a": 1, "b": 2, "a": 3}"#);
+        assert_eq!((d.path, d.first, d.again), (vec![], 0, 2));
         assert!(parse_strict(br#"[{"a":1},{"a":1}]"#).is_ok());
         assert!(matches!(parse_strict(b"{"), Err(JsonError::Syntax(_))));
         assert!(matches!(parse_strict(b"{} x"), Err(JsonError::Syntax(_))));
+        assert!(matches!(
+            parse_strict(br#"{"a": 1} {"a": 1, "a": 2}"#),
+            Err(JsonError::Syntax(_))
+        ));
+    }
+
+    #[test]
+    fn a_duplicate_never_shows_its_keys() {
+        let d = duplicate(r#"{"canary-a": [{"canary-k": 1, "canary-k": 2}]}"#);
+        let shown = format!("{d} {d:?} {:?}", JsonError::DuplicateKey(d.clone()));
+        assert!(!shown.contains("canary"), "{shown}");
+        assert_eq!(
+            d.to_string(),
+            "an object 2 levels deep names a key twice (keys #0 and #1 of that object)"
+        );
     }
 
     #[test]
     fn overflowing_floats_are_refused() {
         let v = parse_strict(b"1e400").expect("parses as a literal");
-        assert!(matches!(to_python(&v), Err(NonFiniteNumber(_))));
+        assert_eq!(to_python(&v), Err(NonFiniteNumber));
     }
 }

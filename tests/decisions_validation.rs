@@ -429,8 +429,8 @@ async fn every_decisions_rule_refuses_before_anything_is_sent() {
         row("the Decisions shapes before System One's rules", set(with("/temperature", Some(json!(0))), "/questions/1/choices", Some(choices(1))), "system_one_invalid_criteria", Some("questions[1].choices")),
     ];
     let beyond_f64: Value = serde_json::from_str("{\"weight\": 1e400, \"note\": \"Zanzibar\"}").expect("JSON");
-    rows.push(row("input_json with a number beyond f64", user(json!([{"type": "input_json", "data": beyond_f64}])), "system_one_invalid_number", Some("input")).mentions(&["1e+400", "64-bit float"]));
-    rows.push(row("instructions with a number beyond f64", with("/questions/0/instructions", Some(json!([{"type": "input_json", "data": beyond_f64}]))), "system_one_invalid_number", Some("questions[0]")).mentions(&["1e+400"]));
+    rows.push(row("input_json with a number beyond f64", user(json!([{"type": "input_json", "data": beyond_f64}])), "system_one_invalid_number", Some("input")).mentions(&["64-bit float"]));
+    rows.push(row("instructions with a number beyond f64", with("/questions/0/instructions", Some(json!([{"type": "input_json", "data": beyond_f64}]))), "system_one_invalid_number", Some("questions[0]")).mentions(&["64-bit float"]));
     for (name, item, kind) in tool_items {
         rows.push(row(name, items(json!([{"role": "user", "content": "Zanzibar"}, item])), "system_one_unsupported_input", Some("input[1]")).mentions(&[kind, "runs no tools"]));
     }

@@ -128,3 +128,66 @@ fn valid_requests_always_get_well_formed_answers() {
         Ok(())
     });
 }
+
+/// Every number in `v` is finite and nothing is `null` (the wire writes NaN and ±inf as
+/// `null`); `path` names where, for the failure message.
+fn assert_all_finite(v: &Value, path: &str) {
+    match v {
+        Value::Null => panic!("{path} is null"),
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            assert!(x.is_finite(), "{path} is {n}");
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                assert_all_finite(item, &format!("{path}.{i}"));
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                assert_all_finite(item, &format!("{path}.{k}"));
+            }
+        }
+        Value::Bool(_) | Value::String(_) => {}
+    }
+}
+
+/// Issue 29's reproduction: a subnormal temperature (`1e-310`, where `1/T` overflows) once
+/// answered 200 with `"probabilities": {"p": null, …}`. Now every question type answers with
+/// finite numbers: all the weight on the most probable option, at the temperature asked.
+#[tokio::test]
+async fn a_subnormal_temperature_answers_finite_numbers() {
+    let (_fake, service) = common::setup(&[]).await;
+    let bodies = [
+        r#"{"temperature": 1e-310, "state": "x", "questions": {"a": {"type": "choice", "criteria": {"p": "1", "q": "2", "r": "3"}}}}"#,
+        r#"{"temperature": 1e-310, "state": "x", "questions": {"a": {"type": "noul", "instructions": "yes?"}}}"#,
+        r#"{"temperature": 5e-324, "state": "x", "questions": {"a": {"type": "score", "criteria": ["low", "mid", "high"]}}}"#,
+        r#"{"temperature": 1.7976931348623157e308, "state": "x", "questions": {"a": {"type": "choice", "criteria": {"p": "1", "q": "2", "r": "3"}}}}"#,
+    ];
+    for body in bodies {
+        let reply = common::Reply::read(
+            service
+                .client
+                .post(service.url("/v1/systemone"))
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .expect("service answers"),
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{body}: {}", reply.text);
+        assert_all_finite(&reply.body, "body");
+        let answer = &reply.body["answers"]["a"];
+        let confidence = answer["confidence"].as_f64().expect("confidence");
+        assert!((0.0..=1.0).contains(&confidence), "{}", reply.text);
+        if let Some(p) = answer["probabilities"].as_object() {
+            let sum: f64 = p.values().map(|x| x.as_f64().expect("a number")).sum();
+            assert!(close(sum, 1.0), "{}", reply.text);
+        }
+        let t: f64 = body[16..body.find(',').expect("a comma")]
+            .parse()
+            .expect("the temperature");
+        assert_eq!(answer["temperature"].as_f64(), Some(t), "{}", reply.text);
+    }
+}

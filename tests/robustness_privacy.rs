@@ -1,6 +1,10 @@
 //! Privacy of `POST /v1/systemone`: a canary. Requests carrying `CANARY-7f3a` in every
 //! caller-content field, some answered, some refused, some failing at the backend, are
 //! logged at TRACE into memory; the log never holds the canary nor the backend API key.
+//! A second canary, `KEYCANARY-2d8c`, sits only in the caller's keys and values that are
+//! not question ids (state keys, option labels, unknown fields, history keys, noul criteria
+//! keys, numbers in the state), repeated or refused: no error body ever holds it either
+//! (issue 29: a duplicate key was echoed as `the key "K" appears twice`).
 
 mod common;
 
@@ -12,6 +16,8 @@ use common::fake_vllm::Fault;
 use common::log::Captured;
 
 const CANARY: &str = "CANARY-7f3a";
+/// Never in a question id, so never in any response body of a refused request.
+const KEY_CANARY: &str = "KEYCANARY-2d8c";
 const API_KEY: &str = "sk-secret-canary";
 
 fn obj(pairs: Vec<(String, Value)>) -> Value {
@@ -66,6 +72,35 @@ fn canary_request(extra: &[(&str, Value)]) -> Value {
     body
 }
 
+/// Refused bodies with [`KEY_CANARY`] as a repeated state key, a repeated option label (a
+/// choice's and a noul's), a repeated key deep in the state, an unknown question field, a
+/// history key naming no question, a noul criteria key, and a state number beyond `f64`.
+fn key_canary_probes() -> Vec<Probe> {
+    let k = KEY_CANARY;
+    let q = r#""q": {"type": "noul", "instructions": "x"}"#;
+    let bodies = [
+        ("duplicate state key", format!(r#"{{"state": {{"{k}": 1, "{k}": 2}}, "questions": {{{q}}}}}"#)),
+        ("duplicate state key, deep", format!(r#"{{"state": [{{"a": {{"{k}": 1, "{k}": 2}}}}], "questions": {{{q}}}}}"#)),
+        ("duplicate option label", format!(r#"{{"state": "s", "questions": {{"q": {{"type": "choice", "criteria": {{"{k}": "a", "b": "b", "{k}": "c"}}}}}}}}"#)),
+        ("duplicate option label with a line break", format!(r#"{{"state": "s", "questions": {{"q": {{"type": "choice", "criteria": {{"{k}\n": 1, "{k}\n": 2}}}}}}}}"#)),
+        ("duplicate noul criteria key", r#"{"state": "s", "questions": {"q": {"type": "noul", "criteria": {"true": "a", "true": "b"}}}}"#.to_string()),
+        ("duplicate key in a description", format!(r#"{{"state": "s", "questions": {{"q": {{"type": "choice", "criteria": {{"a": {{"{k}": 1, "{k}": 2}}}}}}}}}}"#)),
+        ("duplicate unknown top-level key", format!(r#"{{"{k}": 1, "{k}": 2, "state": "s", "questions": {{{q}}}}}"#)),
+        ("unknown question field", format!(r#"{{"state": "s", "questions": {{"q": {{"type": "noul", "instructions": "x", "{k}": 1}}}}}}"#)),
+        ("history key naming no question", format!(r#"{{"state": "s", "questions": {{{q}}}, "history": {{"{k}": "h"}}}}"#)),
+        ("noul criteria key", format!(r#"{{"state": "s", "questions": {{"q": {{"type": "noul", "criteria": {{"{k}": "a"}}}}}}}}"#)),
+        ("state number beyond f64", format!(r#"{{"state": {{"{k}": 1{}.5}}, "questions": {{{q}}}}}"#, "0".repeat(400))),
+        ("state number beyond f64, as written", r#"{"state": [8.20e999], "questions": {"q": {"type": "noul", "instructions": "x"}}}"#.to_string()),
+    ];
+    bodies
+        .into_iter()
+        .map(|(name, body)| Probe {
+            body_holds_no_canary: true,
+            ..probe(name, body, 422)
+        })
+        .collect()
+}
+
 /// One request of the canary scenario.
 struct Probe {
     name: &'static str,
@@ -74,6 +109,8 @@ struct Probe {
     content_type: &'static str,
     encoding: Option<&'static str>,
     status: u16,
+    /// The response body must not hold [`KEY_CANARY`] (nor `8.20e999`, nor `e+999`).
+    body_holds_no_canary: bool,
 }
 
 fn probe(name: &'static str, body: impl Into<Vec<u8>>, status: u16) -> Probe {
@@ -84,6 +121,7 @@ fn probe(name: &'static str, body: impl Into<Vec<u8>>, status: u16) -> Probe {
         content_type: "application/json",
         encoding: None,
         status,
+        body_holds_no_canary: false,
     }
 }
 
@@ -156,6 +194,7 @@ fn probes() -> Vec<Probe> {
             ..probe("unsupported encoding", ok.clone(), 415)
         },
     ];
+    probes.extend(key_canary_probes());
     // A valid request the backend fails.
     for (fault, name, status) in [
         (Fault::ServerError, "backend 500", 502),
@@ -232,6 +271,15 @@ fn caller_content_and_the_api_key_never_reach_the_logs() {
                     p.name
                 );
             }
+            if p.body_holds_no_canary {
+                for secret in [KEY_CANARY, "8.20e999", "e+999", "1000000000"] {
+                    assert!(
+                        !text.contains(secret) && !headers.contains(secret),
+                        "{}: the response carries the caller's {secret:?}: {text}",
+                        p.name
+                    );
+                }
+            }
             for secret in [
                 API_KEY,
                 "sk-backend",
@@ -291,7 +339,7 @@ fn caller_content_and_the_api_key_never_reach_the_logs() {
     );
     for (i, line) in text.lines().enumerate() {
         assert!(
-            !line.contains(CANARY),
+            !line.contains(CANARY) && !line.contains(KEY_CANARY),
             "log line {i} leaks the canary: {line}"
         );
         assert!(

@@ -15,9 +15,13 @@ use serde_json::{json, Map, Value};
 
 use common::rows::{assert_rows_hold, base, choice, fail, pass, top, Expect, Row, STATE};
 
-/// A row whose raw body repeats `key`: refused with 422 `system_one_duplicate_key` naming it.
-fn duplicate(name: &str, body: &str, key: &str) -> Row {
-    fail(name, body, 422, "system_one_duplicate_key").mentions(&[key])
+/// A row whose raw body repeats a key: refused with 422 `system_one_duplicate_key` at `at`,
+/// naming the two entries by position (`tests/robustness_privacy.rs` checks the key itself
+/// is never named).
+fn duplicate(name: &str, body: &str, at: &[&str], positions: &str) -> Row {
+    fail(name, body, 422, "system_one_duplicate_key")
+        .at(at)
+        .mentions(&[positions])
 }
 
 /// A valid noul question.
@@ -125,27 +129,38 @@ fn rows() -> Vec<Row> {
         duplicate(
             "duplicate top-level key",
             r#"{"state": "a", "state": "b", "questions": {"q1": {"type": "noul", "instructions": "x"}}}"#,
-            "state",
+            &["state"],
+            "given twice (keys #0 and #1",
         ),
         duplicate(
             "duplicate question id",
             r#"{"state": "a", "questions": {"dupq": {"type": "noul", "instructions": "x"}, "dupq": {"type": "noul", "instructions": "y"}}}"#,
-            "dupq",
+            &["questions"],
+            "question #1 has the same id as question #0",
         ),
         duplicate(
             "duplicate key inside a question",
             r#"{"state": "a", "questions": {"q1": {"type": "noul", "type": "choice", "instructions": "x"}}}"#,
-            "type",
+            &["questions", "q1", "type"],
+            "given twice (keys #0 and #1",
         ),
         duplicate(
             "duplicate label inside criteria",
             r#"{"state": "a", "questions": {"q1": {"type": "choice", "criteria": {"dupl": "x", "other": "z", "dupl": "y"}}}}"#,
-            "dupl",
+            &["questions", "q1", "criteria"],
+            "option #2 has the same key as option #0",
         ),
         duplicate(
             "duplicate key deep inside the state",
             r#"{"state": {"a": [{"deep": 1, "deep": 2}]}, "questions": {"q1": {"type": "noul", "instructions": "x"}}}"#,
-            "deep",
+            &["state"],
+            "(keys #0 and #1 of that object)",
+        ),
+        duplicate(
+            "duplicate key of the state",
+            r#"{"state": {"dupk": 1, "dupk": 2}, "questions": {"q1": {"type": "noul", "instructions": "x"}}}"#,
+            &["state"],
+            "key #1 repeats key #0",
         ),
         // ---- 422: model ------------------------------------------------------------------
         fail("unknown model", top("model", json!("gpt-4o")), 422, "system_one_unsupported_model")
@@ -233,7 +248,8 @@ fn rows() -> Vec<Row> {
         fail("type empty", q1_with(noul(), "type", Some(json!(""))), 422, "system_one_unsupported_question_type")
             .at(&["questions", "q1", "type"]),
         fail("unknown field in a question", q1_with(choice(), "options", Some(json!(["a"]))), 422, "system_one_unknown_field")
-            .at(&["questions", "q1", "options"]),
+            .at(&["questions", "q1"])
+            .mentions(&["field #3 is unknown"]),
         fail(
             "second question bad, first valid",
             json!({"state": STATE, "questions": {"q1": choice(), "q2": {"type": "box"}}}),
@@ -390,7 +406,8 @@ fn rows() -> Vec<Row> {
         fail("history is a number", top("history", json!(3)), 422, "system_one_bad_history").at(&["history"]),
         fail("history is an array", top("history", json!(["x"])), 422, "system_one_bad_history").at(&["history"]),
         fail("history names an unknown question", top("history", json!({"nope": "x"})), 422, "system_one_bad_history")
-            .at(&["history", "nope"]),
+            .at(&["history"])
+            .mentions(&["entry #0"]),
         fail("history entry is a number", top("history", json!({"q1": 1})), 422, "system_one_bad_history")
             .at(&["history", "q1"]),
         // ---- 422: images -----------------------------------------------------------------

@@ -4,6 +4,12 @@
 //! option count n: `ln T = a + b·ln(max(n, 2))`, with `(a, b)` measured per model and kept in
 //! `calibration/<model>.json`. Tempering is `p_i^(1/T) / Σ p_j^(1/T)`; T = 1 leaves p as is
 //! and no T changes the argmax.
+//!
+//! Every temperature is applied in log space with the largest log-probability subtracted
+//! *before* dividing by T ([`tempered_softmax`]): `ln p / T` overflows to `-inf` for every
+//! option once T is tiny (a request may send `1e-310`), and `-inf - -inf` is NaN, which the
+//! wire writes as `null` in a 200. Subtracting first keeps the top option at exactly 0 for
+//! any T, so the result is finite and sums to 1 for every T in (0, ∞] and any input.
 
 use serde::Deserialize;
 
@@ -66,23 +72,25 @@ impl Calibration {
         Ok((DEFAULT_FORMULA, FormulaSource::Default))
     }
 
-    /// The default temperature for a question with `n` options (n < 2 counts as 2).
+    /// The default temperature for a question with `n` options (n < 2 counts as 2), kept
+    /// within the positive finite floats: a file with extreme `a` or `b` would otherwise
+    /// make it 0 or infinite, and an infinite temperature is written as `null` in a 200.
     pub fn temperature(&self, n: usize) -> f64 {
         let n = n.max(2) as f64;
-        (self.a + self.b * n.ln()).exp()
+        (self.a + self.b * n.ln())
+            .exp()
+            .clamp(f64::MIN_POSITIVE, f64::MAX)
     }
 }
 
-/// Tempers a probability vector: `p_i^(1/T) / Σ p_j^(1/T)`, computed in log space.
+/// Tempers a probability vector: `p_i^(1/T) / Σ p_j^(1/T)`, computed in log space by
+/// [`tempered_softmax`] (an option of probability 0 stays at 0).
 pub fn temper(p: &[f64], t: f64) -> Vec<f64> {
     if t == 1.0 {
         return p.to_vec();
     }
-    let logs: Vec<f64> = p.iter().map(|x| x.ln() / t).collect();
-    let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let exps: Vec<f64> = logs.iter().map(|l| (l - max).exp()).collect();
-    let sum: f64 = exps.iter().sum();
-    exps.iter().map(|e| e / sum).collect()
+    let logs: Vec<f64> = p.iter().map(|x| x.ln()).collect();
+    tempered_softmax(&logs, t, &[])
 }
 
 /// `1 − H(p)/ln n`, clamped to [0, 1]; 1 for a single option.
@@ -110,12 +118,60 @@ pub fn softmax(z: &[f64]) -> Vec<f64> {
 
 /// `softmax(ln p / T + bias)` for one row (no bias when `bias` is empty).
 pub fn apply(probs: &[f64], t: f64, bias: &[f64]) -> Vec<f64> {
-    let z: Vec<f64> = probs
+    let logs: Vec<f64> = probs.iter().map(|p| p.max(PROB_FLOOR).ln()).collect();
+    tempered_softmax(&logs, t, bias)
+}
+
+/// `softmax(logs / T + bias)`, finite for every input: each entry of the result is in
+/// [0, 1] and they sum to 1 (to rounding).
+///
+/// The largest log is subtracted before the division, so the top option's scaled log is
+/// exactly 0 whatever T is; the others are ≤ 0 and may become `-inf` (weight 0) when `1/T`
+/// overflows, instead of every option becoming `-inf` and the softmax NaN. T = 0 is the
+/// limit (all weight on the top options), T = ∞ the other one (uniform over the options
+/// with any probability). A temperature that is NaN or negative never gets here
+/// (validation and the file loaders refuse it) and is taken as 1; a NaN log counts as
+/// `-inf`; when no log is finite (no option has any probability) the answer is uniform.
+pub fn tempered_softmax(logs: &[f64], t: f64, bias: &[f64]) -> Vec<f64> {
+    let t = if t >= 0.0 { t } else { 1.0 };
+    let top = logs
+        .iter()
+        .copied()
+        .filter(|l| !l.is_nan())
+        .fold(f64::NEG_INFINITY, f64::max);
+    if !top.is_finite() {
+        return vec![1.0 / logs.len() as f64; logs.len()];
+    }
+    let z: Vec<f64> = logs
         .iter()
         .enumerate()
-        .map(|(j, p)| p.max(PROB_FLOOR).ln() / t + bias.get(j).copied().unwrap_or(0.0))
+        .map(|(j, l)| scaled(l - top, t) + finite_or_zero(bias.get(j).copied()))
         .collect();
-    softmax(&z)
+    // Normalised by the sum of the weights, not by `exp(z - log_sum_exp(z))`: next to a
+    // huge bias, `log_sum_exp` rounds the `ln Σ` away and every top option gets weight 1.
+    let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let weights: Vec<f64> = z.iter().map(|v| (v - max).exp()).collect();
+    let total: f64 = weights.iter().sum();
+    weights.iter().map(|w| w / total).collect()
+}
+
+/// `d / t` for a log distance `d ≤ 0` from the top: 0 stays 0 (even at T = 0 or ∞), and
+/// what cannot be a number (`-inf / ∞`, a NaN log) is `-inf`, a weight of 0.
+fn scaled(d: f64, t: f64) -> f64 {
+    if d == 0.0 {
+        return 0.0;
+    }
+    let z = d / t;
+    if z.is_nan() {
+        f64::NEG_INFINITY
+    } else {
+        z
+    }
+}
+
+/// A bias term, 0 when there is none or it is not finite (profiles refuse such biases).
+fn finite_or_zero(b: Option<f64>) -> f64 {
+    b.filter(|b| b.is_finite()).unwrap_or(0.0)
 }
 
 /// Where a model's formula came from when none was configured.

@@ -146,3 +146,217 @@ mod tests {
         assert_eq!(argmax(&[0.1, 0.5, 0.4]), 1);
     }
 }
+
+/// Temperature × log-probability extremes, for every question type: whatever reads the
+/// backend returns and whatever temperature applies (a request's subnormal `1e-310`, a
+/// calibration formula's or a profile's), an answer that decodes holds only finite
+/// numbers, each probability in [0, 1], summing to 1 (issue 29: `1e-310` once gave NaN,
+/// written as `null` in a 200).
+#[cfg(test)]
+mod extremes {
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::calibration::profile::{Profile, QuestionShape};
+    use crate::calibration::temperature::tempered_softmax;
+    use crate::question::{lower_choice, lower_noul, lower_score, LoweredQuestion};
+
+    /// A question of each type: a choice of 1 to 64 options, a noul, a score of 1 to 10.
+    fn question() -> impl Strategy<Value = LoweredQuestion> {
+        prop_oneof![
+            (1usize..=64).prop_map(|n| {
+                let options = (0..n).map(|i| (format!("o{i}"), Value::Null)).collect();
+                lower_choice("c".into(), Value::Null, options)
+            }),
+            Just(lower_noul(
+                "n".into(),
+                Value::Null,
+                Value::Null,
+                Value::Null
+            )),
+            (1usize..=10)
+                .prop_map(|n| { lower_score("s".into(), Value::Null, vec![Value::Null; n]) }),
+        ]
+    }
+
+    /// Finite positive temperatures from subnormal to `f64::MAX`: what validation lets a
+    /// request send, and what a formula or a profile may hold.
+    fn temperature() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            (1u64..(1u64 << 52)).prop_map(f64::from_bits),
+            Just(5e-324),
+            Just(1e-310),
+            Just(f64::MIN_POSITIVE),
+            1e-308..1e-200f64,
+            1e-3..1e3f64,
+            Just(1.0),
+            1e200..f64::MAX,
+            Just(f64::MAX),
+        ]
+    }
+
+    /// One log-probability: `-inf` (which decoding refuses), the most negative floats,
+    /// underflowing ones, ordinary ones, 0 and the tiniest negatives.
+    fn logprob() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            Just(f64::NEG_INFINITY),
+            Just(f64::MIN),
+            -1e308..-1e300f64,
+            Just(-745.2),
+            -800.0..-700.0f64,
+            -50.0..0.0f64,
+            Just(0.0),
+            Just(-5e-324),
+        ]
+    }
+
+    /// `n` log-probabilities, all equal half the time.
+    fn logprobs(n: usize) -> impl Strategy<Value = Vec<f64>> {
+        prop_oneof![
+            logprob().prop_map(move |lp| vec![lp; n]),
+            proptest::collection::vec(logprob(), n),
+        ]
+    }
+
+    /// A question with 1 to 3 option orders read for it, each with its own shift.
+    fn reads() -> impl Strategy<Value = (LoweredQuestion, Vec<OrderRead>)> {
+        question().prop_flat_map(|q| {
+            let n = q.options.len();
+            let order =
+                (0..n, logprobs(n), any::<bool>()).prop_map(|(shift, logprobs, pre)| OrderRead {
+                    shift,
+                    logprobs,
+                    pre_mask: pre,
+                });
+            (Just(q), proptest::collection::vec(order, 1..=3))
+        })
+    }
+
+    /// The probabilities are a distribution over `n` options.
+    fn assert_distribution(p: &[f64], n: usize) -> Result<(), TestCaseError> {
+        prop_assert_eq!(p.len(), n);
+        prop_assert!(
+            p.iter().all(|x| x.is_finite() && (0.0..=1.0).contains(x)),
+            "{p:?}"
+        );
+        let sum: f64 = p.iter().sum();
+        prop_assert!((sum - 1.0).abs() <= 1e-9, "sum {sum} of {p:?}");
+        Ok(())
+    }
+
+    /// Every number the wire writes for an answer: the probabilities, the type's own
+    /// number (`choice` by index, `noul`, `score`), confidence, temperature, option mass.
+    fn assert_answer(d: &Decoded, q: &LoweredQuestion) -> Result<(), TestCaseError> {
+        let n = q.options.len();
+        assert_distribution(&d.probabilities, n)?;
+        prop_assert!(d.chosen() < n);
+        prop_assert!((0.0..=1.0).contains(&d.yes()), "noul {}", d.yes());
+        let level = d.expected_level();
+        prop_assert!(
+            level.is_finite() && (0.0..=(n as f64)).contains(&level),
+            "score {level}"
+        );
+        prop_assert!(
+            (0.0..=1.0).contains(&d.confidence),
+            "confidence {}",
+            d.confidence
+        );
+        prop_assert!(d.temperature.is_finite() && d.temperature > 0.0);
+        if let Some(mass) = d.option_mass {
+            prop_assert!((0.0..=1.0).contains(&mass), "option_mass {mass}");
+        }
+        if let Some(extra) = &d.profile {
+            prop_assert!(extra.prediction_set.iter().all(|&i| i < n));
+        }
+        Ok(())
+    }
+
+    /// A profile covering `q` (at least two options) with temperature `t` and `bias`.
+    fn profile(q: &LoweredQuestion, t: f64, bias: f64) -> Profile {
+        let n = q.options.len();
+        Profile {
+            name: Arc::from("extreme"),
+            model: "m".into(),
+            question: QuestionShape::of(q),
+            temperature: t,
+            bias: (0..n)
+                .map(|i| if i % 2 == 0 { bias } else { -bias })
+                .collect(),
+            coverage: 0.9,
+            cutoffs: vec![0.5],
+            threshold: Some(0.8),
+        }
+    }
+
+    proptest! {
+        /// Decoding at any temperature, then (a question of two or more options) the
+        /// profile path: decoded at T = 1 and recalibrated with an extreme temperature and
+        /// bias. A `-inf` logprob is a protocol break, refused rather than decoded.
+        #[test]
+        fn every_answer_is_a_finite_distribution(
+            (q, orders) in reads(),
+            t in temperature(),
+            profile_t in temperature(),
+            bias in prop_oneof![Just(0.0), -1e3..1e3f64, Just(1e308)],
+        ) {
+            let refused = orders.iter().flat_map(|o| &o.logprobs).any(|lp| !lp.is_finite());
+            match decode(&orders, t) {
+                Err(_) => prop_assert!(refused, "finite reads refused"),
+                Ok(d) => {
+                    prop_assert!(!refused, "a -inf logprob decoded");
+                    assert_answer(&d, &q)?;
+                }
+            }
+            if q.options.len() >= 2 && !refused {
+                let raw = decode(&orders, 1.0).expect("decodes at T = 1");
+                assert_answer(&profile(&q, profile_t, bias).apply(raw), &q)?;
+            }
+        }
+
+        /// The tempering core on its own, past what decoding hands it: T = 0 and ∞, any
+        /// log at all (`-inf` for a probability of 0, NaN, positive), any finite bias.
+        #[test]
+        fn tempering_is_finite_for_every_log_and_temperature(
+            logs in proptest::collection::vec(prop_oneof![
+                logprob(), Just(f64::NAN), Just(f64::INFINITY), 0.0..1e308f64,
+            ], 1..=12),
+            t in prop_oneof![temperature(), Just(0.0), Just(f64::INFINITY)],
+            bias in proptest::collection::vec(-1e300..1e300f64, 0..=12),
+        ) {
+            assert_distribution(&tempered_softmax(&logs, t, &bias), logs.len())?;
+            let p: Vec<f64> = logs.iter().map(|l| l.exp().min(1.0)).collect();
+            // At T = 1 `temper` returns its input, which need not be a distribution here.
+            if t != 1.0 {
+                assert_distribution(&crate::calibration::temper(&p, t), logs.len())?;
+            }
+        }
+    }
+
+    /// The issue's reproduction: three options, T = 1e-310, and the two other limits.
+    #[test]
+    fn a_subnormal_temperature_puts_all_weight_on_the_top_option() {
+        let read = OrderRead {
+            shift: 0,
+            logprobs: vec![-0.5, -1.5, -2.5],
+            pre_mask: true,
+        };
+        let d = decode(std::slice::from_ref(&read), 1e-310).expect("decodes");
+        assert_eq!(d.probabilities, [1.0, 0.0, 0.0]);
+        assert_eq!(d.confidence, 1.0);
+        let tie = OrderRead {
+            logprobs: vec![-1.0, -1.0, -3.0],
+            ..read.clone()
+        };
+        let d = decode(&[tie], 1e-310).expect("decodes");
+        assert_distribution(&d.probabilities, 3).expect("a distribution");
+        assert!((d.probabilities[0] - 0.5).abs() < 1e-15 && d.probabilities[2] == 0.0);
+        let flat = decode(&[read], f64::MAX).expect("decodes");
+        assert!(flat
+            .probabilities
+            .iter()
+            .all(|p| (p - 1.0 / 3.0).abs() < 1e-12));
+    }
+}

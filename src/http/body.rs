@@ -14,6 +14,7 @@ use super::edge::BodyTimedOut;
 use crate::error::{ApiError, Code};
 use crate::json::{parse_strict, JsonError};
 use crate::request::images::{part_label, Parts};
+use crate::request::validate::duplicate_key;
 
 /// Largest zstd window a body may use (32 MiB): a frame cannot make the decoder allocate
 /// more than this, whatever it declares.
@@ -158,11 +159,12 @@ fn content_encoding(headers: &HeaderMap) -> Result<Encoding, ApiError> {
     }
 }
 
-/// Strict JSON (duplicate keys refused); `what` names the body or the part in messages.
+/// Strict JSON (duplicate keys refused, located without the key: see [`duplicate_key`]);
+/// `what` names the body or the part in messages.
 fn parse_json(bytes: &[u8], what: &str) -> Result<Value, ApiError> {
     parse_strict(bytes).map_err(|e| match e {
         JsonError::Syntax(_) => ApiError::new(Code::InvalidJson, format!("{what}: {e}")),
-        JsonError::DuplicateKey(_) => ApiError::at(Code::DuplicateKey, vec![], e.to_string()),
+        JsonError::DuplicateKey(d) => duplicate_key(&d),
     })
 }
 

@@ -178,11 +178,12 @@ fn noul_descriptions(criteria: Option<Value>, at: Entry) -> Result<(Value, Value
         }
     };
     let at = at.field("criteria");
-    if let Some(key) = map.keys().find(|k| *k != "true" && *k != "false") {
+    // Named by position: any other key is the caller's own text.
+    if let Some(index) = map.keys().position(|k| k != "true" && k != "false") {
         return refuse(
             Code::InvalidCriteria,
             at,
-            format!("a noul's criteria may only have the keys \"true\" and \"false\", got {key:?}"),
+            format!("a noul's criteria may only have the keys \"true\" and \"false\"; key #{index} is another"),
         );
     }
     let f = map.remove("false").unwrap_or(Value::Null);
@@ -454,7 +455,7 @@ mod tests {
                 "the description of option #{i} must be a string, object, array or null, got {got}"
             )
         };
-        let keys = "a noul's criteria may only have the keys \"true\" and \"false\", got \"maybe\"";
+        let keys = "a noul's criteria may only have the keys \"true\" and \"false\"; key #1 is another";
         run(vec![
             reject("noul with nothing to ask", q1(json!({"type": "noul"})), Code::NothingToAsk, &["questions", "q1"], nothing),
             reject("noul with blank instructions and empty descriptions", q1(json!({"type": "noul", "instructions": "  ", "criteria": {"true": "", "false": null}})), Code::NothingToAsk, &["questions", "q1"], nothing),

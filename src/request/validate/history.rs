@@ -34,11 +34,15 @@ fn per_question(
     map: &Map<String, Value>,
     questions: &[LoweredQuestion],
 ) -> Result<History, ApiError> {
-    if let Some(key) = map.keys().find(|k| !questions.iter().any(|q| &q.id == *k)) {
+    // Named by position: a key that is no question id is only the caller's text.
+    if let Some(index) = map
+        .keys()
+        .position(|k| !questions.iter().any(|q| &q.id == k))
+    {
         return refuse(
             Code::BadHistory,
-            vec!["history".into(), key.clone()],
-            "history names a question id that is not in questions",
+            vec!["history".into()],
+            format!("entry #{index} of history names a question id that is not in questions"),
         );
     }
     let per = questions
@@ -72,7 +76,7 @@ mod tests {
             format!("history must be a string or an object question id -> string, got {got}")
         };
         let entry = |got: &str| format!("a question's history must be a string, got {got}");
-        let unknown = "history names a question id that is not in questions";
+        let unknown = |i: usize| format!("entry #{i} of history names a question id that is not in questions");
         let two = |history: Value| json!({"state": STATE, "questions": {"q1": choice(), "q2": noul()}, "history": history});
         let late =
             json!({"state": STATE, "questions": {"q1": choice()}, "history": 3, "permutations": 0});
@@ -80,10 +84,10 @@ mod tests {
             reject("history is a number", top("history", json!(3)), Code::BadHistory, &["history"], shape("a number")),
             reject("history is an array", top("history", json!(["x"])), Code::BadHistory, &["history"], shape("an array")),
             reject("history is a boolean", top("history", json!(false)), Code::BadHistory, &["history"], shape("a boolean")),
-            reject("history names an unknown question", top("history", json!({"nope": "x"})), Code::BadHistory, &["history", "nope"], unknown),
+            reject("history names an unknown question", top("history", json!({"nope": "x"})), Code::BadHistory, &["history"], unknown(0)),
             reject("history entry is a number", top("history", json!({"q1": 1})), Code::BadHistory, &["history", "q1"], entry("a number")),
             reject("history entry is an object", top("history", json!({"q1": {"t": "x"}})), Code::BadHistory, &["history", "q1"], entry("an object")),
-            reject("unknown ids before bad entries", top("history", json!({"q1": 1, "nope": "x"})), Code::BadHistory, &["history", "nope"], unknown),
+            reject("unknown ids before bad entries", top("history", json!({"q1": 1, "nope": "x"})), Code::BadHistory, &["history"], unknown(1)),
             reject("bad entries in question order", two(json!({"q2": 1, "q1": true})), Code::BadHistory, &["history", "q1"], entry("a boolean")),
             reject("permutations before history", late, Code::BadPermutations, &["permutations"], "permutations must be an integer from 1 to 8, got 0"),
             accept("no history", base()).holds(|r| *r.history() == History::None),

@@ -17,10 +17,15 @@
 //! 5. `tokens.rs`: the state and whole-request token limits, counted last because they
 //!    need everything above.
 //!
+//! `duplicates.rs` is the one rule run before these, on every door: where a body repeats a
+//! key, said without the key (the body parser finds it; see [`duplicate_key`]).
+//!
 //! Each file ends with its family's unit table (body → code, `loc`, exact message, or a
 //! request that must pass); `test_support.rs` holds the models, body builders and runner.
 
 mod criteria;
+mod duplicates;
+pub use duplicates::duplicate_key;
 mod fields;
 pub use fields::{ignored_fields, requested_model};
 mod history;

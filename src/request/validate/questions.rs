@@ -130,7 +130,8 @@ fn validate_question(
 }
 
 /// A question is an object of `type`, `instructions` and `criteria` only: a misspelt or
-/// extra field is refused (at that field) rather than silently ignored.
+/// extra field is refused rather than silently ignored. It is named by its position, at
+/// the question: the name is the caller's own key, which a message never repeats.
 fn question_object(question: Value, at: Entry) -> Result<Map<String, Value>, ApiError> {
     let Value::Object(q) = question else {
         return refuse_type(
@@ -140,14 +141,16 @@ fn question_object(question: Value, at: Entry) -> Result<Map<String, Value>, Api
             &question,
         );
     };
-    if let Some(field) = q
+    if let Some(index) = q
         .keys()
-        .find(|k| !matches!(k.as_str(), "type" | "instructions" | "criteria"))
+        .position(|k| !matches!(k.as_str(), "type" | "instructions" | "criteria"))
     {
         return refuse(
             Code::UnknownField,
-            at.field(field),
-            "unknown field; a question has only type, instructions and criteria",
+            at.whole(),
+            format!(
+                "field #{index} is unknown; a question has only type, instructions and criteria"
+            ),
         );
     }
     Ok(q)
@@ -219,7 +222,7 @@ mod tests {
     #[rustfmt::skip]
     fn question() {
         let types = "type must be \"choice\", \"noul\" or \"score\"";
-        let unknown = "unknown field; a question has only type, instructions and criteria";
+        let unknown = |i: usize| format!("field #{i} is unknown; a question has only type, instructions and criteria");
         let instr =
             |got: &str| format!("instructions must be a string, object, array or null, got {got}");
         let second_bad =
@@ -235,8 +238,8 @@ mod tests {
             reject("type box", q1_with(noul(), "type", Some(json!("box"))), Code::UnsupportedQuestionType, &["questions", "q1", "type"], types),
             reject("type upper-case", q1_with(choice(), "type", Some(json!("CHOICE"))), Code::UnsupportedQuestionType, &["questions", "q1", "type"], types),
             reject("type empty", q1_with(noul(), "type", Some(json!(""))), Code::UnsupportedQuestionType, &["questions", "q1", "type"], types),
-            reject("unknown field in a question", q1_with(choice(), "options", Some(json!(["a"]))), Code::UnknownField, &["questions", "q1", "options"], unknown),
-            reject("an unknown field before a missing type", q1(json!({"label": "x"})), Code::UnknownField, &["questions", "q1", "label"], unknown),
+            reject("unknown field in a question", q1_with(choice(), "options", Some(json!(["a"]))), Code::UnknownField, &["questions", "q1"], unknown(3)),
+            reject("an unknown field before a missing type", q1(json!({"label": "x"})), Code::UnknownField, &["questions", "q1"], unknown(0)),
             reject("second question bad, first valid", second_bad, Code::UnsupportedQuestionType, &["questions", "q2", "type"], types),
             reject("instructions is a number", q1_with(noul(), "instructions", Some(json!(3))), Code::InvalidInstructions, &["questions", "q1", "instructions"], instr("a number")),
             reject("instructions is a boolean", q1_with(choice(), "instructions", Some(json!(false))), Code::InvalidInstructions, &["questions", "q1", "instructions"], instr("a boolean")),
