@@ -463,6 +463,60 @@ async fn the_live_token_check_through_vllm_catches_a_wrong_table_until_one_passe
     );
 }
 
+/// `--token-table auto` on the real vLLM, with no file: `systemone tokens build --backend
+/// vllm` writes the shipped `gemma-3` table (only the recorded tokenizer differs: the
+/// server, not a file), and a service on `auto` (checks off: built once) builds it from
+/// vLLM's `/tokenize` when it starts; its first request waits for the build and is answered
+/// with the probabilities a service on `gemma-3` gives (1e-6: vLLM's float32 numbers move
+/// by ~1e-6 with batching).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_table_built_from_vllms_tokenizer_is_the_shipped_gemma_3() {
+    let (url, _turn) = backend_turn().await;
+    let out = common::temp_file("gemma-vllm.json", "");
+    let started = Instant::now();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
+        .args([
+            "tokens",
+            "build",
+            "--backend",
+            "vllm",
+            "--backend-url",
+            &url,
+        ])
+        .args(["--upstream-model", MODEL, "--name", "gemma-3", "--out"])
+        .arg(&out)
+        .status()
+        .expect("systemone runs");
+    assert!(status.success());
+    let build = started.elapsed();
+    let live = TokenTable::load(out.to_str().expect("utf-8 path")).expect("a table");
+    let shipped = TokenTable::load("gemma-3").expect("shipped");
+    assert_eq!(live.prefix_ids, shipped.prefix_ids);
+    assert_eq!(live.labels, shipped.labels);
+    assert_eq!(live.multi_token, shipped.multi_token);
+    assert_eq!(live.tokenizer.name, format!("vllm {MODEL}"));
+
+    let flags = ["--max-in-flight", "1", "--token-check-timeout-secs", "300"];
+    let auto = common::start(vllm_config_with_table(&url, "auto", &flags)).await;
+    let file = common::start(vllm_config(&url, &flags)).await;
+    let body = choice(4);
+    let warm = ask(&file, &body).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+    let a = ask(&auto, &body).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let f = ask(&file, &body).await;
+    for id in ["team", "refund"] {
+        let (pa, pf) = (
+            probabilities(answer(&a.body, id)),
+            probabilities(answer(&f.body, id)),
+        );
+        for (x, y) in pa.iter().zip(&pf) {
+            assert_close(*x, *y, 1e-6, id);
+        }
+    }
+    eprintln!("vllm auto table: tokens build --backend vllm took {build:.2?}");
+}
+
 /// The one JSON line a script printed for `scenario`.
 fn scenario<'a>(lines: &'a [Value], name: &str) -> &'a Value {
     lines
