@@ -517,6 +517,49 @@ async fn the_table_built_from_vllms_tokenizer_is_the_shipped_gemma_3() {
     eprintln!("vllm auto table: tokens build --backend vllm took {build:.2?}");
 }
 
+/// vLLM's context window (`/v1/models`: `max_model_len`, 16,384 here) is read when the
+/// service starts: a state of ~20,000 tokens (limits raised so that only the window
+/// stands) is a 413 `system_one_request_too_large` naming the window, counted once by
+/// vLLM's `/tokenize`, and no read is sent (measured before: one upstream 400 per read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_longer_than_vllms_window_is_a_413_before_any_read() {
+    let (url, _turn) = backend_turn().await;
+    let proxy = TokenizerProxy::start(&url).await;
+    let raised = [
+        "--max-state-tokens",
+        "1000000",
+        "--max-request-tokens",
+        "100000000",
+    ];
+    let service = common::start(vllm_config(proxy.url(), &raised)).await;
+    let model = service.state.models.default_model();
+    let started = Instant::now();
+    while model.backend.context_tokens().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the window was never read"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(model.backend.context_tokens(), Some(16_384));
+    let tokenized = proxy.tokenizes();
+    let mut body = choice(4);
+    body["state"] = json!("The customer writes again about the invoice. ".repeat(2_500));
+    let reply = common::ask(&service, &body).await;
+    assert_error(&reply, 413, "system_one_request_too_large", "cap_exceeded");
+    let message = reply.body["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains("context window of 16384 tokens"),
+        "{message}"
+    );
+    assert_eq!(proxy.chats(), 0, "no read reached vLLM");
+    assert_eq!(
+        proxy.tokenizes(),
+        tokenized + 1,
+        "counted once by vLLM's tokenizer"
+    );
+}
+
 /// The one JSON line a script printed for `scenario`.
 fn scenario<'a>(lines: &'a [Value], name: &str) -> &'a Value {
     lines

@@ -28,6 +28,21 @@ pub enum UserContent {
 }
 
 impl UserContent {
+    /// The text the model reads (the text parts joined), images left out.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            UserContent::Text(t) => t.as_str().into(),
+            UserContent::Parts(parts) => parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Text(t) => Some(t.as_str()),
+                    Part::ImageUrl(_) => None,
+                })
+                .collect::<String>()
+                .into(),
+        }
+    }
+
     /// Total bytes of text, for token estimates.
     pub fn text_len(&self) -> usize {
         match self {

@@ -28,6 +28,19 @@ pub(crate) fn post(
     }
 }
 
+/// A GET of `url`, with the backend's bearer key when it has one.
+pub(crate) fn get(
+    client: &reqwest::Client,
+    url: impl reqwest::IntoUrl,
+    key: Option<&Secret>,
+) -> reqwest::RequestBuilder {
+    let call = client.get(url);
+    match key {
+        Some(key) => call.bearer_auth(key.expose()),
+        None => call,
+    }
+}
+
 /// How long an exchange whose caller stopped waiting may run on in the background before
 /// it is cut (a backend that never answers must not hold a slot forever).
 const ABANDONED_EXCHANGE_BOUND: Duration = Duration::from_secs(60);

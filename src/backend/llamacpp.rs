@@ -35,9 +35,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::chat::{ChatResponse, Positions, TokenLogprobs};
-use super::http::{exchange, post};
-use super::{Backend, BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
-use crate::limits::InFlightPermit;
+use super::context::ContextWindow;
+use super::http::{exchange, get, post};
+use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest, ReadUsage};
+use crate::limits::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
 /// How many raw top log-probabilities one read asks for.
@@ -72,6 +73,8 @@ pub struct LlamaCppBackend {
     cache_prompt: bool,
     /// Extra template arguments (e.g. `{"enable_thinking": false}` for Qwen 3 style models).
     chat_template_kwargs: Option<Value>,
+    /// Its context window (`/props`: `default_generation_settings.n_ctx`, per slot).
+    context: ContextWindow,
 }
 
 /// The request body.
@@ -116,6 +119,7 @@ impl LlamaCppBackend {
             api_key,
             cache_prompt,
             chat_template_kwargs,
+            context: ContextWindow::default(),
         }
     }
 
@@ -319,6 +323,20 @@ impl Backend for LlamaCppBackend {
     ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>> {
         let slot = Arc::new(permit);
         async move { self.tokenize_texts(texts, &slot).await }.boxed()
+    }
+
+    fn upkeep<'a>(&'a self, in_flight: &'a InFlight) -> BoxFuture<'a, Due> {
+        let call = get(
+            &self.client,
+            format!("{}/props", self.root_url),
+            self.api_key.as_ref(),
+        );
+        let n_ctx = |props: &Value| props["default_generation_settings"]["n_ctx"].as_u64();
+        self.context.refresh(call, in_flight, n_ctx).boxed()
+    }
+
+    fn context_tokens(&self) -> Option<usize> {
+        self.context.get()
     }
 
     fn refuses_template<'a>(

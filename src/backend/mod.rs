@@ -8,6 +8,7 @@
 mod http;
 pub use http::set_log_error_text;
 pub mod chat;
+pub mod context;
 pub mod llamacpp;
 pub mod openai;
 pub mod vllm;
@@ -190,6 +191,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// anything itself. Dialects that know their host are always ready.
     fn prepare(&self) -> BoxFuture<'_, Result<(), BackendError>> {
         futures::future::ready(Ok(())).boxed()
+    }
+    /// The backend's context window in tokens, once its upkeep has read it (`None`:
+    /// unknown, reads are not checked against it).
+    fn context_tokens(&self) -> Option<usize> {
+        None
     }
     /// What [`Backend::upkeep`] found, for `/readyz` and the metrics; `None` for dialects
     /// that find nothing out.

@@ -25,9 +25,10 @@ use serde::{Deserialize, Serialize};
 
 use super::chat::ChatResponse;
 use super::chat::Positions;
-use super::http::{exchange, post};
-use super::{Backend, BackendError, Messages, ReadReply, ReadRequest};
-use crate::limits::InFlightPermit;
+use super::context::ContextWindow;
+use super::http::{exchange, get, post};
+use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest};
+use crate::limits::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
 /// The most `top_logprobs` vLLM accepts.
@@ -51,6 +52,8 @@ pub struct VllmBackend {
     max_ids_per_read: usize,
     /// Extra template arguments (e.g. `{"enable_thinking": false}`), sent when set.
     chat_template_kwargs: Option<serde_json::Value>,
+    /// Its context window (`/v1/models`: the model's `max_model_len`).
+    context: ContextWindow,
 }
 
 impl VllmBackend {
@@ -72,6 +75,7 @@ impl VllmBackend {
             api_key,
             max_ids_per_read: max_ids_per_read.max(1),
             chat_template_kwargs: None,
+            context: ContextWindow::default(),
         }
     }
 
@@ -193,6 +197,25 @@ impl Backend for VllmBackend {
     ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>> {
         let slot = Arc::new(permit);
         async move { self.tokenize_texts(texts, &slot).await }.boxed()
+    }
+
+    fn upkeep<'a>(&'a self, in_flight: &'a InFlight) -> BoxFuture<'a, Due> {
+        let url = self.url.replace("/chat/completions", "/models");
+        let call = get(&self.client, url, self.api_key.as_ref());
+        let model = self.upstream_model.as_str();
+        let max_model_len = move |models: &serde_json::Value| {
+            let listed = models["data"].as_array()?;
+            let entry = listed
+                .iter()
+                .find(|m| m["id"] == model)
+                .or(listed.first())?;
+            entry["max_model_len"].as_u64()
+        };
+        self.context.refresh(call, in_flight, max_model_len).boxed()
+    }
+
+    fn context_tokens(&self) -> Option<usize> {
+        self.context.get()
     }
 }
 

@@ -66,6 +66,9 @@ pub enum PipelineError {
     /// The model's token table failed its live check; retry after this many seconds.
     #[error("the model's token table does not match the serving tokenizer")]
     TableMismatch(u64),
+    /// A read's prompt (`tokens`) would not fit the backend's context window.
+    #[error("a read of {tokens} tokens would not fit the backend's context of {window}")]
+    ContextExceeded { tokens: usize, window: usize },
 }
 
 impl PipelineError {
@@ -209,7 +212,9 @@ impl Pipeline {
         // A dialect that probes its host knows how to slice the reads only after the probe.
         req.model().backend.prepare().await?;
         self.check_table(req).await?;
-        let mut reads = self.ask_all(req, sent).await?;
+        let asks = plan(req);
+        super::context::fits(req.model(), &self.in_flight, &asks).await?;
+        let mut reads = self.ask_all(req, asks, sent).await?;
         let mut usage = Usage::default();
         let mut model = None;
         let mut answers = Vec::with_capacity(reads.len());
@@ -250,9 +255,9 @@ impl Pipeline {
     async fn ask_all(
         &self,
         req: &ValidRequest,
+        asks: Vec<Vec<Ask>>,
         sent: &AtomicU64,
     ) -> Result<Vec<Option<QuestionReads>>, PipelineError> {
-        let asks = plan(req);
         let asked: Vec<usize> = (0..asks.len())
             .filter(|q| req.questions()[*q].options.len() >= 2)
             .collect();
@@ -367,6 +372,14 @@ impl From<PipelineError> for ApiError {
                 "the model is disabled: its token table does not match the tokenizer the backend serves; retry later",
             )
             .retry_after(retry),
+            PipelineError::ContextExceeded { tokens, window } => ApiError::new(
+                Code::RequestTooLarge,
+                format!(
+                    "a read's prompt is {tokens} tokens, more than the backend's context window \
+                     of {window} tokens (as the backend reports it); shorten the state, the \
+                     question or its options"
+                ),
+            ),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! * `POST /tokenize` (one prompt, `add_special_tokens: false`) tokenizes with the toy
 //!   tokenizer (or, with [`FakeVllm::set_split_digits`], a variant that splits every number
 //!   into single digits, as Gemma 3 and Qwen 3 do), answering in vLLM's shape.
+//! * `GET /v1/models` reports a `max_model_len` ([`FakeVllm::set_max_model_len`]).
 //! * Recorded answers can be installed to replay a golden case verbatim.
 //! * Fault modes turn it into a misbehaving backend; it counts requests and the most it
 //!   ever had in flight at once.
@@ -68,6 +69,9 @@ pub struct FakeState {
     pub chat_bodies: Mutex<Vec<Value>>,
     /// Chat requests received.
     pub chat_requests: AtomicUsize,
+    /// The `max_model_len` `/v1/models` reports (0: the route answers 404, as a host that
+    /// does not report its window).
+    pub max_model_len: AtomicUsize,
     /// Tokenizer checks begun: `/tokenize` requests for the bare table prefix [`PREFIX`]
     /// (a check, or a table build, tokenizes it first).
     pub tokenizer_checks: AtomicUsize,
@@ -113,6 +117,7 @@ impl FakeVllm {
             fault: Mutex::new(Fault::None),
             chat_bodies: Mutex::new(Vec::new()),
             chat_requests: AtomicUsize::new(0),
+            max_model_len: AtomicUsize::new(DEFAULT_MAX_MODEL_LEN),
             tokenizer_checks: AtomicUsize::new(0),
             tokenize_requests: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
@@ -129,6 +134,7 @@ impl FakeVllm {
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/tokenize", post(tokenize))
+            .route("/v1/models", axum::routing::get(models))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -161,6 +167,11 @@ impl FakeVllm {
     /// Shifts the tokenizer's digit-token ids (0 = the golden toy tokenizer).
     pub fn set_token_id_offset(&self, offset: usize) {
         self.state.token_id_offset.store(offset, Ordering::SeqCst);
+    }
+
+    /// Sets the context window `/v1/models` reports (0: none, the route answers 404).
+    pub fn set_max_model_len(&self, tokens: usize) {
+        self.state.max_model_len.store(tokens, Ordering::SeqCst);
     }
 
     /// Tokenizer checks begun so far (see [`FakeState::tokenizer_checks`]).
@@ -501,6 +512,20 @@ pub fn toy_tokenize_split_digits(text: &str) -> Vec<u64> {
     }
     out.extend(toy_tokenize(rest));
     out
+}
+
+/// The context window the fake reports by default: larger than any test's prompt.
+pub const DEFAULT_MAX_MODEL_LEN: usize = 131_072;
+
+/// vLLM's `GET /v1/models`: the one served model with its `max_model_len`.
+async fn models(State(state): State<Arc<FakeState>>) -> Response {
+    match state.max_model_len.load(Ordering::SeqCst) {
+        0 => error(StatusCode::NOT_FOUND, "no such route"),
+        len => axum::Json(json!({"object": "list", "data": [
+            {"id": "glm-5.3-flash", "object": "model", "owned_by": "vllm", "max_model_len": len}
+        ]}))
+        .into_response(),
+    }
 }
 
 /// The prefix every token table of the tests starts its check (and build) with.
