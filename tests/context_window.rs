@@ -31,9 +31,8 @@ async fn service(window: usize) -> (FakeVllm, Service) {
     fake.set_max_model_len(window);
     let service = common::start(common::config(&fake.base_url(), &[])).await;
     common::settled(&service).await;
-    let model = service.state.models.default_model();
     let started = tokio::time::Instant::now();
-    while window > 0 && model.backend.context_tokens().is_none() {
+    while window > 0 && self::window(&service).is_none() {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "the window was never read"
@@ -43,21 +42,23 @@ async fn service(window: usize) -> (FakeVllm, Service) {
     (fake, service)
 }
 
+/// The window the default model's backend reported, if any.
+fn window(service: &Service) -> Option<usize> {
+    service
+        .state
+        .models
+        .default_model()
+        .backend
+        .context_tokens()
+}
+
 /// A 3,000-byte state of ordinary text does not fit a 2,000-token window: 413
 /// `system_one_request_too_large` naming the window and the prompt's size, counted once by
 /// the backend's tokenizer, and no read sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_over_the_window_is_a_413_before_any_read() {
     let (fake, service) = service(2000).await;
-    assert_eq!(
-        service
-            .state
-            .models
-            .default_model()
-            .backend
-            .context_tokens(),
-        Some(2000)
-    );
+    assert_eq!(window(&service), Some(2000));
     let tokenized = fake.tokenize_requests();
     let reply = ask(&service, &about("x".repeat(3000))).await;
     assert_error(&reply, 413, "system_one_request_too_large", "cap_exceeded");
@@ -97,15 +98,7 @@ async fn a_long_prompt_of_few_tokens_is_counted_and_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_without_a_window_is_not_checked() {
     let (fake, service) = service(0).await;
-    assert_eq!(
-        service
-            .state
-            .models
-            .default_model()
-            .backend
-            .context_tokens(),
-        None
-    );
+    assert_eq!(window(&service), None);
     let reply = ask(&service, &about("x".repeat(3000))).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert!(fake.chat_requests() > 0);

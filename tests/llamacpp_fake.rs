@@ -132,7 +132,7 @@ fn four_options() -> Value {
 /// service's response to [`four_options`].
 async fn ask_four(fake: FakeLlama, extra: &[&str]) -> (Shared, common::Service, reqwest::Response) {
     let (url, fake) = start_fake(fake).await;
-    // The fake serves no `/tokenize`: the table is named, not built (`auto`).
+    // The fake's `/tokenize` knows only digits: the table is named, not built (`auto`).
     let flags = [&["--token-table", "gemma-3"], extra].concat();
     let service = common::start(common::llamacpp_config(&url, &flags)).await;
     let response = service.ask(&four_options()).await;

@@ -14,6 +14,8 @@ use crate::limits::InFlight;
 
 /// How often the window is read again (a backend restarted with another window).
 const REFRESH: Duration = Duration::from_secs(600);
+/// The bound on one read of it (a hung backend must not hold the model's upkeep).
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The window as last read; unknown until then, and for a host that does not report it.
 #[derive(Debug, Default)]
@@ -38,7 +40,8 @@ impl ContextWindow {
         read: impl FnOnce(&Value) -> Option<u64>,
     ) -> Due {
         let slot = Arc::new(in_flight.acquire().await);
-        let found = match exchange(call, &slot).await {
+        let answer = tokio::time::timeout(READ_TIMEOUT, exchange(call, &slot)).await;
+        let found = match answer.unwrap_or(Err(BackendError::Timeout)) {
             Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
                 .ok()
                 .as_ref()

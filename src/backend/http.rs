@@ -21,11 +21,7 @@ pub(crate) fn post(
     url: impl reqwest::IntoUrl,
     key: Option<&Secret>,
 ) -> reqwest::RequestBuilder {
-    let call = client.post(url);
-    match key {
-        Some(key) => call.bearer_auth(key.expose()),
-        None => call,
-    }
+    with_key(client.post(url), key)
 }
 
 /// A GET of `url`, with the backend's bearer key when it has one.
@@ -34,7 +30,11 @@ pub(crate) fn get(
     url: impl reqwest::IntoUrl,
     key: Option<&Secret>,
 ) -> reqwest::RequestBuilder {
-    let call = client.get(url);
+    with_key(client.get(url), key)
+}
+
+/// `call` with the bearer key, when there is one.
+fn with_key(call: reqwest::RequestBuilder, key: Option<&Secret>) -> reqwest::RequestBuilder {
     match key {
         Some(key) => call.bearer_auth(key.expose()),
         None => call,

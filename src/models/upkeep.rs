@@ -90,22 +90,39 @@ fn backoff(failures: u32) -> Duration {
         .min(RETRY_MAX)
 }
 
-/// The task: the host probe first (a dialect that probes must know its host before it can
-/// be checked), then the token-table check, each when due; then sleep to the next due time.
+/// The task: the dialect's host upkeep (the `openai` probe, the context window) and the
+/// token-table check, each when due and side by side (the one dialect whose probe must
+/// come first, `openai`, has no token check), then sleep to the next due time.
 async fn keep(model: Weak<Model>, in_flight: InFlight) {
     let mut probe = Chore::new("host probe");
     let mut check = Chore::new("token-table check");
     loop {
         let Some(m) = model.upgrade() else { return };
         let now = Instant::now();
-        if probe.is_due(now) {
-            probe.schedule(&m.name, m.backend.upkeep(&in_flight).await);
+        let probe_due = probe.is_due(now);
+        let check_due = check.is_due(now);
+        let (probed, checked) = tokio::join!(
+            async {
+                match probe_due {
+                    true => Some(m.backend.upkeep(&in_flight).await),
+                    false => None,
+                }
+            },
+            async {
+                match check_due {
+                    true => Some(
+                        m.verifier
+                            .check(m.backend.as_ref(), &m.table, &in_flight)
+                            .await,
+                    ),
+                    false => None,
+                }
+            },
+        );
+        if let Some(due) = probed {
+            probe.schedule(&m.name, due);
         }
-        if check.is_due(now) {
-            let due = m
-                .verifier
-                .check(m.backend.as_ref(), &m.table, &in_flight)
-                .await;
+        if let Some(due) = checked {
             check.schedule(&m.name, due);
         }
         drop(m);
