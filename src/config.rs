@@ -262,14 +262,27 @@ pub struct GatewaySettings {
     #[arg(long, env = "SYSTEMONE_API_KEYS", hide_env_values = true)]
     pub api_keys: Option<Secret>,
 
-    /// Consecutive failed requests to a backend (429, 5xx, timeouts, unreachable) that open
-    /// its circuit breaker; 0 turns the breaker off.
-    #[arg(long, env = "SYSTEMONE_CIRCUIT_FAILURES", default_value_t = 5)]
-    pub circuit_failures: u32,
+    /// Percentage of a backend's requests over the last `--circuit-window-secs` that failed
+    /// (429, 5xx, timeouts, unreachable) at which its circuit breaker opens, once the window
+    /// holds `--circuit-min-calls` requests; 0 turns the breaker off. A rate, not a run of
+    /// failures: faults that land together (read timeouts after a stall) are judged
+    /// against the requests around them.
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_FAILURE_RATE", default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub circuit_failure_rate: u8,
+
+    /// Requests (that succeeded or failed) the window must hold before its failure rate can
+    /// open the circuit, so that a few early failures are not a rate.
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_MIN_CALLS", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub circuit_min_calls: u32,
+
+    /// Seconds of a backend's most recent outcomes the failure rate is taken over (a
+    /// sliding window in tenths); older outcomes drop out.
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_WINDOW_SECS", default_value_t = 10.0, value_parser = window_seconds)]
+    pub circuit_window_secs: f64,
 
     /// Seconds an open circuit refuses requests (503 `system_one_circuit_open`) before one
     /// probe request is let through.
-    #[arg(long, env = "SYSTEMONE_CIRCUIT_COOLDOWN_SECS", default_value_t = 10.0)]
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_COOLDOWN_SECS", default_value_t = 10.0, value_parser = seconds)]
     pub circuit_cooldown_secs: f64,
 
     /// Seconds in-flight requests may take to finish after SIGTERM or ctrl-c (new
@@ -356,6 +369,15 @@ fn at_least_one(text: &str) -> Result<usize, String> {
     }
 }
 
+/// Parses a window in seconds: like [`seconds`], but more than 0 (an empty window would
+/// hold no outcome to judge).
+fn window_seconds(text: &str) -> Result<f64, String> {
+    match seconds(text)? {
+        secs if secs > 0.0 => Ok(secs),
+        _ => Err(format!("{text:?} is not more than 0 seconds")),
+    }
+}
+
 /// Parses a timeout in seconds: finite, 0 (off) up to a day.
 fn seconds(text: &str) -> Result<f64, String> {
     const DAY: f64 = 86_400.0;
@@ -374,8 +396,10 @@ impl GatewaySettings {
     /// The circuit breaker's thresholds.
     pub fn circuit(&self) -> CircuitSettings {
         CircuitSettings {
-            failures: self.circuit_failures,
-            cooldown: Duration::from_secs_f64(self.circuit_cooldown_secs.max(0.0)),
+            failure_rate: self.circuit_failure_rate.min(100),
+            min_calls: self.circuit_min_calls.max(1),
+            window: Duration::from_secs_f64(self.circuit_window_secs),
+            cooldown: Duration::from_secs_f64(self.circuit_cooldown_secs),
         }
     }
 
@@ -458,8 +482,13 @@ impl LimitStoreSettings {
 /// When a circuit opens and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CircuitSettings {
-    /// Consecutive failed requests that open the circuit; 0 turns the breaker off.
-    pub failures: u32,
+    /// The percentage (1–100) of failed requests in the window that opens the circuit;
+    /// 0 turns the breaker off.
+    pub failure_rate: u8,
+    /// Requests the window must hold before its rate is judged (at least 1).
+    pub min_calls: u32,
+    /// How far back the window reaches.
+    pub window: Duration,
     /// How long an open circuit refuses requests before letting a probe through.
     pub cooldown: Duration,
 }
@@ -824,7 +853,7 @@ mod tests {
         assert_eq!(upstream.max_in_flight, cfg.upstream.max_in_flight);
         assert_eq!(upstream.token_check_timeout(), Duration::from_secs(30));
         assert_eq!(CircuitSettings::default(), cfg.gateway.circuit());
-        assert_eq!(CircuitSettings::default().failures, 5);
+        assert_eq!(CircuitSettings::default().failure_rate, 50);
     }
 
     #[test]
@@ -839,9 +868,52 @@ mod tests {
         assert!(!debug.contains("sk-gateway-canary"), "{debug}");
         assert!(debug.contains("keys.toml"));
         let circuit = cfg.gateway.circuit();
-        assert_eq!(circuit.failures, 5);
+        assert_eq!(
+            (circuit.failure_rate, circuit.min_calls),
+            (50, 20),
+            "{circuit:?}"
+        );
+        assert_eq!(circuit.window, Duration::from_secs(10));
         assert_eq!(circuit.cooldown, Duration::from_secs(10));
         assert_eq!(cfg.gateway.shutdown_grace(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn circuit_flags_outside_their_range_are_refused() {
+        use clap::Parser;
+        for (flag, value) in [
+            ("--circuit-failure-rate", "101"),
+            ("--circuit-failure-rate", "-1"),
+            ("--circuit-min-calls", "0"),
+            ("--circuit-window-secs", "0"),
+            ("--circuit-window-secs", "NaN"),
+            ("--circuit-cooldown-secs", "inf"),
+            ("--circuit-cooldown-secs", "-1"),
+        ] {
+            let parsed = Serve::try_parse_from(["systemone", flag, value]);
+            assert!(parsed.is_err(), "{flag} {value} was accepted");
+        }
+        let circuit = serve_flags(&[
+            "--circuit-failure-rate",
+            "0",
+            "--circuit-min-calls",
+            "1",
+            "--circuit-window-secs",
+            "0.5",
+            "--circuit-cooldown-secs",
+            "0",
+        ])
+        .gateway
+        .circuit();
+        assert_eq!(
+            circuit,
+            CircuitSettings {
+                failure_rate: 0,
+                min_calls: 1,
+                window: Duration::from_millis(500),
+                cooldown: Duration::ZERO,
+            }
+        );
     }
 
     #[test]

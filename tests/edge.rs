@@ -3,7 +3,10 @@
 //! so no test sleeps: each waits for the server to act); bad request heads get the
 //! contract's JSON error with a request id; at the connection cap new connections are
 //! refused while open ones are served; over the request cap callers get 503 with
-//! `Retry-After`; a request its client abandons is counted as `client_closed`.
+//! `Retry-After`; a request its client abandons is counted as `client_closed`; an answer
+//! given before the body was all read (a 413 for a body over the limit, a 408) says
+//! `connection: close`, and the rest of the body is drained so the client reads it and
+//! then a clean end of stream.
 
 mod common;
 
@@ -252,7 +255,118 @@ async fn a_body_that_arrives_too_slowly_gets_a_408() {
     assert!(raw.body["error"]["message"]
         .as_str()
         .is_some_and(|m| m.contains("body read timeout of 0.3 s")));
+    // Refused mid-body: the connection closes (cleanly, once the client sends nothing).
+    assert_eq!(raw.header("connection"), Some("close"));
+    assert_eq!(ends_cleanly(&mut stream).await, Ok(()));
     assert_eq!(edge.fake.chat_requests(), 0);
+}
+
+const MIB: usize = 1024 * 1024;
+
+/// The head of a `/v1/systemone` POST whose body is `len` bytes (`None`: chunked).
+fn post_head(len: Option<usize>) -> String {
+    let framing = match len {
+        Some(len) => format!("content-length: {len}"),
+        None => "transfer-encoding: chunked".to_string(),
+    };
+    format!("POST /v1/systemone HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n{framing}\r\n\r\n")
+}
+
+/// Whether the server ends the stream cleanly (a FIN after what was read, no reset).
+async fn ends_cleanly(stream: &mut TcpStream) -> Result<(), String> {
+    let mut rest = Vec::new();
+    match stream.read_to_end(&mut rest).await {
+        Ok(_) if rest.is_empty() => Ok(()),
+        Ok(_) => Err(format!("{} more bytes", rest.len())),
+        Err(e) => Err(format!("{e}")),
+    }
+}
+
+/// Writes a head and a body of `len` bytes (chunked in pieces of 64 KiB when `chunked`)
+/// all before reading, as most clients do; the server must take it all.
+async fn send_whole(stream: &mut TcpStream, len: usize, chunked: bool) {
+    stream
+        .write_all(post_head((!chunked).then_some(len)).as_bytes())
+        .await
+        .expect("write the head");
+    let piece = vec![b' '; 64 * 1024];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(piece.len());
+        let written = if chunked {
+            let mut chunk = format!("{n:x}\r\n").into_bytes();
+            chunk.extend_from_slice(&piece[..n]);
+            chunk.extend_from_slice(b"\r\n");
+            stream.write_all(&chunk).await
+        } else {
+            stream.write_all(&piece[..n]).await
+        };
+        written.unwrap_or_else(|e| panic!("the server stopped taking the body: {e}"));
+        left -= n;
+    }
+    if chunked {
+        stream
+            .write_all(b"0\r\n\r\n")
+            .await
+            .expect("the last chunk");
+    }
+}
+
+/// A body over the limit (1 MiB here) is answered 413 with `connection: close`, and the
+/// rest of it is drained, so a client that writes its whole body before reading takes it
+/// all (no EPIPE), reads the 413, then a clean end of stream (no reset): 2 MiB and 8 MiB
+/// over, by `Content-Length` and chunked.
+#[tokio::test]
+async fn an_oversized_body_gets_a_readable_413_and_a_clean_close() {
+    let edge = start(&["--max-body-bytes", &MIB.to_string()]).await;
+    for (over, chunked) in [(2, false), (8, false), (2, true)] {
+        let mut stream = connect(edge.addr).await;
+        send_whole(&mut stream, MIB + over * MIB, chunked).await;
+        let raw = read_response(&mut stream, &mut Vec::new())
+            .await
+            .unwrap_or_else(|| panic!("no 413 for {over} MiB over (chunked: {chunked})"));
+        raw.assert_refusal(413, "system_one_body_too_large");
+        assert_eq!(raw.header("connection"), Some("close"), "{raw:?}");
+        let end = ends_cleanly(&mut stream).await;
+        assert_eq!(end, Ok(()), "{over} MiB over (chunked: {chunked})");
+    }
+    assert_eq!(edge.fake.chat_requests(), 0);
+}
+
+/// A keep-alive client whose second request's body is too large (8 MiB over) reads its
+/// 413 with `connection: close`, then the connection ends cleanly instead of being reset
+/// under its next request; a new connection is served as usual.
+#[tokio::test]
+async fn a_keep_alive_client_over_the_body_limit_sees_a_clean_close() {
+    let edge = start(&["--max-body-bytes", &MIB.to_string()]).await;
+    let mut stream = connect(edge.addr).await;
+    let mut pending = Vec::new();
+    stream
+        .write_all(post(&body(3)).as_bytes())
+        .await
+        .expect("write");
+    let first = read_response(&mut stream, &mut pending).await.expect("200");
+    assert_eq!(first.status, 200, "{first:?}");
+    assert_eq!(first.header("connection"), None, "kept alive");
+    send_whole(&mut stream, 9 * MIB, false).await;
+    let refused = read_response(&mut stream, &mut pending)
+        .await
+        .expect("a 413");
+    refused.assert_refusal(413, "system_one_body_too_large");
+    assert_eq!(refused.header("connection"), Some("close"));
+    assert!(pending.is_empty());
+    assert_eq!(ends_cleanly(&mut stream).await, Ok(()));
+    let again = exchange_kept(edge.addr, post(&body(3)).as_bytes()).await;
+    assert_eq!(again.status, 200, "{again:?}");
+}
+
+/// Sends `bytes` on a new connection and reads one response (the connection stays open).
+async fn exchange_kept(addr: SocketAddr, bytes: &[u8]) -> Raw {
+    let mut stream = connect(addr).await;
+    stream.write_all(bytes).await.expect("write");
+    read_response(&mut stream, &mut Vec::new())
+        .await
+        .expect("a response")
 }
 
 #[tokio::test]

@@ -2,9 +2,11 @@
 //! over HTTP against fake vLLM servers, on a paused tokio clock (cool-downs and slow
 //! backends are crossed without real waiting).
 //!
-//! * After N consecutive failed requests (backend 500s, read timeouts) a model's circuit
+//! * Once the share of failed requests (backend 500s, read timeouts) over the window
+//!   reaches the failure rate, with at least the minimum of calls in it, a model's circuit
 //!   opens: requests are refused up front with 503 `system_one_circuit_open` and
-//!   `Retry-After`, and the backend is not contacted. After the cool-down one probe goes
+//!   `Retry-After`, and the backend is not contacted. Faults that land together at 5% of a
+//!   concurrent load never open it; a backend failing every request does. After the cool-down one probe goes
 //!   through (others are still refused while it runs); its success closes the circuit,
 //!   its failure opens it again.
 //! * A model with `fallback = "<other>"` is served by the other model while its circuit is
@@ -18,11 +20,14 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use systemone::config::CircuitSettings;
 
 use common::fake_vllm::{FakeVllm, Fault};
 use common::{ask, get, metrics, post, setup, Reply, Service};
@@ -51,15 +56,25 @@ async fn wait_until(what: &str, done: impl Fn() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-/// Two 500s and a read timeout open a circuit set to 3 failures; the next request is a 503
-/// `system_one_circuit_open` with `Retry-After` ≤ the 10 s cool-down and never reaches the
-/// backend. After the cool-down a slow probe goes through while a concurrent request is
+/// After one answer, two 500s and a read timeout (3 failures of 4 requests) open a circuit
+/// set to 75% of at least 4 calls in a minute (the window outlasts the 30 s timeout); the
+/// next request is a 503 `system_one_circuit_open` with `Retry-After` ≤ the 10 s cool-down
+/// and never reaches the backend. After the cool-down a slow probe goes through while a concurrent request is
 /// still refused (`Retry-After: 1`); the probe's 200 closes the circuit and requests flow
 /// again. `/metrics` shows the state at each step.
 #[tokio::test(start_paused = true)]
 async fn the_breaker_opens_refuses_up_front_half_opens_and_closes() {
-    let (fake, service) =
-        setup(&["--circuit-failures", "3", "--circuit-cooldown-secs", "10"]).await;
+    let (fake, service) = setup(&[
+        "--circuit-failure-rate",
+        "75",
+        "--circuit-min-calls",
+        "4",
+        "--circuit-window-secs",
+        "60",
+        "--circuit-cooldown-secs",
+        "10",
+    ])
+    .await;
     assert_eq!(ask(&service, &one_question()).await.status, 200);
     let state = |m: &str| format!("systemone_circuit_state{{model=\"{MODEL}\"}} {m}");
     assert!(metrics(&service).await.contains(&state("0")));
@@ -118,7 +133,7 @@ async fn the_breaker_opens_refuses_up_front_half_opens_and_closes() {
 /// A probe that fails opens the circuit for another cool-down.
 #[tokio::test(start_paused = true)]
 async fn a_failed_probe_opens_the_circuit_again() {
-    let (fake, service) = setup(&["--circuit-failures", "2"]).await;
+    let (fake, service) = setup(&["--circuit-min-calls", "2"]).await;
     fake.set_fault(Fault::ServerError);
     for _ in 0..2 {
         assert_eq!(ask(&service, &one_question()).await.status, 502);
@@ -140,10 +155,10 @@ async fn a_failed_probe_opens_the_circuit_again() {
 }
 
 /// Backend answers that say nothing about its health (a 200 without logprobs, a protocol
-/// break) and the breaker turned off (`--circuit-failures 0`) never open the circuit.
+/// break) and the breaker turned off (`--circuit-failure-rate 0`) never open the circuit.
 #[tokio::test(start_paused = true)]
 async fn protocol_breaks_and_a_disabled_breaker_keep_it_closed() {
-    let (fake, service) = setup(&["--circuit-failures", "2"]).await;
+    let (fake, service) = setup(&["--circuit-min-calls", "2"]).await;
     fake.set_fault(Fault::NoLogprobs);
     for _ in 0..4 {
         ask(&service, &one_question()).await.assert_code(
@@ -152,7 +167,7 @@ async fn protocol_breaks_and_a_disabled_breaker_keep_it_closed() {
             "protocol",
         );
     }
-    let (fake_off, service_off) = setup(&["--circuit-failures", "0"]).await;
+    let (fake_off, service_off) = setup(&["--circuit-failure-rate", "0"]).await;
     fake_off.set_fault(Fault::ServerError);
     for _ in 0..8 {
         assert_eq!(ask(&service_off, &one_question()).await.status, 502);
@@ -160,6 +175,85 @@ async fn protocol_breaks_and_a_disabled_breaker_keep_it_closed() {
     assert_eq!(fake_off.chat_requests(), 8);
     fake.set_fault(Fault::None);
     assert_eq!(ask(&service, &one_question()).await.status, 200);
+}
+
+/// Sends `total` requests from `callers` concurrent loops; the responses counted by status
+/// and error code (`""` for an answer).
+async fn load(service: &Service, total: usize, callers: usize) -> BTreeMap<(u16, String), usize> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let url = service.url("/v1/systemone");
+    let loops: Vec<_> = (0..callers)
+        .map(|_| {
+            let (client, url, next) = (service.client.clone(), url.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                while next.fetch_add(1, Ordering::SeqCst) < total {
+                    let reply = post(&client, &url, &one_question()).await;
+                    let code = reply.body["error"]["code"].as_str().unwrap_or("");
+                    seen.push((reply.status, code.to_string()));
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut counts = BTreeMap::new();
+    for caller in loops {
+        for outcome in caller.await.expect("caller task") {
+            *counts.entry(outcome).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// How many responses of `counts` had this status and code.
+fn seen(counts: &BTreeMap<(u16, String), usize>, status: u16, code: &str) -> usize {
+    counts
+        .get(&(status, code.to_string()))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// The breaker judges a failure rate, not a run of failures (issue 29). At the default
+/// settings, 400 requests from 32 concurrent callers while the backend fails 5 in a row of
+/// every 100 (5%; each such run alone opened the old five-in-a-row breaker): the circuit
+/// never opens, every request reaches the backend and 95% are answered. Then a backend
+/// failing every request, the same load: the circuit opens after the minimum of calls
+/// (plus those already admitted), and the rest are refused up front. The cool-down is an
+/// hour there, so a slow run cannot reach a probe.
+#[tokio::test]
+async fn five_percent_faults_at_concurrency_never_open_it_a_dead_backend_does() {
+    const TOTAL: usize = 400;
+    const CALLERS: usize = 32;
+    let (fake, service) = setup(&[]).await;
+    fake.set_fault(Fault::Bursts {
+        period: 100,
+        run: 5,
+    });
+    let counts = load(&service, TOTAL, CALLERS).await;
+    let answered = seen(&counts, 200, "");
+    assert_eq!(answered, TOTAL * 95 / 100, "{counts:?}");
+    assert!(answered * 10 >= TOTAL * 9);
+    assert_eq!(seen(&counts, 502, "system_one_upstream_error"), TOTAL / 20);
+    assert_eq!(seen(&counts, 503, "system_one_circuit_open"), 0);
+    assert_eq!(fake.chat_requests(), TOTAL, "none refused up front");
+    let open = format!("systemone_circuit_state{{model=\"{MODEL}\"}} 0");
+    assert!(metrics(&service).await.contains(&open));
+
+    let (dead, service) = setup(&["--circuit-cooldown-secs", "3600"]).await;
+    dead.set_fault(Fault::ServerError);
+    let counts = load(&service, TOTAL, CALLERS).await;
+    let failed = seen(&counts, 502, "system_one_upstream_error");
+    let min_calls = CircuitSettings::default().min_calls as usize;
+    assert!(
+        (min_calls..min_calls + CALLERS).contains(&failed),
+        "{counts:?}"
+    );
+    assert_eq!(
+        failed + seen(&counts, 503, "system_one_circuit_open"),
+        TOTAL,
+        "{counts:?}"
+    );
+    assert_eq!(dead.chat_requests(), failed, "the refused never reached it");
 }
 
 /// Writes a registry with a primary (backend `a`, fallback `backup`) and a backup model
@@ -192,8 +286,9 @@ token_table = "golden-fake"
 }
 
 /// Two fakes and a service whose primary model (on `a`) falls back to the backup (on `b`),
-/// each circuit opening after `failures` consecutive failures.
-async fn fallback_setup(failures: &str) -> (FakeVllm, FakeVllm, Service) {
+/// each circuit opening once 60% of at least `min_calls` requests in its window failed (so
+/// with 2, an answer and two failures open it, an answer and one failure do not).
+async fn fallback_setup(min_calls: &str) -> (FakeVllm, FakeVllm, Service) {
     let a = FakeVllm::start().await;
     let b = FakeVllm::start().await;
     let path = fallback_registry(&a, &b);
@@ -202,8 +297,10 @@ async fn fallback_setup(failures: &str) -> (FakeVllm, FakeVllm, Service) {
         &[
             "--config",
             path.to_str().expect("utf-8"),
-            "--circuit-failures",
-            failures,
+            "--circuit-min-calls",
+            min_calls,
+            "--circuit-failure-rate",
+            "60",
         ],
     ))
     .await;

@@ -10,11 +10,11 @@
 //!   a unique marker in its state; the fake logs the messages of every request it failed,
 //!   so each error is matched to the very request the fault hit (a one-question request is
 //!   exactly one upstream read).
-//! * The circuit breaker stays on with its defaults (5 consecutive failures), as deployed.
-//!   Its failures are only the 429/503/500s, at most 3 in every 20 reads, each followed in
-//!   arrival order by 19 successes that reset the count, so it is not expected to open; a
-//!   503 `system_one_circuit_open` is nevertheless accepted, and then only for a request
-//!   that never reached the backend (the counts below must add up exactly).
+//! * The circuit breaker stays on with its defaults (50% of at least 20 requests in 10 s),
+//!   as deployed. Its failures are only the 429/503/500s, 3 in every 100 reads, far under
+//!   its rate, so it is not expected to open; a 503 `system_one_circuit_open` is
+//!   nevertheless accepted, and then only for a request that never reached the backend
+//!   (the counts below must add up exactly).
 //! * The fake never has more chat requests in flight than the service's `--max-in-flight`
 //!   (the default, 16), and does reach it; the service's in-flight gauge is back to 0
 //!   afterwards.

@@ -48,7 +48,7 @@ async fn setup() -> (FakeVllm, TcpCounter, Service) {
             "--read-timeout-secs",
             "0.2",
             // Failures must keep reaching the backend, not trip the breaker.
-            "--circuit-failures",
+            "--circuit-failure-rate",
             "0",
         ],
     );

@@ -58,6 +58,10 @@ pub enum Fault {
     /// was set), which fails with the next fault of [`MixedFault::ROTATION`]; each injected
     /// fault is logged with the request's messages (see [`FakeVllm::take_mixed_hits`]).
     Mixed { every: usize },
+    /// Answers correctly except the last `run` of every `period` chat requests (counted
+    /// from when the mode was set), which fail with a 500: a share of failures that land
+    /// together, as read timeouts do when a stall ends.
+    Bursts { period: usize, run: usize },
 }
 
 /// Shared state of one fake server.
@@ -94,7 +98,7 @@ pub struct FakeState {
     /// Whether chat bodies are kept in `chat_bodies` (default true; a long load run turns
     /// it off so the log does not grow).
     pub keep_bodies: AtomicBool,
-    /// Chat requests seen since [`Fault::Mixed`] was set.
+    /// Chat requests seen since [`Fault::Mixed`] or [`Fault::Bursts`] was set.
     pub mixed_seen: AtomicUsize,
     /// The faults [`Fault::Mixed`] injected: (the request's `messages` as JSON text, fault).
     pub mixed_hits: Mutex<Vec<(String, MixedFault)>>,
@@ -153,7 +157,7 @@ impl FakeVllm {
 
     /// Sets the fault mode.
     pub fn set_fault(&self, fault: Fault) {
-        if matches!(fault, Fault::Mixed { .. }) {
+        if matches!(fault, Fault::Mixed { .. } | Fault::Bursts { .. }) {
             self.state.mixed_seen.store(0, Ordering::SeqCst);
         }
         *self.state.fault.lock().expect("lock") = fault;
@@ -325,6 +329,7 @@ async fn chat(State(state): State<Arc<FakeState>>, body: axum::body::Bytes) -> R
     let fault = state.fault.lock().expect("lock").clone();
     let fault = match fault {
         Fault::Mixed { every } => mixed_fault(&state, every, &body),
+        Fault::Bursts { period, run } => burst_fault(&state, period, run),
         other => other,
     };
     match &fault {
@@ -658,4 +663,15 @@ fn mixed_fault(state: &FakeState, every: usize, body: &Value) -> Fault {
         .expect("lock")
         .push((body["messages"].to_string(), kind));
     kind.fault()
+}
+
+/// Under [`Fault::Bursts`]: a 500 for the last `run` of every `period` requests, else
+/// [`Fault::None`].
+fn burst_fault(state: &FakeState, period: usize, run: usize) -> Fault {
+    let n = state.mixed_seen.fetch_add(1, Ordering::SeqCst);
+    if period > 0 && n % period >= period.saturating_sub(run) {
+        Fault::ServerError
+    } else {
+        Fault::None
+    }
 }

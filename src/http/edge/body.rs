@@ -1,8 +1,10 @@
-//! The request body under the body read deadline, and the response body that tells the
-//! connection's guard when its request is over.
+//! The request body under the body read deadline (and telling whether it was read to its
+//! end), and the response body that tells the connection's guard when its request is over.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -36,14 +38,21 @@ impl BodyTimedOut {
 pub(super) struct DeadlineBody {
     inner: Incoming,
     deadline: Option<(Pin<Box<tokio::time::Sleep>>, Duration)>,
+    /// Set once the body has been read to its end (at once for an empty one), so the
+    /// service can tell a response that leaves part of it unread.
+    read_to_end: Arc<AtomicBool>,
 }
 
 impl DeadlineBody {
-    pub(super) fn new(inner: Incoming, timeout: Option<Duration>) -> Self {
-        DeadlineBody {
+    /// The body with its deadline, and the flag that says whether it was read to its end.
+    pub(super) fn new(inner: Incoming, timeout: Option<Duration>) -> (Self, Arc<AtomicBool>) {
+        let read_to_end = Arc::new(AtomicBool::new(inner.is_end_stream()));
+        let body = DeadlineBody {
             inner,
             deadline: timeout.map(|t| (Box::pin(tokio::time::sleep(t)), t)),
-        }
+            read_to_end: read_to_end.clone(),
+        };
+        (body, read_to_end)
     }
 }
 
@@ -57,6 +66,9 @@ impl Body for DeadlineBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            if frame.is_none() || this.inner.is_end_stream() {
+                this.read_to_end.store(true, Ordering::SeqCst);
+            }
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         if let Some((sleep, after)) = &mut this.deadline {

@@ -4,12 +4,14 @@
 //! a head that arrives too slowly gets a 408, and a keep-alive connection left idle too long
 //! is closed. Bodies pass through counted by `Content-Length`, so the next head (pipelined
 //! or not) is found exactly; after a chunked body the connection's later heads are passed
-//! through unchecked (hyper still parses them), rather than guessed at.
+//! through unchecked (hyper still parses them), rather than guessed at. When hyper closes
+//! a connection whose client may still be sending a body (its answer came first: a 413,
+//! a 401), the close lingers and drains the rest, so the client reads the answer.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -19,19 +21,21 @@ use futures::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use super::refusal::{self, Refusal};
+use super::refusal::{self, Linger, Refusal};
 
 use crate::error::{ApiError, Code};
 use crate::metrics::Metrics;
 
-/// What a connection's service tells its guard: how many requests it is handling, and
-/// when one finished (so the guard may write a refusal without cutting into a response,
-/// and knows when the connection went idle).
+/// What a connection's service tells its guard: how many requests it is handling, when
+/// one finished (so the guard may write a refusal without cutting into a response, and
+/// knows when the connection went idle), and whether a response left its request's body
+/// unread (so the connection's close drains the rest: see [`Linger`]).
 #[derive(Debug, Default)]
 pub(super) struct Activity {
     active: AtomicUsize,
     finished: AtomicU64,
     waker: AtomicWaker,
+    body_cut: AtomicBool,
 }
 
 impl Activity {
@@ -44,6 +48,12 @@ impl Activity {
 
     fn is_busy(&self) -> bool {
         self.active.load(Ordering::SeqCst) > 0
+    }
+
+    /// A response is going out before its request's body was read to the end: the
+    /// connection closes after it (hyper reads no further) and must drain when it does.
+    pub(super) fn cut_body(&self) {
+        self.body_cut.store(true, Ordering::SeqCst);
     }
 }
 
@@ -107,6 +117,8 @@ pub(super) struct Guarded<T> {
     wait: Wait,
     deadline: Pin<Box<Sleep>>,
     refusal: Option<Refusal>,
+    /// The close in progress, once hyper has asked for one that must drain.
+    linger: Option<Linger>,
 }
 
 impl<T> Guarded<T> {
@@ -123,6 +135,7 @@ impl<T> Guarded<T> {
             wait: Wait::None,
             deadline: Box::pin(tokio::time::sleep(Duration::ZERO)),
             refusal: None,
+            linger: None,
         };
         guarded.arm(Wait::Header);
         guarded
@@ -244,6 +257,20 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Guarded<T> {
         Poll::Ready(Ok(()))
     }
 
+    /// How hyper's close must linger, if it must: while a body's declared rest is still
+    /// to come, or after a response that left its body unread (the rest of a chunked one
+    /// is of unknown length), the client may still be sending, and closing a socket with
+    /// unread data would reset the connection before the client reads the answer.
+    fn linger_on_close(&self) -> Option<Linger> {
+        let cut = self.activity.body_cut.load(Ordering::SeqCst);
+        match self.phase {
+            Phase::Body(left) if left > 0 => Some(Linger::draining(Some(left))),
+            Phase::Unchecked if cut => Some(Linger::draining(None)),
+            _ if cut => Some(Linger::brief()),
+            _ => None,
+        }
+    }
+
     /// What an expired deadline does.
     fn expire(&mut self) {
         match self.wait {
@@ -326,7 +353,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -351,7 +378,16 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
         Pin::new(&mut self.get_mut().io).poll_flush(cx)
     }
 
+    /// hyper's close at the end of a connection, lingering when the client may still be
+    /// sending (see [`Guarded::linger_on_close`]).
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        let this = self.get_mut();
+        if this.linger.is_none() {
+            this.linger = this.linger_on_close();
+        }
+        match this.linger.as_mut() {
+            Some(linger) => linger.poll_close(&mut this.io, cx),
+            None => Pin::new(&mut this.io).poll_shutdown(cx),
+        }
     }
 }

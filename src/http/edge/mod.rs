@@ -19,6 +19,7 @@ pub use body::BodyTimedOut;
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -208,11 +209,15 @@ impl Connection {
         let body_timeout = self.body_timeout;
         hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_service = activity.start();
-            let app = app.clone();
+            let (app, activity) = (app.clone(), activity.clone());
             async move {
-                let request = request
-                    .map(|b| axum::body::Body::new(body::DeadlineBody::new(b, body_timeout)));
-                let response = app.oneshot(request).await?;
+                let (head, incoming) = request.into_parts();
+                let (body, read_to_end) = body::DeadlineBody::new(incoming, body_timeout);
+                let request = hyper::Request::from_parts(head, axum::body::Body::new(body));
+                let mut response = app.oneshot(request).await?;
+                if !read_to_end.load(Ordering::SeqCst) {
+                    close_after(&mut response, &activity);
+                }
                 Ok(response.map(|b| axum::body::Body::new(body::Tracked::new(b, in_service))))
             }
         })
@@ -227,6 +232,18 @@ impl Connection {
         }
         self.metrics.add_open_connections(-1);
     }
+}
+
+/// A response given before its request's body was read to the end (a 413, a 401, a 408):
+/// hyper will close the connection after it rather than read the rest, but does not say
+/// so, and a keep-alive client would send its next request into a reset. The response
+/// says `connection: close`, and the guard drains the rest of the body as it closes.
+fn close_after(response: &mut axum::response::Response, activity: &Activity) {
+    response.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    activity.cut_body();
 }
 
 /// Answers a connection over the cap with 503 and closes it, off the accept loop.

@@ -1,5 +1,6 @@
-//! What the edge checks in a request head, and the contract response it writes itself
-//! when it refuses one (hyper never saw the request, so no handler can answer it).
+//! What the edge checks in a request head, the contract response it writes itself when it
+//! refuses one (hyper never saw the request, so no handler can answer it), and the
+//! lingering close that lets a client read an answer given before it finished sending.
 
 use std::future::Future;
 use std::io;
@@ -8,6 +9,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
 
 use crate::error::{ApiError, Code, ERROR_CODE_HEADER, RETRY_AFTER_MS};
 use crate::http::{RequestId, REQUEST_ID, TYPESAFE_REQUEST_ID};
@@ -118,18 +120,94 @@ fn body_length(headers: &[httparse::Header<'_>]) -> Result<Option<u64>, Refused>
     })
 }
 
-/// Most bytes read and dropped after a refusal, and for how long, so the client reads the
+/// Most bytes read and dropped in a brief linger, and for how long, so the client reads the
 /// answer instead of a reset (closing a socket with unread data sends RST).
-const LINGER_BYTES: usize = 64 * 1024;
+const LINGER_BYTES: u64 = 64 * 1024;
 const LINGER: Duration = Duration::from_secs(1);
+/// The largest unread rest of a request body that is drained after its response: a client
+/// that writes its whole body before reading (most do) can then read the answer. Beyond
+/// it the client is sending far more than any request may carry, and gets the brief linger.
+const DRAIN_MAX_BYTES: u64 = 32 * 1024 * 1024;
+/// The longest a drain may take in all; it also ends when nothing arrived for [`LINGER`].
+const DRAIN_TIME: Duration = Duration::from_secs(10);
 
-/// A refusal on its way out: the response bytes, then a half-close and a short linger.
+/// Closing a connection the client may still be sending on (Apache's and nginx's lingering
+/// close): a half-close, then what the client still sends is read and dropped until it
+/// closes, the byte budget is spent, nothing arrived for [`LINGER`], or the time is up.
+pub(super) struct Linger {
+    shut: bool,
+    /// Bytes still to read and drop.
+    budget: u64,
+    /// When the linger ends at the latest.
+    end: Instant,
+    /// Fires [`LINGER`] after the last byte read, or at `end`.
+    timer: Pin<Box<Sleep>>,
+}
+
+impl Linger {
+    /// After a refused head, or a response whose request body had all arrived: at most
+    /// [`LINGER_BYTES`] for [`LINGER`].
+    pub(super) fn brief() -> Self {
+        Self::new(LINGER_BYTES, LINGER)
+    }
+
+    /// After a response to a request whose body was not all read: its unread `rest`
+    /// (`None`: unknown, a chunked body) is drained when it is at most
+    /// [`DRAIN_MAX_BYTES`], for at most [`DRAIN_TIME`].
+    pub(super) fn draining(rest: Option<u64>) -> Self {
+        match rest.unwrap_or(DRAIN_MAX_BYTES) {
+            rest @ 1..=DRAIN_MAX_BYTES => Self::new(rest + LINGER_BYTES, DRAIN_TIME),
+            _ => Self::brief(),
+        }
+    }
+
+    fn new(budget: u64, total: Duration) -> Self {
+        let now = Instant::now();
+        let end = now + total;
+        Linger {
+            shut: false,
+            budget,
+            end,
+            timer: Box::pin(tokio::time::sleep_until((now + LINGER).min(end))),
+        }
+    }
+
+    /// Half-closes `io`, then reads and drops what the client still sends, to the linger's
+    /// end. Ends `Ok` however the linger ends: the answer is out.
+    pub(super) fn poll_close<T: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut T,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.shut {
+            ready!(Pin::new(&mut *io).poll_shutdown(cx))?;
+            self.shut = true;
+        }
+        let mut scratch = [0u8; 16 * 1024];
+        while self.budget > 0 {
+            let mut read = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut *io).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) if !read.filled().is_empty() => {
+                    self.budget = self.budget.saturating_sub(read.filled().len() as u64);
+                    let next = (Instant::now() + LINGER).min(self.end);
+                    self.timer.as_mut().reset(next);
+                }
+                Poll::Ready(_) => break,
+                Poll::Pending => {
+                    ready!(self.timer.as_mut().poll(cx));
+                    break;
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A refusal on its way out: the response bytes, then a half-close and a brief linger.
 pub(super) struct Refusal {
     bytes: Vec<u8>,
     written: usize,
-    shut: bool,
-    drained: usize,
-    linger: Pin<Box<tokio::time::Sleep>>,
+    linger: Linger,
 }
 
 impl Refusal {
@@ -147,14 +225,11 @@ impl Refusal {
         Refusal {
             bytes: response_bytes(&error, &id),
             written: 0,
-            shut: false,
-            drained: 0,
-            linger: Box::pin(tokio::time::sleep(LINGER)),
+            linger: Linger::brief(),
         }
     }
 
-    /// Writes the response, half-closes, then reads and drops what the client still sends
-    /// until it closes, [`LINGER_BYTES`] or [`LINGER`].
+    /// Writes the response, then closes with the linger.
     pub(super) fn poll_send<T: AsyncRead + AsyncWrite + Unpin>(
         &mut self,
         io: &mut T,
@@ -167,25 +242,7 @@ impl Refusal {
             }
             self.written += n;
         }
-        if !self.shut {
-            ready!(Pin::new(&mut *io).poll_shutdown(cx))?;
-            self.shut = true;
-        }
-        let mut scratch = [0u8; 4096];
-        while self.drained < LINGER_BYTES {
-            let mut read = ReadBuf::new(&mut scratch);
-            match Pin::new(&mut *io).poll_read(cx, &mut read) {
-                Poll::Ready(Ok(())) if !read.filled().is_empty() => {
-                    self.drained += read.filled().len();
-                }
-                Poll::Ready(_) => break,
-                Poll::Pending => {
-                    ready!(self.linger.as_mut().poll(cx));
-                    break;
-                }
-            }
-        }
-        Poll::Ready(Ok(()))
+        self.linger.poll_close(io, cx)
     }
 }
 
@@ -273,6 +330,44 @@ mod tests {
         ] {
             assert_eq!(refused(bad).code, Code::BadRequestHead, "{bad:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_drain_takes_the_declared_rest_and_a_brief_linger_takes_less() {
+        let mib = 1024 * 1024;
+        assert_eq!(
+            Linger::draining(Some(8 * mib)).budget,
+            8 * mib + LINGER_BYTES
+        );
+        assert_eq!(
+            Linger::draining(None).budget,
+            DRAIN_MAX_BYTES + LINGER_BYTES
+        );
+        for nothing_or_too_much in [Some(0), Some(DRAIN_MAX_BYTES + 1)] {
+            assert_eq!(Linger::draining(nothing_or_too_much).budget, LINGER_BYTES);
+        }
+    }
+
+    /// A client writing 100 kB more than the pipe holds finishes its write (the linger
+    /// reads it), then reads a clean end of stream (the half-close); the linger ends when
+    /// the client closes.
+    #[tokio::test(start_paused = true)]
+    async fn a_drain_lets_the_writer_finish_then_see_the_close() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, mut server) = tokio::io::duplex(4096);
+        let mut linger = Linger::draining(Some(100_000));
+        let closing = tokio::spawn(async move {
+            std::future::poll_fn(|cx| linger.poll_close(&mut server, cx)).await
+        });
+        client
+            .write_all(&[b' '; 100_000])
+            .await
+            .expect("the rest is taken");
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).await.expect("a clean end");
+        assert!(rest.is_empty());
+        drop(client);
+        closing.await.expect("task").expect("closed");
     }
 
     #[test]
