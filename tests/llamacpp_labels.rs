@@ -54,13 +54,7 @@ fn choice_of(n: usize, temperature: Option<Value>) -> Value {
 async fn multi_token_answers_are_the_chain_rule_over_the_backends_logprobs() {
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
-    // Without the prefix cache every read evaluates its whole prompt: on 2 busy cores one
-    // can pass the default 30 s read timeout (seen once in CI), so allow more.
-    let service = common::start(llama_config(
-        &url,
-        &["--cache-prompt", "false", "--read-timeout-secs", "300"],
-    ))
-    .await;
+    let service = common::start(llama_config(&url, &["--cache-prompt", "false"])).await;
     let direct = direct_backend(&url);
     for (n, nodes) in [(11, 3), (37, 5)] {
         let reply = ask(&service, &choice_of(n, Some(json!(1)))).await;
