@@ -256,6 +256,9 @@ async fn registry_service() -> (Arc<FakeLlama>, FakeVllm, Service) {
         registry.to_str().expect("utf-8"),
         "--keys-file",
         keys.to_str().expect("utf-8"),
+        // Five failing requests make a rate here (the default minimum is 20 in a window).
+        "--circuit-min-calls",
+        "5",
     ]);
     let service = common::start(config).await;
     (llama, vllm, service)
@@ -283,7 +286,8 @@ fn nouls(model: Option<&str>, n: usize) -> Value {
 /// an alias of each model are answered by that model's backend, after live token checks
 /// against the shipped Gemma 3 and Qwen 3 tables passed (a mismatch would be a 503), with
 /// `disable_thinking` reaching the vLLM backend; while the llama-server answers 500s, the
-/// circuit of `gemma-3-270m` opens after the default five failures and `qwen3-8b` serves
+/// circuit of `gemma-3-270m` opens once 3 of its 5 requests failed (`--circuit-min-calls 5`,
+/// the default 50% rate) and `qwen3-8b` serves
 /// its requests by default, name and alias without contacting the llama-server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_registry_serves_aliases_and_falls_back() {
@@ -341,7 +345,8 @@ async fn the_shipped_registry_serves_aliases_and_falls_back() {
     );
 
     llama.failing.store(true, Ordering::SeqCst);
-    for _ in 0..5 {
+    // With the 2 answered above, 3 failures are 5 calls, 60% failed: the circuit opens.
+    for _ in 0..3 {
         let failed = ask_as(&service, acme, &nouls(Some("local"), 1)).await;
         assert_eq!(failed.status, 502, "{}", failed.text);
     }
