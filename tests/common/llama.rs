@@ -72,13 +72,16 @@ pub async fn backend_turn() -> (String, tokio::sync::MutexGuard<'static, ()>) {
 }
 
 /// A llama.cpp-dialect serve configuration for Gemma 3 270M at `backend_url`. Reads may
-/// take 300 s unless `extra` says otherwise: on 2 cores shared with other builds and a
-/// vLLM, a long prompt can pass the default 30 s (seen in CI), and these tests check
-/// numbers, not latency.
+/// take 300 s and a request 900 s unless `extra` says otherwise: on 2 cores shared with
+/// other builds and a vLLM, a long prompt can pass the default 30 s (seen in CI), and these
+/// tests check numbers, not latency.
 pub fn llama_config(backend_url: &str, extra: &[&str]) -> ServeConfig {
     let mut flags = vec!["--model", MODEL, "--token-table", "gemma-3"];
     if !extra.contains(&"--read-timeout-secs") {
         flags.extend(["--read-timeout-secs", "300"]);
+    }
+    if !extra.contains(&"--request-timeout-secs") {
+        flags.extend(["--request-timeout-secs", "900"]);
     }
     flags.extend_from_slice(extra);
     super::llamacpp_config(backend_url, &flags)
