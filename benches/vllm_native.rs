@@ -607,7 +607,7 @@ async fn run(vllm_url: String, model: String) {
         if path == Path::Native && !call.ok() {
             let why = short_message(call.error.as_deref().unwrap_or(""));
             eprintln!("native refuses {model}: {} {why}", call.status);
-            refused = Some(format!("refused ({}: {why})", call.status));
+            refused = Some((call.status, why));
             paths.retain(|p| *p != Path::Native);
             continue;
         }
@@ -688,7 +688,9 @@ async fn run(vllm_url: String, model: String) {
 
     print_table(
         &model,
-        refused.as_deref(),
+        refused
+            .as_ref()
+            .map(|(status, why)| (*status, why.as_str())),
         &anatomy,
         [new_calls, same_calls, wide_calls, callers, load_rounds],
         load_secs,
@@ -702,7 +704,7 @@ async fn run(vllm_url: String, model: String) {
 #[allow(clippy::too_many_arguments)]
 fn print_table(
     model: &str,
-    refused: Option<&str>,
+    refused: Option<(u16, &str)>,
     anatomy: &[Anatomy],
     [new_calls, same_calls, wide_calls, callers, load_rounds]: [usize; 5],
     load_secs: Duration,
@@ -722,7 +724,7 @@ fn print_table(
         let cells: Vec<String> = names
             .iter()
             .map(|n| match refused {
-                Some(why) if !fresh.contains_key(n) => why.to_string(),
+                Some((status, _)) if !fresh.contains_key(n) => format!("refused ({status})"),
                 _ => cell(n),
             })
             .collect();
@@ -819,8 +821,10 @@ fn print_table(
         );
     }
     println!();
-    if refused.is_some() {
-        println!("Native refuses {model}: the issue's goals need a model it reads.");
+    if let Some((status, why)) = refused {
+        println!(
+            "Native refuses {model} ({status}: {why}): the issue's goals need a model it reads."
+        );
     } else {
         print_goals(fresh, same, &answers_per_sec);
     }
