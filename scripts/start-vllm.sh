@@ -5,7 +5,13 @@
 #
 #   scripts/start-vllm.sh [PORT]      default port: $SYSTEMONE_VLLM_PORT or 8082; 0 picks a free one
 #
-# Prints VLLM_URL=http://127.0.0.1:PORT/v1, VLLM_PID=… and VLLM_LOG=… on stdout. The server
+# SYSTEMONE_VLLM_SERVE picks the model (served under that name):
+#   gemma-3-270m   (default) Gemma 3 270M, converted by scripts/install-vllm.sh;
+#   qwen3-random   a small Qwen 3 with random weights and the real Qwen 3 tokenizer, built
+#                  once by scripts/make-qwen3-random.py into $SYSTEMONE_CACHE/vllm/qwen3-random:
+#                  the model family vLLM's own /v1/systemone reads (benches/vllm_native.rs).
+#
+# Prints VLLM_URL=http://127.0.0.1:PORT/v1, VLLM_PID=…, VLLM_LOG=… and VLLM_MODEL=… on stdout. The server
 # is a process group of its own (an API server and an engine process): stop it with
 # `kill -- -$VLLM_PID`. It holds ~8 GB of RAM: do not start two.
 set -euo pipefail
@@ -15,6 +21,23 @@ if [ "$port" = "0" ]; then
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 fi
 eval "$(scripts/install-vllm.sh)"
+served="${SYSTEMONE_VLLM_SERVE:-gemma-3-270m}"
+case "$served" in
+  gemma-3-270m)
+    model_dir="$VLLM_MODEL_DIR"
+    warm_ids="236771,236770" # "0", "1"
+    ;;
+  qwen3-random)
+    model_dir="$VLLM_HOME/qwen3-random"
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HOME="$VLLM_HOME/hf-home" \
+      "$VLLM_PYTHON" scripts/make-qwen3-random.py "$model_dir" >&2
+    warm_ids="15,16" # "0", "1"
+    ;;
+  *)
+    echo "start-vllm: SYSTEMONE_VLLM_SERVE=$served: expected gemma-3-270m or qwen3-random" >&2
+    exit 2
+    ;;
+esac
 cache="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}"
 log="$cache/vllm-server-$port.log"
 # Startup takes 80-120 s on 2 shared cores (more when the machine is busy).
@@ -29,8 +52,8 @@ env VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE
   DO_NOT_TRACK=1 VLLM_CPU_KVCACHE_SPACE="${SYSTEMONE_VLLM_KVCACHE_GB:-1}" \
   VLLM_CACHE_ROOT="$VLLM_HOME/run-cache/vllm" TORCHINDUCTOR_CACHE_DIR="$VLLM_HOME/run-cache/inductor" \
   HF_HOME="$VLLM_HOME/hf-home" \
-  setsid "$VLLM_PYTHON" -m vllm.entrypoints.openai.api_server --model "$VLLM_MODEL_DIR" \
-  --served-model-name gemma-3-270m --host 127.0.0.1 --port "$port" --dtype float32 \
+  setsid "$VLLM_PYTHON" -m vllm.entrypoints.openai.api_server --model "$model_dir" \
+  --served-model-name "$served" --host 127.0.0.1 --port "$port" --dtype float32 \
   --max-model-len "${SYSTEMONE_VLLM_MAX_MODEL_LEN:-16384}" --generation-config vllm --enforce-eager \
   --enable-prompt-tokens-details \
   >"$log" 2>&1 </dev/null &
@@ -41,10 +64,10 @@ while [ $((SECONDS - started)) -lt "$bound" ]; do
   if curl -sf "$root/health" >/dev/null 2>&1; then
     echo "start-vllm: healthy after $((SECONDS - started)) s; warming up" >&2
     # One masked one-token read, as the service sends them.
-    warm='{"model":"gemma-3-270m","messages":[{"role":"user","content":"Pick a number."},
+    warm='{"model":"'"$served"'","messages":[{"role":"user","content":"Pick a number."},
       {"role":"assistant","content":"answer="}],"continue_final_message":true,
       "add_generation_prompt":false,"max_tokens":1,"temperature":0,"logprobs":true,
-      "top_logprobs":2,"logprob_token_ids":[236771,236770],"allowed_token_ids":[236771,236770]}'
+      "top_logprobs":2,"logprob_token_ids":['"$warm_ids"'],"allowed_token_ids":['"$warm_ids"']}'
     if ! curl -sf -m 300 -H 'content-type: application/json' -d "$warm" \
       "$root/v1/chat/completions" >/dev/null; then
       echo "start-vllm: the warm-up completion failed; last lines of $log:" >&2
@@ -56,6 +79,7 @@ while [ $((SECONDS - started)) -lt "$bound" ]; do
     echo "VLLM_URL=$root/v1"
     echo "VLLM_PID=$pid"
     echo "VLLM_LOG=$log"
+    echo "VLLM_MODEL=$served"
     exit 0
   fi
   if ! kill -0 "$pid" 2>/dev/null; then
