@@ -157,8 +157,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         permit: InFlightPermit,
     ) -> BoxFuture<'a, Result<ReadReply, BackendError>>;
     /// Tokenizes each text with the serving tokenizer (special tokens as the backend adds
-    /// them), for the live token-table check. One upstream request; the permit is held
-    /// until it completes.
+    /// them), for the live token-table check, `--token-table auto` and context counts. The
+    /// permit is held until every text is tokenized (vLLM and llama-server take one text
+    /// per HTTP request).
     fn tokenize<'a>(
         &'a self,
         texts: &'a [String],

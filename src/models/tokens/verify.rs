@@ -1,8 +1,9 @@
 //! The live check: is the token table still true of the tokenizer that serves right now?
 //!
 //! A wrong table gives plausible, wrong probabilities, so the service checks it against the
-//! backend when the model starts and every `interval` after (technique §3): one batched
-//! tokenize request for `prefix`, `prefix + label` for every single-token label and
+//! backend when the model starts and every `interval` after (technique §3): one tokenize
+//! call (the backend's `/tokenize`, a request per text) for `prefix`, `prefix + label` for
+//! every single-token label and
 //! `prefix + text` for every multi-token label (see [`check_texts`]), compared with the
 //! table. The comparison is relative to the backend's own tokens for the prefix, so a BOS
 //! the backend adds is neither required nor forbidden. A multi-token label must tokenize as
@@ -300,7 +301,7 @@ async fn check_or_build(
     }
 }
 
-/// One check: tokenize the prefix and every labelled string in one request, compare.
+/// One check: tokenize the prefix and every labelled string in one call, compare.
 pub async fn check_once(
     backend: &dyn Backend,
     table: &TokenTable,
