@@ -323,6 +323,17 @@ pub struct EdgeSettings {
     #[arg(long, env = "SYSTEMONE_MAX_CONCURRENT_REQUESTS", default_value_t = 512, value_parser = at_least_one)]
     pub max_concurrent_requests: usize,
 
+    /// MiB that request bodies being decompressed and parsed may hold together (the wire
+    /// bytes, the decoded bytes and the parsed JSON, estimated). A 23 KB gzip body can
+    /// expand to the whole body limit and parse to more, so without a shared cap 512
+    /// concurrent requests could ask for tens of GB. A request that cannot get its share
+    /// waits for it up to `--body-read-timeout-secs`, then gets 503 `system_one_overloaded`
+    /// with `Retry-After`. 1024 MiB leaves room for about 20 bodies at the 24 MiB limit
+    /// (each its text and its value) at once and keeps the service under 1 GB on a
+    /// machine it shares with the model server.
+    #[arg(long, env = "SYSTEMONE_MAX_BODY_MEMORY_MB", default_value_t = 1024, value_parser = at_least_one)]
+    pub max_body_memory_mb: usize,
+
     /// Most bytes of one request head (request line and headers); beyond it 431
     /// `system_one_headers_too_large`.
     #[arg(long, env = "SYSTEMONE_MAX_HEADER_BYTES", default_value_t = 32 * 1024, value_parser = at_least_one)]

@@ -8,6 +8,7 @@
 pub mod auth;
 mod blocking;
 mod body;
+pub mod budget;
 mod decisions;
 pub mod edge;
 mod flow;

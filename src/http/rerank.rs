@@ -65,7 +65,13 @@ async fn answer(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
+    let body = body::read_request(
+        headers,
+        body,
+        state.limits.max_body_bytes,
+        &state.body_budget,
+    )
+    .await?;
     state.models.tables_built().await;
     let (models, limits) = (state.models.clone(), state.limits.clone());
     // Documents are text: only exact token counting makes the plan heavy.
@@ -78,6 +84,8 @@ async fn answer(
         plan(body.json, &models.routes(), &limits)
     })
     .await??;
+    // Validated: the body's memory goes back to the budget before the upstream reads.
+    drop(body.share);
     let answered = flow::run(state, caller, &plan.batches).await?;
     let mut response = wire::json_ok(&response_body(id, &plan, &answered))?;
     say_model(&plan.batches[0].model().name, response.headers_mut());

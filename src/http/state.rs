@@ -10,6 +10,7 @@ use crate::models::Models;
 use crate::quota::Quotas;
 
 use super::auth::Keys;
+use super::budget::BodyBudget;
 
 /// Everything handlers share, built once at startup.
 #[derive(Debug, Clone)]
@@ -30,6 +31,8 @@ pub struct AppState {
     pub admin_key: Option<String>,
     /// Connection deadlines and caps, and the concurrent-request cap.
     pub edge: Arc<EdgeSettings>,
+    /// The memory request bodies may hold together while decoded and parsed.
+    pub body_budget: Arc<BodyBudget>,
 }
 
 /// Builds the shared state from a serve configuration.
@@ -80,6 +83,10 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         quotas: Arc::new(quotas),
         admin_key: settings.admin_key.clone(),
         edge: Arc::new(config.edge.clone()),
+        body_budget: Arc::new(BodyBudget::new(
+            config.edge.max_body_memory_mb,
+            config.edge.body_read_timeout(),
+        )),
     })
 }
 

@@ -34,7 +34,13 @@ async fn answer(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
+    let body = body::read_request(
+        headers,
+        body,
+        state.limits.max_body_bytes,
+        &state.body_budget,
+    )
+    .await?;
     state.models.tables_built().await;
     let weight = validation_weight(&body, &state.models);
     let (models, limits) = (state.models.clone(), state.limits.clone());
@@ -43,6 +49,8 @@ async fn answer(
         validate_with_parts(body.json, &body.parts, &models.routes(), &limits)
     })
     .await??;
+    // Validated: the body's memory goes back to the budget before the upstream reads.
+    drop(body.share);
     let answered = flow::run(state, caller, std::slice::from_ref(&request)).await?;
     let outcome = &answered.outcomes[0];
     let mut response = wire::json_ok(&wire::SystemOneResponse::new(request.questions(), outcome))?;

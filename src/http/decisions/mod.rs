@@ -43,7 +43,13 @@ async fn answer(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body = body::read_request(headers, body, state.limits.max_body_bytes).await?;
+    let body = body::read_request(
+        headers,
+        body,
+        state.limits.max_body_bytes,
+        &state.body_budget,
+    )
+    .await?;
     if !body.parts.is_empty() {
         return Err(ApiError::new(
             Code::InvalidMultipart,
@@ -61,6 +67,8 @@ async fn answer(
         }
     })
     .await??;
+    // Validated: the body's memory goes back to the budget before the upstream reads.
+    drop(body.share);
     let answered = flow::run(state, caller, std::slice::from_ref(&request)).await?;
     let mut response = wire::json_ok(&DecisionBody {
         model: &request.model().name,
