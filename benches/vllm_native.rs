@@ -35,9 +35,10 @@
 //! * **4 callers**: `BENCH_CALLERS` (default 4) loops sending new states for
 //!   `BENCH_LOAD_SECS` (default 15) per path and round, `BENCH_LOAD_ROUNDS` rounds (default
 //!   2): answers (questions answered) per second;
-//! * **26 and 50 options**: one choice question of that many options on a new state,
-//!   `BENCH_WIDE_CALLS` calls (default 3); native refuses more than 26 (its status is
-//!   recorded).
+//! * **26 and 50 options** (or the counts in `BENCH_WIDE_OPTIONS`, e.g. `26,50,100,255`):
+//!   one choice question of that many options on a new state, `BENCH_WIDE_CALLS` calls
+//!   (default 3); native refuses more than 26 (its status is recorded). Above ~60 options
+//!   raise the service's token limits with `BENCH_SERVICE_ARGS`.
 //!
 //! Around every sequential call (and every load phase) vLLM's `/metrics` is read, and the
 //! deltas of its own counters give the call's cost: `vllm:request_success_total` (engine
@@ -442,6 +443,17 @@ async fn load(setup: &Arc<Setup>, path: Path, callers: usize, secs: Duration) ->
 // The run
 // ---------------------------------------------------------------------------------------
 
+/// A comma-separated list of counts from the environment (`default` when unset or empty).
+fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .split(',')
+            .map(|n| n.trim().parse().unwrap_or_else(|_| panic!("{name}: {v:?}")))
+            .collect(),
+        _ => default.to_vec(),
+    }
+}
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -562,6 +574,7 @@ async fn run(vllm_url: String, model: String) {
     let new_calls = env_usize("BENCH_NEW_CALLS", 8);
     let same_calls = env_usize("BENCH_SAME_CALLS", 6);
     let wide_calls = env_usize("BENCH_WIDE_CALLS", 3);
+    let wide_options = env_list("BENCH_WIDE_OPTIONS", &[26, 50]);
     let callers = env_usize("BENCH_CALLERS", 4);
     let load_rounds = env_usize("BENCH_LOAD_ROUNDS", 2);
     let load_secs = env_secs("BENCH_LOAD_SECS", 15.0);
@@ -673,9 +686,9 @@ async fn run(vllm_url: String, model: String) {
         }
     }
 
-    // 26 and 50 options, new states.
+    // Wide questions (26 and 50 options unless BENCH_WIDE_OPTIONS says), new states.
     let mut wide: BTreeMap<(usize, &str), Vec<Call>> = BTreeMap::new();
-    for n in [26, 50] {
+    for &n in &wide_options {
         let question = wide_question(n);
         for round in 0..wide_calls {
             for path in order(round, &paths) {
@@ -789,7 +802,11 @@ fn print_table(
             format!("{:.1} / {:.0}", c.steps, c.api_cpu * 1e3)
         },
     );
-    for n in [26, 50] {
+    for &n in wide
+        .keys()
+        .map(|(n, _)| n)
+        .collect::<std::collections::BTreeSet<_>>()
+    {
         row(
             &format!("{n} options (1 choice, new state): p50 ms, reads, computed / cached"),
             &|p| {

@@ -150,6 +150,16 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Most ids one read of a node with `ids` options may ask for; longer nodes are read
     /// in slices (each with the full mask).
     fn max_ids_per_read(&self, ids: usize) -> usize;
+    /// Whether reads that share a prompt head may all go out at once: the backend shares
+    /// the head between requests that arrive together, so seating it with one read first
+    /// would only add a round trip. vLLM's scheduler does (a step writes every new token's
+    /// keys and values before any attention reads them, so requests of one step hit each
+    /// other's prefix blocks; measured: the same prompt tokens computed either way).
+    /// llama-server does not: one slot evaluates one prompt at a time and reuses only what
+    /// its cache held before, so a staged request seats the head first.
+    fn shares_prefixes_in_flight(&self) -> bool {
+        false
+    }
     /// Sends one read. The permit is held until the read completes.
     fn read<'a>(
         &'a self,

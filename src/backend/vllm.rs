@@ -10,6 +10,9 @@
 //!   ids per request (some deployments answer 400 above 128), so long questions are read in
 //!   slices, each with the full mask.
 //! * `temperature: 0`, `max_tokens: 1`: the sampled token is irrelevant; only logprobs are read.
+//! * Reads are not staged: vLLM shares a prompt head between requests that arrive together
+//!   ([`Backend::shares_prefixes_in_flight`]), so a text-only request's reads (every
+//!   question, every trie node) all go out at once.
 //!
 //! Servers older than `logprob_token_ids` ignore it silently and return the top-k instead,
 //! so every requested id must come back: a missing one is a protocol error, never a zero.
@@ -179,6 +182,10 @@ impl Backend for VllmBackend {
 
     fn max_ids_per_read(&self, _ids: usize) -> usize {
         self.max_ids_per_read
+    }
+
+    fn shares_prefixes_in_flight(&self) -> bool {
+        true
     }
 
     fn read<'a>(

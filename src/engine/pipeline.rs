@@ -2,7 +2,10 @@
 //!
 //! Every question's reads go out concurrently under the process-wide in-flight cap
 //! ([`InFlight`]); with images, a shared history or the `cost` layout the first question
-//! goes alone first (`staged`) to seat the shared prefix in the backend's cache. Each read
+//! goes alone first (`staged`) to seat the shared prefix in the backend's cache, and a
+//! trie's root goes before its other nodes, unless the backend shares prefixes between
+//! requests in flight (vLLM; images still go staged), where both would only add a round
+//! trip. Each read
 //! has its own timeout and the whole request a deadline (slot waits included). The first
 //! failure drops every other future, which cancels their upstream requests: a caller gets
 //! all answers or one error.
@@ -272,7 +275,7 @@ impl Pipeline {
             }))
         };
         let mut results = Vec::with_capacity(asked.len());
-        if req.staged() && asked.len() > 1 {
+        if seats_first(req) && asked.len() > 1 {
             results.extend(ask(&asked[..1]).await?);
             results.extend(ask(&asked[1..]).await?);
         } else {
@@ -326,7 +329,7 @@ impl Pipeline {
         // first, alone, so the backend's prefix cache holds the prompt before the other
         // nodes arrive (on a one-slot server they would otherwise all queue behind one cold
         // prompt, each against its own read timeout).
-        let first = if plan.nodes.len() > 1 {
+        let first = if plan.nodes.len() > 1 && !backend.shares_prefixes_in_flight() {
             slices
                 .iter()
                 .take_while(|s| s.ask == 0 && s.node == 0)
@@ -382,6 +385,14 @@ impl From<PipelineError> for ApiError {
             ),
         }
     }
+}
+
+/// Whether a request's first question goes alone first, to seat the shared prefix: a
+/// staged request, unless its backend shares prefixes between requests in flight. Images
+/// keep it staged on every backend: whether vLLM encodes an image once for requests that
+/// arrive together is not measured here (no vision model runs on this CPU).
+fn seats_first(req: &ValidRequest) -> bool {
+    req.staged() && (!req.images().is_empty() || !req.model().backend.shares_prefixes_in_flight())
 }
 
 /// The status class label of one upstream read.
