@@ -9,7 +9,7 @@
 //! default):
 //!
 //! ```text
-//! eval "$(SYSTEMONE_VLLM_SERVE=qwen3-random scripts/start-vllm.sh 0)"
+//! eval "$(SYSTEMONE_VLLM_ARGS="--block-size 32" SYSTEMONE_VLLM_SERVE=qwen3-random scripts/start-vllm.sh 0)"
 //! SYSTEMONE_VLLM_URL=$VLLM_URL cargo bench --bench vllm_native
 //! kill -- -$VLLM_PID
 //! ```

@@ -10,8 +10,9 @@
 #   qwen3-random   a small Qwen 3 with random weights and the real Qwen 3 tokenizer, built
 #                  once by scripts/make-qwen3-random.py into $SYSTEMONE_CACHE/vllm/qwen3-random:
 #                  the model family vLLM's own /v1/systemone reads (benches/vllm_native.rs).
-# SYSTEMONE_VLLM_ARGS adds flags to vLLM's command line (split on whitespace; a flag given
-# twice takes the last), e.g. SYSTEMONE_VLLM_ARGS="--block-size 128" for vLLM's CPU default.
+# SYSTEMONE_VLLM_ARGS adds flags to vLLM's command line (split on whitespace), e.g.
+# SYSTEMONE_VLLM_ARGS="--block-size 32", what the README recommends for throughput and
+# benches/vllm_native.rs measures.
 #
 # Prints VLLM_URL=http://127.0.0.1:PORT/v1, VLLM_PID=…, VLLM_LOG=… and VLLM_MODEL=… on stdout. The server
 # is a process group of its own (an API server and an engine process): stop it with
@@ -47,10 +48,10 @@ bound="${SYSTEMONE_VLLM_START_SECS:-600}"
 # --enforce-eager: torch.compile mode starts in 160-200 s and its cache does not reload;
 # float32: the numbers equal transformers' fp32 (bf16 moves them by 0.03-0.06).
 # --enable-prompt-tokens-details: usage reports the prompt tokens served from the prefix cache.
-# --block-size 32 (CPU default 128): the prefix cache reuses whole blocks only, so every read
-# recomputes what its prompt shares with the others past their last whole block; 32 cut the
-# prompt tokens computed per 5-question `cost` call from 1,300 to 867 (benches/vllm_native.rs,
-# docs/benchmarks.md). The CPU attention wants a multiple of 32.
+# The block size stays vLLM's CPU default (128) for the tests: a smaller block lets more reads
+# reuse keys and values computed in another batch, whose float32 sums can differ in the last
+# bits, and the tests compare two requests' probabilities to 1e-12 (one of 2 full runs of
+# tests/vllm_real.rs failed so at 32). For throughput serve with --block-size 32 (README).
 # --max-model-len 16384 (as llama-server's -c): a read of a 150-option question with short
 # option texts is ~8,100 tokens (measured), so 255 options need ~14,000.
 started=$SECONDS
@@ -61,7 +62,7 @@ env VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE
   setsid "$VLLM_PYTHON" -m vllm.entrypoints.openai.api_server --model "$model_dir" \
   --served-model-name "$served" --host 127.0.0.1 --port "$port" --dtype float32 \
   --max-model-len "${SYSTEMONE_VLLM_MAX_MODEL_LEN:-16384}" --generation-config vllm --enforce-eager \
-  --enable-prompt-tokens-details --block-size 32 ${SYSTEMONE_VLLM_ARGS:-} \
+  --enable-prompt-tokens-details ${SYSTEMONE_VLLM_ARGS:-} \
   >"$log" 2>&1 </dev/null &
 pid=$!
 stop() { kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; }
