@@ -143,6 +143,20 @@ fn write_calibration<M: SerializeMap>(
     d: &Decoded,
 ) -> Result<(), M::Error> {
     map.serialize_entry("confidence", &d.confidence)?;
+    if let Some(model) = &d.model {
+        map.serialize_entry("model", &**model)?;
+    }
+    if let Some(passed) = &d.passed {
+        // A native upstream's answer: its own calibration fields and extensions, as it
+        // wrote them (a `model` of its own gives way to the escalation's).
+        for (k, v) in passed
+            .iter()
+            .filter(|(k, _)| d.model.is_none() || *k != "model")
+        {
+            map.serialize_entry(k, v)?;
+        }
+        return Ok(());
+    }
     map.serialize_entry("temperature", &d.temperature)?;
     if let Some(mass) = d.option_mass {
         map.serialize_entry("option_mass", &mass)?;

@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod fake_native;
 pub mod fake_openai;
 pub mod fake_vllm;
 pub mod llama;
