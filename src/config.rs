@@ -920,6 +920,48 @@ mod tests {
     }
 
     #[test]
+    fn escalation_needs_a_target_and_exactly_one_rule() {
+        let base = serve_flags(&[]).model;
+        let with =
+            |to: Option<&str>, below: Option<f64>, when: Option<EscalateWhen>, required: bool| {
+                ModelConfig {
+                    escalate_to: to.map(String::from),
+                    escalate_below: below,
+                    escalate_when: when,
+                    escalate_required: required,
+                    ..base.clone()
+                }
+                .check()
+                .map_err(|e| e.to_string())
+            };
+        let not_automate = Some(EscalateWhen::NotAutomate);
+        assert!(with(None, None, None, false).is_ok());
+        assert!(with(Some("b"), Some(0.4), None, true).is_ok());
+        assert!(with(Some("b"), None, not_automate, false).is_ok());
+        let cases = [
+            (
+                with(Some("b"), None, None, false),
+                "escalate_to needs escalate_below or escalate_when",
+            ),
+            (
+                with(Some("b"), Some(0.4), not_automate, false),
+                "cannot both be set",
+            ),
+            (
+                with(Some("b"), Some(0.0), None, false),
+                "escalate_below must be a confidence in (0, 1], got 0",
+            ),
+            (with(Some("b"), Some(1.5), None, false), "got 1.5"),
+            (with(None, Some(0.4), None, false), "need escalate_to"),
+            (with(None, None, None, true), "need escalate_to"),
+        ];
+        for (got, want) in cases {
+            let err = got.expect_err(want);
+            assert!(err.contains(want), "{want}: {err}");
+        }
+    }
+
+    #[test]
     fn release_dates_must_be_written_yyyy_mm_dd() {
         assert_eq!(checked_date("2025-08-14"), Ok(()));
         for bad in [
@@ -1117,11 +1159,37 @@ token_table = "golden-fake"
 layout = "cost"
 label_scheme = "letters"
 rerank_question = "Does the document answer the query?"
+fallback = "a"
+
+[[model]]
+name = "c"
+backend = "systemone"
+flavor = "ollama"
+keep_alive = "5m"
+backend_url = "http://127.0.0.1:3/v1"
+fallback = ["a", "b"]
+escalate_to = "b"
+escalate_below = 0.5
 "#,
         )
         .expect("write");
         let models = load_registry(&path).expect("loads");
-        assert_eq!(models.len(), 2);
+        assert_eq!(models.len(), 3);
+        assert_eq!(models[1].fallback, Some(OneOrMany::One("a".into())));
+        let c = &models[2];
+        assert_eq!(
+            c.fallback.as_ref().map(OneOrMany::names),
+            Some(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(
+            (c.backend, c.flavor, c.keep_alive.as_deref()),
+            (BackendKind::Systemone, Flavor::Ollama, Some("5m"))
+        );
+        assert_eq!(
+            (c.escalate_to.as_deref(), c.escalate_below),
+            (Some("b"), Some(0.5))
+        );
+        assert_eq!(models[0].flavor, Flavor::Typesafe, "the documented default");
         assert_eq!(models[1].layout, Layout::Cost);
         assert_eq!(models[0].label_scheme, LabelScheme::Numerals);
         assert_eq!(models[1].label_scheme, LabelScheme::Letters);

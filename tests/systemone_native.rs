@@ -380,3 +380,108 @@ async fn a_vllm_501_at_startup_refuses_the_model_with_the_reason() {
     assert_error(&reply, 503, "system_one_backend_unsupported", "unavailable");
     assert_eq!(fake.requests(), probes, "refused before sending");
 }
+
+/// A chain of three across dialects: a vLLM model falls back to a native one, then to
+/// another vLLM model. Each fails in turn; each failure opens its circuit (one is enough
+/// here), and the next request goes one step further down the chain.
+#[tokio::test(start_paused = true)]
+async fn a_fallback_chain_of_three_crosses_dialects_in_order() {
+    use common::fake_vllm::{FakeVllm, Fault as VllmFault};
+    let (primary, backup) = (FakeVllm::start().await, FakeVllm::start().await);
+    let native = FakeNative::start(Flavor::TypeSafe).await;
+    primary.set_fault(VllmFault::ServerError);
+    native.set_fault(Fault::Status(500));
+    let registry = common::temp_file(
+        "models.toml",
+        &format!(
+            r#"
+[[model]]
+name = "primary"
+backend = "vllm"
+backend_url = "{}"
+token_table = "golden-fake"
+fallback = ["native", "backup"]
+
+[[model]]
+name = "native"
+backend = "systemone"
+backend_url = "{}"
+upstream_model = "jev-1.13.0"
+
+[[model]]
+name = "backup"
+backend = "vllm"
+backend_url = "{}"
+upstream_model = "org/backup"
+token_table = "golden-fake"
+"#,
+            primary.base_url(),
+            native.base_url(),
+            backup.base_url()
+        ),
+    );
+    let flags = [
+        "--config",
+        registry.to_str().expect("utf-8"),
+        "--circuit-min-calls",
+        "1",
+    ];
+    let service = common::start(common::config(&primary.base_url(), &flags)).await;
+    let question =
+        json!({"state": "s", "questions": {"q": {"type": "noul", "instructions": "Yes?"}}});
+    let steps = [
+        (502, "primary", None),
+        (502, "native", None),
+        (200, "backup", Some("org/backup")),
+    ];
+    for (status, serving, model) in steps {
+        let reply = ask(&service, &question).await;
+        assert_eq!(reply.status, status, "{serving}: {}", reply.text);
+        if let Some(model) = model {
+            assert_eq!(reply.body["model"], json!(model));
+            assert_eq!(reply.header("x-systemone-model"), Some(serving));
+        }
+    }
+    assert_eq!(primary.chat_requests(), 1, "refused while open");
+    assert_eq!(native.requests(), 1, "refused while open");
+    assert_eq!(backup.chat_requests(), 1);
+}
+
+/// The old single-name `fallback` still parses; a loop is a startup error naming it.
+#[tokio::test]
+async fn a_fallback_loop_is_a_startup_error_naming_it() {
+    let registry = common::temp_file(
+        "models.toml",
+        r#"
+[[model]]
+name = "a"
+backend = "systemone"
+backend_url = "http://127.0.0.1:9/v1"
+fallback = "b"
+
+[[model]]
+name = "b"
+backend = "systemone"
+backend_url = "http://127.0.0.1:9/v1"
+fallback = ["c", "a"]
+
+[[model]]
+name = "c"
+backend = "systemone"
+backend_url = "http://127.0.0.1:9/v1"
+"#,
+    );
+    let config = common::serve_config(&[
+        "systemone",
+        "serve",
+        "--config",
+        registry.to_str().expect("utf-8"),
+    ]);
+    let err = systemone::build_state(&config)
+        .expect_err("a loop")
+        .to_string();
+    assert_eq!(
+        err,
+        "fallback loop: a -> b -> a (a chain of fallbacks must end)"
+    );
+}

@@ -596,3 +596,93 @@ impl std::ops::Deref for Routes<'_> {
         self.models
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::systemone::SystemOneBackend;
+    use crate::config::Flavor;
+    use crate::models::circuit::Health;
+
+    /// A model named `name` falling back to `fallback`, whose circuit opens on one failure.
+    fn model(name: &str, fallback: &[&str]) -> Arc<Model> {
+        let backend = SystemOneBackend::new(
+            reqwest::Client::new(),
+            "http://127.0.0.1:9/v1",
+            name.into(),
+            None,
+            Flavor::Typesafe,
+            None,
+        );
+        let mut m = Model::new(name, Arc::new(backend), TokenTable::native(4));
+        m.fallback = fallback.iter().map(|f| f.to_string()).collect();
+        let settings = CircuitSettings {
+            failure_rate: 50,
+            min_calls: 1,
+            ..CircuitSettings::default()
+        };
+        m.circuit = Circuit::new(name, settings);
+        Arc::new(m)
+    }
+
+    fn open(m: &Model) {
+        m.circuit.admit().expect("closed").record(Health::Failure);
+        assert!(m.circuit.check().is_err(), "{} opened", m.name);
+    }
+
+    #[test]
+    fn a_fallback_loop_is_refused_at_startup_with_its_path() {
+        let cases: Vec<(Vec<Arc<Model>>, &str)> = vec![
+            (
+                vec![model("a", &["b"]), model("b", &["a"])],
+                "fallback loop: a -> b -> a",
+            ),
+            (
+                vec![
+                    model("a", &["b", "c"]),
+                    model("b", &[]),
+                    model("c", &["d"]),
+                    model("d", &["c"]),
+                ],
+                "fallback loop: c -> d -> c",
+            ),
+            (vec![model("a", &["a"])], "model a: its fallback is itself"),
+            (
+                vec![model("a", &["zz"])],
+                "model a: fallback \"zz\" is not a configured model",
+            ),
+        ];
+        for (list, want) in cases {
+            let err = Models::new(list, 0).expect_err(want).to_string();
+            assert!(err.starts_with(want), "{want}: {err}");
+        }
+        let chain = vec![model("a", &["b", "c"]), model("b", &["c"]), model("c", &[])];
+        assert!(Models::new(chain, 0).is_ok(), "a diamond is not a loop");
+    }
+
+    #[tokio::test]
+    async fn the_chain_is_walked_in_order_depth_first_while_circuits_refuse() {
+        let list = vec![
+            model("a", &["b", "c"]),
+            model("b", &["d"]),
+            model("c", &[]),
+            model("d", &[]),
+        ];
+        let models = Models::new(list, 0).expect("valid");
+        let by = |n: &str| models.resolve(n).expect("configured").clone();
+        let serving = |models: &Models| models.routes().serving(&by("a")).name.clone();
+        assert_eq!(serving(&models), "a");
+        open(&by("a"));
+        assert_eq!(serving(&models), "b");
+        open(&by("b"));
+        assert_eq!(serving(&models), "d", "b's own fallback before a's next");
+        open(&by("d"));
+        assert_eq!(serving(&models), "c");
+        open(&by("c"));
+        assert_eq!(
+            serving(&models),
+            "a",
+            "none serves: the requested model refuses"
+        );
+    }
+}
