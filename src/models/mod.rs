@@ -4,6 +4,7 @@
 //! backend, failover to a configured fallback, and the [`tokens`] table with its live check.
 
 pub mod circuit;
+pub mod escalation;
 pub mod tokens;
 pub mod upkeep;
 
@@ -65,6 +66,8 @@ pub struct Model {
     /// The models (by public name) that serve this one's requests while `circuit` is open,
     /// in order (each with its own fallbacks: [`Routes::serving`]).
     pub fallback: Vec<String>,
+    /// Which of its answers another model answers again, if any ([`escalation`]).
+    pub escalation: Option<escalation::Escalation>,
     /// Whether requests may send it images (configured; the backend is not asked).
     pub vision: bool,
     /// The instructions of the noul `/v2/rerank` asks of each document: the operator's
@@ -102,6 +105,7 @@ impl Model {
             verifier: Arc::new(Verifier::new(DEFAULT_CHECK_INTERVAL, DEFAULT_CHECK_TIMEOUT)),
             preamble_tokens: OnceLock::new(),
             fallback: Vec::new(),
+            escalation: None,
             vision: false,
             rerank_question: crate::config::DEFAULT_RERANK_QUESTION.to_string(),
             release_date: None,
@@ -171,6 +175,7 @@ impl Models {
             let mut model = Self::build_model(c, client, check_timeout)?;
             model.circuit = Circuit::new(c.name.clone(), circuit);
             model.fallback = c.fallback.as_ref().map(|f| f.names()).unwrap_or_default();
+            model.escalation = escalation::Escalation::from_config(c);
             list.push(Arc::new(model));
         }
         Self::new(list, configs.iter().position(|c| c.default).unwrap_or(0))
@@ -355,6 +360,7 @@ impl Models {
             }
         }
         check_fallbacks(&list, &by_name)?;
+        check_escalations(&list, &by_name)?;
         let default = default.min(list.len() - 1);
         by_name.entry(DEFAULT_ALIAS.to_string()).or_insert(default);
         Ok(Models {
@@ -562,6 +568,35 @@ fn check_fallbacks(
                 "fallback loop: {} (a chain of fallbacks must end)",
                 names.join(" -> ")
             )));
+        }
+    }
+    Ok(())
+}
+
+/// Every `escalate_to` names a configured model other than its own (one hop: the
+/// escalation model's own escalation is not followed, so no loop can form).
+fn check_escalations(
+    list: &[Arc<Model>],
+    by_name: &HashMap<String, usize>,
+) -> Result<(), ConfigError> {
+    for m in list {
+        let Some(to) = m.escalation.as_ref().map(|e| &e.to) else {
+            continue;
+        };
+        match by_name.get(to) {
+            Some(i) if list[*i].name != m.name => {}
+            Some(_) => {
+                return Err(ConfigError::Invalid(format!(
+                    "model {}: it escalates to itself",
+                    m.name
+                )))
+            }
+            None => {
+                return Err(ConfigError::Invalid(format!(
+                    "model {}: escalate_to {to:?} is not a configured model",
+                    m.name
+                )))
+            }
         }
     }
     Ok(())

@@ -75,6 +75,8 @@ pub struct NativeState {
     pub requests: AtomicUsize,
     pub in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
+    /// Whether `unsure…` questions get a peaked answer too (a stronger model).
+    pub always_sure: std::sync::atomic::AtomicBool,
 }
 
 /// One fake native server on 127.0.0.1:0.
@@ -94,6 +96,7 @@ impl FakeNative {
             requests: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            always_sure: std::sync::atomic::AtomicBool::new(false),
         });
         let app = Router::new()
             .route("/v1/systemone", post(answer))
@@ -124,6 +127,11 @@ impl FakeNative {
     /// The `Authorization` header of every request.
     pub fn auth_headers(&self) -> Vec<Option<String>> {
         self.state.auth.lock().expect("lock").clone()
+    }
+
+    /// Answers `unsure…` questions like any other (as a stronger model would).
+    pub fn set_always_sure(&self) {
+        self.state.always_sure.store(true, Ordering::SeqCst);
     }
 
     pub fn max_in_flight(&self) -> usize {
@@ -162,6 +170,10 @@ async fn answer(
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     state.bodies.lock().expect("lock").push(body.clone());
     let fault = state.fault.lock().expect("lock").clone();
+    let mut body = body;
+    if state.always_sure.load(Ordering::SeqCst) {
+        body["x_always_sure"] = json!(true);
+    }
     respond(state.flavor, fault, &body).await
 }
 
@@ -257,8 +269,14 @@ fn answer_body(body: &Value) -> Value {
     let state = body["state"].to_string();
     let mut answers = Map::new();
     let questions = body["questions"].as_object().cloned().unwrap_or_default();
+    let sure = body["x_always_sure"] == json!(true);
     for (id, q) in &questions {
-        answers.insert(id.clone(), answer_question(&state, id, q));
+        let seen = if sure {
+            format!("sure:{id}")
+        } else {
+            id.clone()
+        };
+        answers.insert(id.clone(), answer_question(&state, &seen, q));
     }
     json!({
         "model": body["model"].as_str().unwrap_or("fake-native"),
