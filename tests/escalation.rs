@@ -13,44 +13,25 @@
 
 mod common;
 
-use common::fake_native::{FakeNative, Fault, Flavor};
+use common::fake_native::{native_model, FakeNative, Fault, Flavor};
 use common::{Reply, Service};
 use serde_json::{json, Value};
 
 /// A registry where `cheap` (on `cheap`) escalates to `strong` (on `strong`) by `rule`.
 async fn front(cheap: &FakeNative, strong: &FakeNative, rule: &str) -> Service {
-    let registry = common::temp_file(
-        "models.toml",
-        &format!(
-            r#"
-[[model]]
-name = "cheap"
-backend = "systemone"
-backend_url = "{}"
-upstream_model = "cheap-upstream"
-escalate_to = "strong"
-{rule}
-
-[[model]]
-name = "strong"
-backend = "systemone"
-backend_url = "{}"
-upstream_model = "strong-upstream"
-"#,
-            cheap.base_url(),
-            strong.base_url()
+    let cheap_rule =
+        format!("upstream_model = \"cheap-upstream\"\nescalate_to = \"strong\"\n{rule}");
+    let registry = [
+        native_model("cheap", &cheap.base_url(), &cheap_rule),
+        native_model(
+            "strong",
+            &strong.base_url(),
+            "upstream_model = \"strong-upstream\"",
         ),
-    );
-    let path = registry.to_str().expect("utf-8");
-    let args = [
-        "systemone",
-        "serve",
-        "--config",
-        path,
-        "--request-timeout-secs",
-        "20",
-    ];
-    common::start(common::serve_config(&args)).await
+    ]
+    .concat();
+    let flags = ["--request-timeout-secs", "20"];
+    common::start(common::registry_config(&registry, &flags)).await
 }
 
 async fn fakes() -> (FakeNative, FakeNative) {
@@ -211,18 +192,10 @@ async fn not_automate_without_a_covering_profile_escalates_nothing() {
 
 #[tokio::test]
 async fn escalating_to_an_unknown_model_is_a_startup_error() {
-    let registry = common::temp_file(
-        "models.toml",
-        "[[model]]\nname = \"a\"\nbackend = \"systemone\"\nbackend_url = \"http://127.0.0.1:9/v1\"\nescalate_to = \"zz\"\nescalate_below = 0.3\n",
+    let url = "http://127.0.0.1:9/v1";
+    let registry = native_model("a", url, "escalate_to = \"zz\"\nescalate_below = 0.3");
+    assert_eq!(
+        common::registry_error(&registry),
+        "model a: escalate_to \"zz\" is not a configured model"
     );
-    let config = common::serve_config(&[
-        "systemone",
-        "serve",
-        "--config",
-        registry.to_str().expect("utf-8"),
-    ]);
-    let err = systemone::build_state(&config)
-        .expect_err("unknown")
-        .to_string();
-    assert_eq!(err, "model a: escalate_to \"zz\" is not a configured model");
 }

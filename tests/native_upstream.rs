@@ -22,7 +22,8 @@ use std::net::SocketAddr;
 
 use serde_json::{json, Value};
 
-use common::llama::{backend_turn, num, required_env, MODEL};
+use common::fake_native::native_model;
+use common::llama::{backend_turn, num, required_env, run_typesafe_script, MODEL};
 use common::proxy::Proxy;
 use common::{Reply, Service};
 
@@ -92,35 +93,6 @@ impl Upstream {
     }
 }
 
-/// Runs the SDK script against `base_url`; its JSON lines.
-async fn sdk_run(python: &str, base_url: String) -> Vec<Value> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/system_one.py");
-    let python = python.to_string();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(&python)
-            .arg(script)
-            .env("TYPESAFE_BASE_URL", base_url)
-            .env("TYPESAFE_API_KEY", "sk-any-value-works")
-            .env_remove("TYPESAFE_DEFAULT_MODEL")
-            .output()
-    })
-    .await
-    .expect("joins")
-    .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the SDK script failed: {}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
-}
-
 fn scenario<'a>(lines: &'a [Value], name: &str) -> &'a Value {
     lines
         .iter()
@@ -176,8 +148,9 @@ async fn the_sdk_gets_the_same_numbers_through_the_front_as_directly() {
     let upstream = Upstream::start(&llama, &[]).await;
     let proxy = Proxy::start(upstream.url()).await;
     let service = front(&proxy).await;
-    let direct = sdk_run(&python, upstream.url()).await;
-    let through = sdk_run(&python, format!("http://{}", service.addr)).await;
+    let direct = run_typesafe_script(&python, "system_one.py", upstream.url()).await;
+    let through =
+        run_typesafe_script(&python, "system_one.py", format!("http://{}", service.addr)).await;
     for name in ["roundtrip", "compressed", "forty"] {
         let (got, want) = (
             &scenario(&through, name)["raw"],
@@ -229,40 +202,24 @@ async fn escalating_front(llama: &str, proxy: &Proxy, below: Option<f64>) -> Ser
     let escalation = below.map_or(String::new(), |b| {
         format!("escalate_to = \"strong\"\nescalate_below = {b}\n")
     });
-    let registry = common::temp_file(
-        "models.toml",
-        &format!(
-            r#"
-[[model]]
-name = "cheap"
-backend = "llamacpp"
-backend_url = "{llama}"
-upstream_model = "{MODEL}"
-token_table = "gemma-3"
-cache_prompt = false
-token_check_interval_secs = 0
-{escalation}
-[[model]]
-name = "strong"
-backend = "systemone"
-backend_url = "{}/v1"
-upstream_model = "{MODEL}"
-"#,
-            proxy.url()
-        ),
+    let cheap = format!(
+        "\n[[model]]\nname = \"cheap\"\nbackend = \"llamacpp\"\nbackend_url = \"{llama}\"\n\
+         upstream_model = \"{MODEL}\"\ntoken_table = \"gemma-3\"\ncache_prompt = false\n\
+         token_check_interval_secs = 0\n{escalation}"
     );
-    let path = registry.to_str().expect("utf-8");
-    let args = [
-        "systemone",
-        "serve",
-        "--config",
-        path,
+    let strong_url = format!("{}/v1", proxy.url());
+    let strong = native_model(
+        "strong",
+        &strong_url,
+        &format!("upstream_model = \"{MODEL}\""),
+    );
+    let flags = [
         "--read-timeout-secs",
         "300",
         "--request-timeout-secs",
         "900",
     ];
-    common::start(common::serve_config(&args)).await
+    common::start(common::registry_config(&(cheap + &strong), &flags)).await
 }
 
 async fn ask(service: &Service, body: &Value) -> Reply {

@@ -17,7 +17,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::fake_native::{FakeNative, Fault, Flavor, CANARY};
+use common::fake_native::{native_model, FakeNative, Fault, Flavor, CANARY};
 use common::{assert_error, Reply, Service};
 use serde_json::{json, Value};
 
@@ -391,42 +391,29 @@ async fn a_fallback_chain_of_three_crosses_dialects_in_order() {
     let native = FakeNative::start(Flavor::TypeSafe).await;
     primary.set_fault(VllmFault::ServerError);
     native.set_fault(Fault::Status(500));
-    let registry = common::temp_file(
-        "models.toml",
-        &format!(
-            r#"
-[[model]]
-name = "primary"
-backend = "vllm"
-backend_url = "{}"
-token_table = "golden-fake"
-fallback = ["native", "backup"]
-
-[[model]]
-name = "native"
-backend = "systemone"
-backend_url = "{}"
-upstream_model = "jev-1.13.0"
-
-[[model]]
-name = "backup"
-backend = "vllm"
-backend_url = "{}"
-upstream_model = "org/backup"
-token_table = "golden-fake"
-"#,
+    let vllm = |name: &str, url: String, extra: &str| {
+        format!("\n[[model]]\nname = \"{name}\"\nbackend = \"vllm\"\nbackend_url = \"{url}\"\ntoken_table = \"golden-fake\"\n{extra}\n")
+    };
+    let registry = [
+        vllm(
+            "primary",
             primary.base_url(),
-            native.base_url(),
-            backup.base_url()
+            "fallback = [\"native\", \"backup\"]",
         ),
-    );
-    let flags = [
-        "--config",
-        registry.to_str().expect("utf-8"),
-        "--circuit-min-calls",
-        "1",
-    ];
-    let service = common::start(common::config(&primary.base_url(), &flags)).await;
+        native_model(
+            "native",
+            &native.base_url(),
+            "upstream_model = \"jev-1.13.0\"",
+        ),
+        vllm(
+            "backup",
+            backup.base_url(),
+            "upstream_model = \"org/backup\"",
+        ),
+    ]
+    .concat();
+    let config = common::registry_config(&registry, &["--circuit-min-calls", "1"]);
+    let service = common::start(config).await;
     let question =
         json!({"state": "s", "questions": {"q": {"type": "noul", "instructions": "Yes?"}}});
     let steps = [
@@ -450,38 +437,15 @@ token_table = "golden-fake"
 /// The old single-name `fallback` still parses; a loop is a startup error naming it.
 #[tokio::test]
 async fn a_fallback_loop_is_a_startup_error_naming_it() {
-    let registry = common::temp_file(
-        "models.toml",
-        r#"
-[[model]]
-name = "a"
-backend = "systemone"
-backend_url = "http://127.0.0.1:9/v1"
-fallback = "b"
-
-[[model]]
-name = "b"
-backend = "systemone"
-backend_url = "http://127.0.0.1:9/v1"
-fallback = ["c", "a"]
-
-[[model]]
-name = "c"
-backend = "systemone"
-backend_url = "http://127.0.0.1:9/v1"
-"#,
-    );
-    let config = common::serve_config(&[
-        "systemone",
-        "serve",
-        "--config",
-        registry.to_str().expect("utf-8"),
-    ]);
-    let err = systemone::build_state(&config)
-        .expect_err("a loop")
-        .to_string();
+    let url = "http://127.0.0.1:9/v1";
+    let registry = [
+        native_model("a", url, "fallback = \"b\""),
+        native_model("b", url, "fallback = [\"c\", \"a\"]"),
+        native_model("c", url, ""),
+    ]
+    .concat();
     assert_eq!(
-        err,
+        common::registry_error(&registry),
         "fallback loop: a -> b -> a (a chain of fallbacks must end)"
     );
 }

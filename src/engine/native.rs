@@ -1,8 +1,9 @@
 //! A model served by a native System One upstream: the request is forwarded whole instead
 //! of lowered into reads. The same rules hold as for the reads: one in-flight slot for the
 //! forwarded request (held until the upstream is done with it, even when the caller left),
-//! the whole request's deadline as its timeout (a timeout counts against the circuit, like
-//! a read's), the upstream latency and status recorded under the `systemone` dialect, and a
+//! the whole request's deadline as its bound (waiting for a slot counts against it as for
+//! reads; the exchange running out of it is the upstream's timeout, which counts against
+//! the circuit like a read's), the upstream latency and status recorded under the `systemone` dialect, and a
 //! dropped future cancels it.
 //!
 //! Questions of one option are answered here without asking, as always; the rest go in
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use tokio::time::{timeout, Instant};
+use tokio::time::{timeout_at, Instant};
 
 use super::decode::{certain, Decoded};
 use super::pipeline::{status_class, Outcome, Pipeline, PipelineError, Usage};
@@ -42,15 +43,20 @@ impl Pipeline {
             return Ok(unasked(req));
         }
         let ask = native_ask(req, &asked)?;
-        let started = Instant::now();
-        let result = timeout(self.request_timeout(), async {
+        // Waiting for the model or a slot is the caller's time (the deadline); only the
+        // exchange itself running out of it is the upstream's timeout (and its circuit's).
+        let deadline = Instant::now() + self.request_timeout();
+        let permit = timeout_at(deadline, async {
             upstream.prepare().await?;
-            let permit = self.in_flight().acquire().await;
-            sent.fetch_add(1, Ordering::Relaxed);
-            upstream.forward(&ask, permit).await
+            Ok::<_, BackendError>(self.in_flight().acquire().await)
         })
         .await
-        .unwrap_or(Err(BackendError::Timeout));
+        .map_err(|_| PipelineError::Deadline)??;
+        sent.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let result = timeout_at(deadline, upstream.forward(&ask, permit))
+            .await
+            .unwrap_or(Err(BackendError::Timeout));
         self.metrics().observe_upstream(
             upstream.dialect(),
             started.elapsed(),

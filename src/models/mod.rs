@@ -543,21 +543,7 @@ fn check_fallbacks(
 ) -> Result<(), ConfigError> {
     for m in list {
         for fallback in &m.fallback {
-            match by_name.get(fallback) {
-                Some(i) if list[*i].name != m.name => {}
-                Some(_) => {
-                    return Err(ConfigError::Invalid(format!(
-                        "model {}: its fallback is itself",
-                        m.name
-                    )))
-                }
-                None => {
-                    return Err(ConfigError::Invalid(format!(
-                        "model {}: fallback {fallback:?} is not a configured model",
-                        m.name
-                    )))
-                }
-            }
+            check_other_model(list, by_name, m, "fallback", fallback)?;
         }
     }
     for start in 0..list.len() {
@@ -580,26 +566,32 @@ fn check_escalations(
     by_name: &HashMap<String, usize>,
 ) -> Result<(), ConfigError> {
     for m in list {
-        let Some(to) = m.escalation.as_ref().map(|e| &e.to) else {
-            continue;
-        };
-        match by_name.get(to) {
-            Some(i) if list[*i].name != m.name => {}
-            Some(_) => {
-                return Err(ConfigError::Invalid(format!(
-                    "model {}: it escalates to itself",
-                    m.name
-                )))
-            }
-            None => {
-                return Err(ConfigError::Invalid(format!(
-                    "model {}: escalate_to {to:?} is not a configured model",
-                    m.name
-                )))
-            }
+        if let Some(escalation) = &m.escalation {
+            check_other_model(list, by_name, m, "escalate_to", &escalation.to)?;
         }
     }
     Ok(())
+}
+
+/// `target`, which `model`'s `key` names, is a configured model other than `model`.
+fn check_other_model(
+    list: &[Arc<Model>],
+    by_name: &HashMap<String, usize>,
+    model: &Model,
+    key: &str,
+    target: &str,
+) -> Result<(), ConfigError> {
+    match by_name.get(target) {
+        Some(i) if list[*i].name != model.name => Ok(()),
+        Some(_) => Err(ConfigError::Invalid(format!(
+            "model {}: {key} {target:?} is the model itself",
+            model.name
+        ))),
+        None => Err(ConfigError::Invalid(format!(
+            "model {}: {key} {target:?} is not a configured model",
+            model.name
+        ))),
+    }
 }
 
 /// A loop reachable by fallbacks from the end of `path`, as the path that closes it.
@@ -681,7 +673,10 @@ mod tests {
                 ],
                 "fallback loop: c -> d -> c",
             ),
-            (vec![model("a", &["a"])], "model a: its fallback is itself"),
+            (
+                vec![model("a", &["a"])],
+                "model a: fallback \"a\" is the model itself",
+            ),
             (
                 vec![model("a", &["zz"])],
                 "model a: fallback \"zz\" is not a configured model",

@@ -101,7 +101,13 @@ impl FakeNative {
         let app = Router::new()
             .route("/v1/systemone", post(answer))
             .with_state(state.clone());
-        let addr = super::spawn_app(app).await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind fake");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
         FakeNative { addr, state }
     }
 
@@ -142,6 +148,12 @@ impl FakeNative {
     pub fn expected(body: &Value) -> Value {
         answer_body(body)
     }
+}
+
+/// A registry `[[model]]` named `name` served natively at `url` (`typesafe` flavor unless
+/// `extra` says otherwise), with `extra` TOML lines.
+pub fn native_model(name: &str, url: &str, extra: &str) -> String {
+    format!("\n[[model]]\nname = \"{name}\"\nbackend = \"systemone\"\nbackend_url = \"{url}\"\n{extra}\n")
 }
 
 /// Counts the request in flight until dropped.

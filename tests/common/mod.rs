@@ -113,6 +113,23 @@ pub fn serve_config(args: &[&str]) -> ServeConfig {
     }
 }
 
+/// `systemone serve --config <a file holding the registry `toml`>` with extra flags, parsed.
+pub fn registry_config(toml: &str, flags: &[&str]) -> ServeConfig {
+    let path = temp_file("models.toml", toml);
+    let path = path.to_str().expect("utf-8 path");
+    let mut args = vec!["systemone", "serve", "--config", path];
+    args.extend_from_slice(flags);
+    serve_config(&args)
+}
+
+/// Why the service refuses to start with the registry `toml`.
+pub fn registry_error(toml: &str) -> String {
+    match systemone::build_state(&registry_config(toml, &[])) {
+        Ok(_) => panic!("the registry was accepted: {toml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// The serve configuration for a llama.cpp backend (`llama-server`) at `backend_url`, with
 /// extra flags.
 pub fn llamacpp_config(backend_url: &str, extra: &[&str]) -> ServeConfig {

@@ -11,6 +11,7 @@
 use serde_json::{Map, Value};
 
 use crate::backend::{BackendError, ReadUsage};
+use crate::json::type_name as kind;
 use crate::question::{LoweredQuestion, QuestionKind};
 
 /// One checked answer.
@@ -244,18 +245,6 @@ fn finite(v: &Value, at: &str) -> Result<f64, BackendError> {
     v.as_f64()
         .filter(|x| x.is_finite())
         .ok_or_else(|| contract(at, format!("must be a finite number, got {}", kind(v))))
-}
-
-/// The JSON type of `v` (never its value: it may echo the caller's content).
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 fn contract(at: &str, problem: String) -> BackendError {
