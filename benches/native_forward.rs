@@ -10,10 +10,10 @@
 //! * **direct** sends the exact body the service forwards (captured from the fake after a
 //!   warm-up call) to the upstream; **front** sends the caller's body to the service (the
 //!   binary Cargo built, a child on `127.0.0.1:0`, with its default runtime).
-//! * At 1 and 16 callers, in alternating rounds: p50 and p90 latency, answers (requests) per
-//!   second, and the added p50/p90 (front − direct); for the front, its **CPU per answer**
-//!   (utime + stime of the child over its phases, warm-ups included, divided by the
-//!   requests it answered).
+//! * At 1 and 16 callers, in alternating rounds: p50 and p90 latency, requests per second,
+//!   and the added p50/p90 (front − direct); for the front, its **CPU per request** (utime +
+//!   stime of the child over its phases, warm-ups included, divided by the requests it
+//!   answered; each request is 3 answers).
 //!
 //! The request: 3 questions (a 4-option choice, a noul, a 3-level score) about a short
 //! ticket. Prints a markdown table; nothing is asserted.
@@ -79,7 +79,8 @@ fn main() {
         .post(format!("http://{addr}/v1/systemone"))
         .header("content-type", "application/json")
         .body(caller_body);
-    let warm = client_runtime.block_on(front.try_clone().expect("plain").send());
+    let warm_up = front.try_clone().expect("plain");
+    let warm = client_runtime.block_on(async move { warm_up.send().await });
     assert!(
         warm.is_ok_and(|r| r.status().is_success()),
         "the front answers"
@@ -114,7 +115,7 @@ fn print_table(phases: &[Vec<Phase>], cpu: &[Duration], sent: &[usize]) {
         "## `--backend systemone` over a direct call to the same native upstream ({} CPUs; zero-latency fake upstream)\n",
         support::cpus()
     );
-    println!("| path | callers | p50 ms | p90 ms | answers/s | added p50 ms | added p90 ms | service CPU ms / answer |");
+    println!("| path | callers | p50 ms | p90 ms | requests/s | added p50 ms | added p90 ms | service CPU ms / request (3 answers) |");
     println!("|---|---|---|---|---|---|---|---|");
     for (l, callers) in LEVELS.iter().enumerate() {
         let (direct, front) = (&phases[0][l], &phases[1][l]);
