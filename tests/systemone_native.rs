@@ -449,3 +449,19 @@ async fn a_fallback_loop_is_a_startup_error_naming_it() {
         "fallback loop: a -> b -> a (a chain of fallbacks must end)"
     );
 }
+
+/// The in-flight cap holds for forwarded requests too: 8 callers against a slow upstream
+/// with `--max-in-flight 2` never have more than 2 requests at the upstream, and all are
+/// answered.
+#[tokio::test(start_paused = true)]
+async fn the_in_flight_cap_bounds_forwarded_requests() {
+    let fake = FakeNative::start(Flavor::TypeSafe).await;
+    fake.set_fault(Fault::Slow(Duration::from_secs(1)));
+    let service = front(&fake, "typesafe", &["--max-in-flight", "2"]).await;
+    let request = body();
+    let calls = (0..8).map(|_| ask(&service, &request));
+    let replies = futures::future::join_all(calls).await;
+    assert!(replies.iter().all(|r| r.status == 200), "all answered");
+    assert_eq!(fake.requests(), 8);
+    assert_eq!(fake.max_in_flight(), 2, "never over the cap, and used");
+}
