@@ -7,9 +7,12 @@
 
 use std::sync::Arc;
 
-use super::{prompt, History, Ignored, ValidRequest};
+use super::{prompt, History, Ignored, RenderedQuestion, ValidRequest};
 use crate::error::{ApiError, Code};
-use crate::models::Model;
+use crate::json::NonFiniteNumber;
+use crate::models::tokens::TokenTable;
+use crate::models::{Model, Resolved};
+use crate::question::LoweredQuestion;
 
 impl ValidRequest {
     /// The questions at `indexes` (in that order) of this request, for `model`.
@@ -24,37 +27,9 @@ impl ValidRequest {
                 format!("model {} has no token table yet", model.name),
             )
         })?;
-        if !self.images.is_empty() && !model.vision {
-            return Err(ApiError::new(
-                Code::ImagesUnsupported,
-                format!("model {} does not read images", model.name),
-            ));
-        }
-        let table = &resolved.table;
         let questions: Vec<_> = indexes.iter().map(|q| self.questions[*q].clone()).collect();
-        if let Some(q) = questions
-            .iter()
-            .find(|q| q.options.len() > table.option_capacity())
-        {
-            return Err(ApiError::new(
-                Code::TooManyOptions,
-                format!(
-                    "a question of {} options is more than model {} can label ({})",
-                    q.options.len(),
-                    model.name,
-                    table.option_capacity()
-                ),
-            ));
-        }
-        let not_finite =
-            |e: crate::json::NonFiniteNumber| ApiError::new(Code::InvalidNumber, e.to_string());
-        let rendered = questions
-            .iter()
-            .map(|q| {
-                let first = prompt::question_json(q, 0, table).map_err(not_finite)?;
-                prompt::render_orders(q, first, self.permutations, table).map_err(not_finite)
-            })
-            .collect::<Result<_, _>>()?;
+        self.check_fits(&questions, &resolved)?;
+        let rendered = render(&questions, self.permutations, &resolved.table)?;
         let history = match &self.history {
             History::PerQuestion(entries) => History::PerQuestion(
                 indexes
@@ -78,6 +53,45 @@ impl ValidRequest {
             ignored: Ignored::default(),
         })
     }
+
+    /// Refuses `questions` of this request for `model` when it cannot label one of them or
+    /// the request has images it does not read.
+    fn check_fits(&self, questions: &[LoweredQuestion], model: &Resolved) -> Result<(), ApiError> {
+        if !self.images.is_empty() && !model.vision {
+            return Err(ApiError::new(
+                Code::ImagesUnsupported,
+                format!("model {} does not read images", model.name),
+            ));
+        }
+        let capacity = model.table.option_capacity();
+        match questions.iter().find(|q| q.options.len() > capacity) {
+            Some(q) => Err(ApiError::new(
+                Code::TooManyOptions,
+                format!(
+                    "a question of {} options is more than model {} can label ({capacity})",
+                    q.options.len(),
+                    model.name,
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Each question in `permutations` orders, for `table`'s labels.
+fn render(
+    questions: &[LoweredQuestion],
+    permutations: usize,
+    table: &TokenTable,
+) -> Result<Vec<RenderedQuestion>, ApiError> {
+    let not_finite = |e: NonFiniteNumber| ApiError::new(Code::InvalidNumber, e.to_string());
+    questions
+        .iter()
+        .map(|q| {
+            let first = prompt::question_json(q, 0, table).map_err(not_finite)?;
+            prompt::render_orders(q, first, permutations, table).map_err(not_finite)
+        })
+        .collect()
 }
 
 #[cfg(test)]
