@@ -628,19 +628,11 @@ impl std::ops::Deref for Routes<'_> {
 mod tests {
     use super::*;
     use crate::backend::systemone::SystemOneBackend;
-    use crate::config::Flavor;
     use crate::models::circuit::Health;
 
     /// A model named `name` falling back to `fallback`, whose circuit opens on one failure.
     fn model(name: &str, fallback: &[&str]) -> Arc<Model> {
-        let backend = SystemOneBackend::new(
-            reqwest::Client::new(),
-            "http://127.0.0.1:9/v1",
-            name.into(),
-            None,
-            Flavor::Typesafe,
-            None,
-        );
+        let backend = SystemOneBackend::unreachable(name);
         let mut m = Model::new(name, Arc::new(backend), TokenTable::native(4));
         m.fallback = fallback.iter().map(|f| f.to_string()).collect();
         let settings = CircuitSettings {

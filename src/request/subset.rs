@@ -98,20 +98,13 @@ fn render(
 mod tests {
     use super::*;
     use crate::backend::systemone::SystemOneBackend;
-    use crate::config::{Flavor, Limits};
+    use crate::config::Limits;
     use crate::models::tokens::TokenTable;
     use crate::models::Models;
     use serde_json::json;
 
     fn model(name: &str, table: TokenTable, vision: bool) -> Arc<Model> {
-        let backend = SystemOneBackend::new(
-            reqwest::Client::new(),
-            "http://127.0.0.1:9/v1",
-            name.into(),
-            None,
-            Flavor::Typesafe,
-            None,
-        );
+        let backend = SystemOneBackend::unreachable(name);
         Arc::new(Model {
             vision,
             ..Model::new(name, Arc::new(backend), table)

@@ -132,6 +132,21 @@ impl SystemOneBackend {
         }
     }
 
+    /// A TypeSafe-flavored upstream for `model` at an address nothing listens on: for unit
+    /// tests of what is decided before anything is sent.
+    #[cfg(test)]
+    pub(crate) fn unreachable(model: &str) -> Self {
+        let url = "http://127.0.0.1:9/v1";
+        Self::new(
+            reqwest::Client::new(),
+            url,
+            model.into(),
+            None,
+            Flavor::Typesafe,
+            None,
+        )
+    }
+
     /// The body sent for `ask`: its fields, `model`, the images and the flavor's fields.
     fn body(&self, ask: &NativeAsk<'_>) -> Map<String, Value> {
         let mut body = Map::new();
