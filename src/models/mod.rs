@@ -359,10 +359,12 @@ impl Models {
                 }
             }
         }
+        let default = default.min(list.len() - 1);
+        // Before the checks: a fallback or escalation may name `jev-latest` (a pinned model
+        // falling back to the latest one).
+        by_name.entry(DEFAULT_ALIAS.to_string()).or_insert(default);
         check_fallbacks(&list, &by_name)?;
         check_escalations(&list, &by_name)?;
-        let default = default.min(list.len() - 1);
-        by_name.entry(DEFAULT_ALIAS.to_string()).or_insert(default);
         Ok(Models {
             list,
             by_name,
@@ -680,6 +682,22 @@ mod tests {
         }
         let chain = vec![model("a", &["b", "c"]), model("b", &["c"]), model("c", &[])];
         assert!(Models::new(chain, 0).is_ok(), "a diamond is not a loop");
+        let pinned = vec![model("jev", &[]), model("jev-1.13.0", &[DEFAULT_ALIAS])];
+        let models = Models::new(pinned, 0).expect("a pinned model may fall back to the latest");
+        let pinned = models.resolve("jev-1.13.0").expect("configured");
+        let fallbacks: Vec<&str> = models
+            .fallbacks_of(pinned)
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(fallbacks, ["jev"]);
+        let latest_itself = vec![model("jev", &[DEFAULT_ALIAS])];
+        let err = Models::new(latest_itself, 0)
+            .expect_err("itself")
+            .to_string();
+        assert_eq!(
+            err,
+            "model jev: fallback \"jev-latest\" is the model itself"
+        );
     }
 
     #[tokio::test]
