@@ -1,7 +1,8 @@
 //! A native server's answer, checked against the contract's types before anything of it
 //! reaches a caller: `model` a string, `answers` one object per question sent, of the
 //! question's `type`, with its value (`choice` one of the labels, `noul` a probability,
-//! `score` a number), `probabilities` over exactly the question's options (choice, score),
+//! `score` a number), `probabilities` over exactly the question's options summing to 1
+//! (choice, score),
 //! `confidence` a probability; `temperature` and `option_mass` numbers when present;
 //! `usage` (optional) with whole token counts. A field that is missing or of the wrong type
 //! is an error naming it by the question's position (`answers[2].probabilities`; the ids
@@ -168,7 +169,8 @@ fn distribution(
             ),
         ));
     }
-    keys.iter()
+    let probabilities = keys
+        .iter()
         .enumerate()
         .map(|(i, k)| {
             let at = format!("{here}[option {i}]");
@@ -177,8 +179,16 @@ fn distribution(
                 .ok_or_else(|| contract(&at, "is missing".into()))?;
             in_unit(finite(v, &at)?, &at)
         })
-        .collect()
+        .collect::<Result<Vec<f64>, _>>()?;
+    let total: f64 = probabilities.iter().sum();
+    if (total - 1.0).abs() > SUM_TOLERANCE {
+        return Err(contract(&here, format!("must sum to 1, got {total}")));
+    }
+    Ok(probabilities)
 }
+
+/// How far from 1 a distribution's sum may be (rounding of the upstream's JSON numbers).
+const SUM_TOLERANCE: f64 = 1e-6;
 
 /// `usage`: whole token counts (`input_tokens`, `output_tokens`; `cached_tokens` and
 /// `estimated` when present).
@@ -353,6 +363,9 @@ mod tests {
                 "answers[0].probabilities[option 0] must be a finite number, got a string",
                 |v| v["answers"]["team"]["probabilities"]["billing"] = json!("0.25"),
             ),
+            ("answers[0].probabilities must sum to 1, got 1.5", |v| {
+                v["answers"]["team"]["probabilities"]["billing"] = json!(0.75)
+            }),
             ("answers[0].confidence must be a probability", |v| {
                 v["answers"]["team"]["confidence"] = json!(1.5)
             }),
