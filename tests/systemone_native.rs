@@ -465,3 +465,68 @@ async fn the_in_flight_cap_bounds_forwarded_requests() {
     assert_eq!(fake.requests(), 8);
     assert_eq!(fake.max_in_flight(), 2, "never over the cap, and used");
 }
+
+/// A request that names a calibration profile gets raw answers from the native upstream
+/// (`temperature: 1`) calibrated here as the read pipeline does: the profile where it covers
+/// the question (the shipped `spam` profile, on Gemma 3 270M's nouls), the model's formula
+/// elsewhere; the upstream's other fields are kept.
+#[tokio::test]
+async fn a_named_profile_recalibrates_raw_native_answers() {
+    use systemone::calibration::{temper, Calibration};
+    let fake = FakeNative::start(Flavor::TypeSafe).await;
+    fake.set_fault(Fault::ExtraField);
+    let url = fake.base_url();
+    let args = [
+        "systemone",
+        "serve",
+        "--backend",
+        "systemone",
+        "--backend-url",
+        &url,
+        "--model",
+        "gemma-3-270m",
+    ];
+    let service = common::start(common::serve_config(&args)).await;
+    let body = json!({
+        "state": "Subject: WIN a FREE cruise!!!",
+        "questions": {
+            "spam": {"type": "noul", "instructions": "Is this email spam?"},
+            "kind": {"type": "choice", "instructions": "What kind?", "criteria": {"spam": null, "personal": null, "newsletter": null}}
+        },
+        "calibration": "spam"
+    });
+    let reply = ask(&service, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let sent = &fake.bodies()[0];
+    assert_eq!(sent["temperature"], json!(1.0), "raw answers asked for");
+    let raw = FakeNative::expected(sent);
+    let spam = &reply.body["answers"]["spam"];
+    assert_eq!(spam["calibration"], json!("spam"), "{spam}");
+    assert!(
+        spam["prediction_set"].is_array() && spam["automate"].is_boolean(),
+        "{spam}"
+    );
+    assert_ne!(spam["noul"], raw["answers"]["spam"]["noul"], "recalibrated");
+    assert_eq!(spam["x_explanation"], json!({"why": "kept as sent"}));
+    let kind = &reply.body["answers"]["kind"];
+    let (formula, _) = Calibration::for_model("gemma-3-270m").expect("shipped");
+    let t = formula.temperature(3);
+    assert_eq!(kind["temperature"].as_f64(), Some(t), "{kind}");
+    let raw_p: Vec<f64> = raw["answers"]["kind"]["probabilities"]
+        .as_object()
+        .expect("probabilities")
+        .values()
+        .map(|v| v.as_f64().expect("number"))
+        .collect();
+    let want = temper(&raw_p, t);
+    let got: Vec<f64> = kind["probabilities"]
+        .as_object()
+        .expect("probabilities")
+        .values()
+        .map(|v| v.as_f64().expect("number"))
+        .collect();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() < 1e-12, "{got:?} vs {want:?}");
+    }
+    assert!(kind.get("calibration").is_none(), "no profile covers it");
+}

@@ -22,6 +22,7 @@ use super::decode::{certain, Decoded};
 use super::pipeline::{status_class, Outcome, Pipeline, PipelineError, Usage};
 use crate::backend::systemone::{NativeAnswer, NativeAsk, NativeReply, SystemOneBackend};
 use crate::backend::{Backend, BackendError};
+use crate::calibration::{confidence, temper};
 use crate::config::Layout;
 use crate::models::tokens::estimate_tokens_for_bytes;
 use crate::question::{LoweredQuestion, QuestionKind};
@@ -85,7 +86,10 @@ fn native_ask<'a>(req: &'a ValidRequest, asked: &[usize]) -> Result<NativeAsk<'a
     fields.insert("state".into(), state);
     let objects = questions.iter().map(|q| (q.id.clone(), question_object(q)));
     fields.insert("questions".into(), Value::Object(objects.collect()));
-    if let Some(t) = req.temperature() {
+    // A named profile recalibrates raw answers: ask for them (the caller cannot have set a
+    // temperature beside a profile).
+    let temperature = req.temperature().or(req.calibration().map(|_| 1.0));
+    if let Some(t) = temperature {
         fields.insert("temperature".into(), Value::from(t));
     }
     if req.permutations() > 1 {
@@ -154,7 +158,10 @@ fn history(req: &ValidRequest, asked: &[usize]) -> Option<Value> {
 fn outcome(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize) -> Outcome {
     let mut answers: Vec<Decoded> = req.questions().iter().map(|_| certain()).collect();
     for (q, answer) in asked.iter().zip(reply.answers) {
-        answers[*q] = passed_through(answer);
+        answers[*q] = match req.calibration() {
+            None => passed_through(answer),
+            Some(_) => recalibrated(req, *q, answer),
+        };
     }
     let usage = match reply.usage {
         Some((u, estimated)) => Usage {
@@ -176,6 +183,45 @@ fn outcome(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize
         answers,
         usage,
         model: reply.model,
+    }
+}
+
+/// A raw (temperature 1) native answer of a request that named a profile, calibrated as
+/// the read pipeline calibrates its own: by the profile when it covers the question, else by
+/// the model's formula for its option count. The upstream's other fields are kept, its
+/// `temperature` (1) replaced by the one applied.
+fn recalibrated(req: &ValidRequest, q: usize, answer: NativeAnswer) -> Decoded {
+    let question = &req.questions()[q];
+    let mut passed = answer.passed;
+    passed.shift_remove("temperature");
+    let raw = Decoded {
+        confidence: confidence(&answer.probabilities),
+        probabilities: answer.probabilities,
+        temperature: 1.0,
+        ..certain()
+    };
+    let profile = req
+        .calibration()
+        .filter(|p| p.covers(&req.model().name, question));
+    let decoded = match profile {
+        Some(p) => p.apply(raw),
+        None => {
+            let t = req.model().calibration.temperature(question.options.len());
+            let probabilities = temper(&raw.probabilities, t);
+            Decoded {
+                confidence: confidence(&probabilities),
+                probabilities,
+                temperature: t,
+                ..raw
+            }
+        }
+    };
+    let mut fields = Map::new();
+    fields.insert("temperature".into(), Value::from(decoded.temperature));
+    fields.extend(passed);
+    Decoded {
+        passed: Some(Arc::new(fields)),
+        ..decoded
     }
 }
 
