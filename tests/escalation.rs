@@ -199,3 +199,59 @@ async fn escalating_to_an_unknown_model_is_a_startup_error() {
         "model a: escalate_to \"zz\" is not a configured model"
     );
 }
+
+/// `escalate_when = "not_automate"` on a native model under a named profile: exactly the
+/// answers the profile did not flag `automate` (as a run without escalation shows them) are
+/// asked again.
+#[tokio::test]
+async fn not_automate_escalates_exactly_the_answers_the_profile_did_not_automate() {
+    let (cheap, strong) = fakes().await;
+    let registry = |rule: &str| {
+        let first = format!("escalate_to = \"strong\"\n{rule}");
+        let first = if rule.is_empty() {
+            String::new()
+        } else {
+            first
+        };
+        [
+            native_model("gemma-3-270m", &cheap.base_url(), &first),
+            native_model("strong", &strong.base_url(), ""),
+        ]
+        .concat()
+    };
+    let noul = |text: &str| json!({"type": "noul", "instructions": text});
+    let body = json!({
+        "state": "Subject: WIN a FREE cruise!!! Click now.",
+        "questions": {"spam": noul("Spam?"), "unsure_spam": noul("Really spam?"), "phishing": noul("Phishing?")},
+        "calibration": "spam"
+    });
+    let plain = common::start(common::registry_config(&registry(""), &[])).await;
+    let first = ask(&plain, &body).await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    let not_automated: Vec<String> = first.body["answers"]
+        .as_object()
+        .expect("answers")
+        .iter()
+        .filter(|(_, a)| a["automate"] == json!(false))
+        .map(|(id, _)| id.clone())
+        .collect();
+    assert!(
+        not_automated.contains(&"unsure_spam".to_string()),
+        "{}",
+        first.text
+    );
+    let rule = "escalate_when = \"not_automate\"";
+    let service = common::start(common::registry_config(&registry(rule), &[])).await;
+    let reply = ask(&service, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let count = not_automated.len().to_string();
+    assert_eq!(reply.header("x-systemone-escalated"), Some(count.as_str()));
+    let again = strong.bodies().pop().expect("one escalation");
+    let asked: Vec<&String> = again["questions"].as_object().expect("q").keys().collect();
+    assert_eq!(asked, not_automated.iter().collect::<Vec<_>>());
+    let strong_name = json!("strong");
+    for (id, answer) in reply.body["answers"].as_object().expect("answers") {
+        let want = not_automated.contains(id).then_some(&strong_name);
+        assert_eq!(answer.get("model"), want, "{id}");
+    }
+}
