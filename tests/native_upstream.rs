@@ -121,21 +121,8 @@ fn assert_same_numbers(got: &Value, want: &Value, at: &str) {
 /// The front service: one model `front` on the native upstream behind `proxy`.
 async fn front(proxy: &Proxy) -> Service {
     let url = format!("{}/v1", proxy.url());
-    let args = [
-        "systemone",
-        "serve",
-        "--backend",
-        "systemone",
-        "--backend-url",
-        &url,
-        "--model",
-        "front",
-        "--upstream-model",
-        MODEL,
-        "--request-timeout-secs",
-        "900",
-    ];
-    common::start(common::serve_config(&args)).await
+    let flags = ["--upstream-model", MODEL, "--request-timeout-secs", "900"];
+    common::start(common::native_config(&url, "front", &flags)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,27 +23,15 @@ use serde_json::{json, Value};
 
 /// A service whose one model `native` is served by `fake` as a `flavor` upstream.
 async fn front(fake: &FakeNative, flavor: &str, extra: &[&str]) -> Service {
-    let url = fake.base_url();
-    let mut args = vec![
-        "systemone",
-        "serve",
-        "--backend",
-        "systemone",
-        "--flavor",
-        flavor,
-        "--backend-url",
-        &url,
-        "--model",
-        "native",
-        "--upstream-model",
-        "jev-1.13.0",
+    let mut flags = vec!["--flavor", flavor, "--upstream-model", "jev-1.13.0"];
+    flags.extend([
         "--backend-api-key",
         "sk-upstream-secret",
         "--request-timeout-secs",
         "20",
-    ];
-    args.extend_from_slice(extra);
-    common::start(common::serve_config(&args)).await
+    ]);
+    flags.extend_from_slice(extra);
+    common::start(common::native_config(&fake.base_url(), "native", &flags)).await
 }
 
 fn body() -> Value {
@@ -475,18 +463,8 @@ async fn a_named_profile_recalibrates_raw_native_answers() {
     use systemone::calibration::{temper, Calibration};
     let fake = FakeNative::start(Flavor::TypeSafe).await;
     fake.set_fault(Fault::ExtraField);
-    let url = fake.base_url();
-    let args = [
-        "systemone",
-        "serve",
-        "--backend",
-        "systemone",
-        "--backend-url",
-        &url,
-        "--model",
-        "gemma-3-270m",
-    ];
-    let service = common::start(common::serve_config(&args)).await;
+    let config = common::native_config(&fake.base_url(), "gemma-3-270m", &[]);
+    let service = common::start(config).await;
     let body = json!({
         "state": "Subject: WIN a FREE cruise!!!",
         "questions": {

@@ -122,6 +122,15 @@ pub fn registry_config(toml: &str, flags: &[&str]) -> ServeConfig {
     serve_config(&args)
 }
 
+/// The serve configuration of one model `model` on a native System One upstream at
+/// `backend_url` (`--backend systemone`), with extra flags.
+pub fn native_config(backend_url: &str, model: &str, extra: &[&str]) -> ServeConfig {
+    let mut args = vec!["systemone", "serve", "--backend", "systemone"];
+    args.extend(["--backend-url", backend_url, "--model", model]);
+    args.extend_from_slice(extra);
+    serve_config(&args)
+}
+
 /// Why the service refuses to start with the registry `toml`.
 pub fn registry_error(toml: &str) -> String {
     match systemone::build_state(&registry_config(toml, &[])) {
