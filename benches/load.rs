@@ -48,7 +48,7 @@ use serde_json::{json, Value};
 
 use fake_vllm::FakeVllm;
 use support::{
-    drive, env_secs, fake_backend_flags, label_ids, mark, one_question, route_criteria,
+    cpu_time, drive, env_secs, fake_backend_flags, label_ids, mark, one_question, route_criteria,
     route_question, ticket_state, Phase, ServiceGuard, ROUTE_INSTRUCTIONS, SERVICE_RUST_LOG,
 };
 use systemone::backend::vllm::VllmBackend;
@@ -205,22 +205,6 @@ fn memory(pid: u32) -> (f64, f64) {
 /// Resets `pid`'s peak RSS to its current RSS (Linux ≥ 4.0); false when not allowed.
 fn reset_peak(pid: u32) -> bool {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
-}
-
-/// CPU time (user + system) the process has used so far.
-fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the `(comm)`: state is field 3, utime 14, stime 15 (clock ticks).
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i - 3)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // USER_HZ is 100 on every Linux this runs on.
-    Duration::from_millis((ticks(14) + ticks(15)) * 10)
 }
 
 /// The vLLM body the service sends upstream for the 1 × 4 scenario, rendered by the library.

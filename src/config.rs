@@ -50,6 +50,9 @@ pub enum BackendKind {
     /// Any OpenAI-compatible host (standard fields only), read the way a startup probe
     /// found exact, or refused.
     Openai,
+    /// A native System One server (`POST /v1/systemone`): the whole request is forwarded,
+    /// in the dialect of its [`Flavor`].
+    Systemone,
 }
 
 impl BackendKind {
@@ -59,8 +62,64 @@ impl BackendKind {
             BackendKind::Vllm => "vllm",
             BackendKind::Llamacpp => "llamacpp",
             BackendKind::Openai => "openai",
+            BackendKind::Systemone => "systemone",
         }
     }
+}
+
+/// Which native System One server a `systemone` backend is: each flavor's quirks are in
+/// its own file under `src/backend/systemone/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flavor {
+    /// TypeSafe's API (and another `systemone`): `x-typesafe-request-id`, 422 `detail`
+    /// lists, `retry-after-ms`, 529 when overloaded.
+    #[default]
+    Typesafe,
+    /// Ollama's `/v1/systemone`: `{"error": …}` bodies, images as a base64 list,
+    /// `keep_alive` from configuration only, 2–26 options.
+    Ollama,
+    /// vLLM's native `/v1/systemone`: 501 for a model it cannot serve natively.
+    Vllm,
+}
+
+impl Flavor {
+    /// The flavor's name, as `--flavor` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flavor::Typesafe => "typesafe",
+            Flavor::Ollama => "ollama",
+            Flavor::Vllm => "vllm",
+        }
+    }
+}
+
+/// One model name, or several in order (`fallback = "a"` or `fallback = ["a", "b"]`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    /// The names, in order.
+    pub fn names(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(name) => vec![name.clone()],
+            OneOrMany::Many(names) => names.clone(),
+        }
+    }
+}
+
+/// When a model's answer is asked again of its `escalate_to` model, besides a confidence
+/// under `escalate_below`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EscalateWhen {
+    /// The calibration profile that covered the answer did not set `automate` (an answer
+    /// no profile covered is not escalated by this rule).
+    NotAutomate,
 }
 
 /// The prompt layout (technique §2).
@@ -556,12 +615,47 @@ pub struct ModelConfig {
     #[arg(long, env = "SYSTEMONE_UPSTREAM_MODEL")]
     pub upstream_model: Option<String>,
 
-    /// Registry only: another model of the registry that serves this model's requests
-    /// while this model's circuit breaker is open (the answer's `model` then names the one
-    /// that served it).
+    /// Registry only: other models of the registry that serve this model's requests while
+    /// this model's circuit breaker is open, in order (a name, or a list): the first whose
+    /// circuit admits, following each one's own fallbacks (the answer's `model` then names
+    /// the one that served it). A loop is refused at startup.
     #[arg(skip)]
     #[serde(default)]
-    pub fallback: Option<String>,
+    pub fallback: Option<OneOrMany>,
+
+    /// Registry only: the model that answers again the questions this model answered with
+    /// low confidence (`escalate_below`, or `escalate_when`), all of them in one request.
+    #[arg(skip)]
+    #[serde(default)]
+    pub escalate_to: Option<String>,
+
+    /// Registry only: escalate an answer whose `confidence` is under this (0 < x ≤ 1).
+    #[arg(skip)]
+    #[serde(default)]
+    pub escalate_below: Option<f64>,
+
+    /// Registry only: escalate an answer by its calibration profile (`not_automate`).
+    #[arg(skip)]
+    #[serde(default)]
+    pub escalate_when: Option<EscalateWhen>,
+
+    /// Registry only: when the escalation model fails, fail the request (else it is
+    /// answered with the first answers and `x-systemone-escalation: failed`).
+    #[arg(skip)]
+    #[serde(default)]
+    pub escalate_required: bool,
+
+    /// The native server's flavor (`--backend systemone` only): `typesafe` (the default;
+    /// also another `systemone`), `ollama` or `vllm`.
+    #[arg(long, env = "SYSTEMONE_FLAVOR", value_enum, default_value_t = Flavor::Typesafe)]
+    #[serde(default)]
+    pub flavor: Flavor,
+
+    /// Ollama's `keep_alive` (`--backend systemone --flavor ollama` only), sent with every
+    /// request; a caller's `keep_alive` is never forwarded.
+    #[arg(long, env = "SYSTEMONE_KEEP_ALIVE")]
+    #[serde(default)]
+    pub keep_alive: Option<String>,
 
     /// Registry only: the environment variable holding the backend API key (the file
     /// never holds keys).
@@ -656,7 +750,28 @@ impl ModelConfig {
         if let Some(date) = &self.release_date {
             checked_date(date).map_err(invalid)?;
         }
-        Ok(())
+        self.check_escalation().map_err(invalid)
+    }
+
+    /// `escalate_to` with exactly one rule (`escalate_below` in (0, 1], or
+    /// `escalate_when`), and neither rule without it.
+    fn check_escalation(&self) -> Result<(), String> {
+        let rules =
+            usize::from(self.escalate_below.is_some()) + usize::from(self.escalate_when.is_some());
+        match (&self.escalate_to, rules) {
+            (None, 0) if !self.escalate_required => Ok(()),
+            (None, _) => {
+                Err("escalate_below, escalate_when and escalate_required need escalate_to".into())
+            }
+            (Some(_), 0) => Err("escalate_to needs escalate_below or escalate_when".into()),
+            (Some(_), 2) => Err("escalate_below and escalate_when cannot both be set".into()),
+            (Some(_), _) => match self.escalate_below {
+                Some(x) if !(x > 0.0 && x <= 1.0) => Err(format!(
+                    "escalate_below must be a confidence in (0, 1], got {x}"
+                )),
+                _ => Ok(()),
+            },
+        }
     }
 
     /// Time between live token-table checks: the configured interval, except that plain
@@ -664,7 +779,7 @@ impl ModelConfig {
     /// it sees instead).
     pub fn token_check_interval(&self) -> Duration {
         match self.backend {
-            BackendKind::Openai => Duration::ZERO,
+            BackendKind::Openai | BackendKind::Systemone => Duration::ZERO,
             BackendKind::Vllm | BackendKind::Llamacpp => {
                 Duration::from_secs(self.token_check_interval_secs)
             }
@@ -802,6 +917,48 @@ mod tests {
         use clap::Parser;
         let args = ["systemone"].iter().chain(flags);
         Serve::try_parse_from(args).expect("parses").config
+    }
+
+    #[test]
+    fn escalation_needs_a_target_and_exactly_one_rule() {
+        let base = serve_flags(&[]).model;
+        let with =
+            |to: Option<&str>, below: Option<f64>, when: Option<EscalateWhen>, required: bool| {
+                ModelConfig {
+                    escalate_to: to.map(String::from),
+                    escalate_below: below,
+                    escalate_when: when,
+                    escalate_required: required,
+                    ..base.clone()
+                }
+                .check()
+                .map_err(|e| e.to_string())
+            };
+        let not_automate = Some(EscalateWhen::NotAutomate);
+        assert!(with(None, None, None, false).is_ok());
+        assert!(with(Some("b"), Some(0.4), None, true).is_ok());
+        assert!(with(Some("b"), None, not_automate, false).is_ok());
+        let cases = [
+            (
+                with(Some("b"), None, None, false),
+                "escalate_to needs escalate_below or escalate_when",
+            ),
+            (
+                with(Some("b"), Some(0.4), not_automate, false),
+                "cannot both be set",
+            ),
+            (
+                with(Some("b"), Some(0.0), None, false),
+                "escalate_below must be a confidence in (0, 1], got 0",
+            ),
+            (with(Some("b"), Some(1.5), None, false), "got 1.5"),
+            (with(None, Some(0.4), None, false), "need escalate_to"),
+            (with(None, None, None, true), "need escalate_to"),
+        ];
+        for (got, want) in cases {
+            let err = got.expect_err(want);
+            assert!(err.contains(want), "{want}: {err}");
+        }
     }
 
     #[test]
@@ -1002,11 +1159,37 @@ token_table = "golden-fake"
 layout = "cost"
 label_scheme = "letters"
 rerank_question = "Does the document answer the query?"
+fallback = "a"
+
+[[model]]
+name = "c"
+backend = "systemone"
+flavor = "ollama"
+keep_alive = "5m"
+backend_url = "http://127.0.0.1:3/v1"
+fallback = ["a", "b"]
+escalate_to = "b"
+escalate_below = 0.5
 "#,
         )
         .expect("write");
         let models = load_registry(&path).expect("loads");
-        assert_eq!(models.len(), 2);
+        assert_eq!(models.len(), 3);
+        assert_eq!(models[1].fallback, Some(OneOrMany::One("a".into())));
+        let c = &models[2];
+        assert_eq!(
+            c.fallback.as_ref().map(OneOrMany::names),
+            Some(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(
+            (c.backend, c.flavor, c.keep_alive.as_deref()),
+            (BackendKind::Systemone, Flavor::Ollama, Some("5m"))
+        );
+        assert_eq!(
+            (c.escalate_to.as_deref(), c.escalate_below),
+            (Some("b"), Some(0.5))
+        );
+        assert_eq!(models[0].flavor, Flavor::Typesafe, "the documented default");
         assert_eq!(models[1].layout, Layout::Cost);
         assert_eq!(models[0].label_scheme, LabelScheme::Numerals);
         assert_eq!(models[1].label_scheme, LabelScheme::Letters);

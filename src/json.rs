@@ -468,6 +468,19 @@ pub fn write_float_repr(out: &mut String, x: f64) {
     }
 }
 
+/// The JSON type of `v`, with its article, as messages say it after "got" (never the
+/// value: it may be a caller's content, or echo it).
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

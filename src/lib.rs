@@ -46,8 +46,11 @@
 //! 3. Every door hands its validated requests to the one front-door flow
 //!    (`http/flow.rs`): it takes the circuit's ticket (an open circuit refuses the request
 //!    here), counts the key's questions per minute and per day, runs
-//!    [`engine::Pipeline::run`], gives back the questions of whatever sent no read, and
-//!    records usage and metrics. The model's token-table check and host probe are not on
+//!    [`engine::Pipeline::run`], gives back the questions of whatever sent no read, asks
+//!    the serving model's unsure answers again of its escalation model (`http/escalate.rs`),
+//!    and records usage and metrics. A model served by a native System One upstream
+//!    ([`backend::systemone`]) is not read: the pipeline forwards its requests whole
+//!    (`engine/native.rs`) under the same cap, deadline and circuit. The model's token-table check and host probe are not on
 //!    this path: they run in its background upkeep task ([`models::upkeep`]), and a
 //!    request only reads their last verdict.
 //! 4. The pipeline renders each (question, option order) with [`request::prompt::plan`],

@@ -68,6 +68,11 @@ pub struct Metrics {
     connections_closed: IntCounterVec,
     /// Requests refused over the concurrent-request cap (503 `system_one_overloaded`).
     requests_shed: prometheus::IntCounter,
+    /// Escalations when unsure, by the model that answered first, the model asked again
+    /// (both configured names) and outcome (`answered`, `failed`).
+    escalations: IntCounterVec,
+    /// Answers replaced by an escalation, by the same model pair.
+    escalated_answers: IntCounterVec,
 }
 
 /// The `status` label of `request_duration_seconds` by `status / 100`.
@@ -126,6 +131,8 @@ impl Metrics {
                 "Client connections open now",
             )),
             connections_closed: r.counters(&CONNECTIONS_CLOSED),
+            escalations: r.counters(&ESCALATIONS),
+            escalated_answers: r.counters(&ESCALATED_ANSWERS),
             requests_shed: r.register(prometheus::IntCounter::new(
                 "requests_shed_total",
                 "Requests refused over the concurrent-request cap",
@@ -226,6 +233,17 @@ impl Metrics {
     /// A request refused over the concurrent-request cap.
     pub fn count_request_shed(&self) {
         self.requests_shed.inc();
+    }
+
+    /// One escalation from model `from` to model `to` (configured names) and its outcome
+    /// (`answered` or `failed`), with the answers it replaced.
+    pub fn count_escalation(&self, from: &str, to: &str, outcome: &'static str, answers: usize) {
+        self.escalations
+            .with_label_values(&[from, to, outcome])
+            .inc();
+        self.escalated_answers
+            .with_label_values(&[from, to])
+            .inc_by(answers as u64);
     }
 
     pub fn count_request(&self, route: &str, status: u16, code: &str, elapsed: Duration) {
@@ -388,6 +406,21 @@ const LIMIT_STORE_UP: Family = Family {
     name: "limit_store_up",
     help: "1 when the per-key limit store answered its last call, else 0",
     labels: &["store"],
+};
+
+/// `escalations_total`.
+const ESCALATIONS: Family = Family {
+    name: "escalations_total",
+    help:
+        "Escalations when unsure, by first model, escalation model and outcome (answered, failed)",
+    labels: &["from", "to", "outcome"],
+};
+
+/// `escalated_answers_total`.
+const ESCALATED_ANSWERS: Family = Family {
+    name: "escalated_answers_total",
+    help: "Answers replaced by an escalation model's, by first model and escalation model",
+    labels: &["from", "to"],
 };
 
 /// `connections_closed_total`.

@@ -118,26 +118,26 @@ async fn metrics_after_traffic() -> String {
         ),
     );
     let url = fake.base_url();
-    let config = common::serve_config(&[
-        "systemone",
-        "serve",
-        "--backend",
-        "vllm",
-        "--backend-url",
-        &url,
-        "--token-table",
-        "golden-fake",
-        // The shipped `spam` profile covers this model's nouls.
-        "--model",
-        "gemma-3-270m",
-        "--keys-file",
-        keys.to_str().expect("utf-8"),
-        // A Redis that is not there (port 1 is closed): under the default fail_open policy
-        // the service serves and counts locally, and the limit-store series exist (calls
-        // timed and failed, policy decisions, store down), as they do when Redis is down.
-        "--redis-url",
-        "redis://127.0.0.1:1",
-    ]);
+    // The default model is the one the shipped `spam` profile covers (its nouls); `cheap`
+    // escalates every answer to it, so the escalation series exist.
+    let registry = format!(
+        "[[model]]\nname = \"gemma-3-270m\"\nbackend = \"vllm\"\nbackend_url = \"{url}\"\n\
+         token_table = \"golden-fake\"\n\n[[model]]\nname = \"cheap\"\nbackend = \"vllm\"\n\
+         backend_url = \"{url}\"\ntoken_table = \"golden-fake\"\nescalate_to = \"gemma-3-270m\"\n\
+         escalate_below = 1.0\n"
+    );
+    let config = common::registry_config(
+        &registry,
+        &[
+            "--keys-file",
+            keys.to_str().expect("utf-8"),
+            // A Redis that is not there (port 1 is closed): under the default fail_open policy
+            // the service serves and counts locally, and the limit-store series exist (calls
+            // timed and failed, policy decisions, store down), as they do when Redis is down.
+            "--redis-url",
+            "redis://127.0.0.1:1",
+        ],
+    );
     let service = common::start(config).await;
     let key = Some(key);
     let plain = json!({"state": "Subject: WIN a FREE cruise!!!",
@@ -151,6 +151,15 @@ async fn metrics_after_traffic() -> String {
     let reply = ask_as(&service, key, &profiled).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.body["answers"]["spam"]["calibration"], "spam");
+    let mut escalated = plain.clone();
+    escalated["model"] = json!("cheap");
+    let reply = ask_as(&service, key, &escalated).await;
+    assert_eq!(
+        reply.header("x-systemone-escalated"),
+        Some("2"),
+        "{}",
+        reply.text
+    );
     let invalid = ask_as(&service, key, &json!({"state": "s", "questions": {}})).await;
     assert_eq!(invalid.status, 422, "{}", invalid.text);
     let mut refused = None;

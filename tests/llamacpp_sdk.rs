@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use common::llama::{
     answer, answer_ids, assert_request_id, backend_turn, check_answer, check_usage, llama_config,
-    num, required_env, MODEL, NO_YES,
+    num, required_env, run_typesafe_script, MODEL, NO_YES,
 };
 use common::proxy::{Proxy, Seen};
 
@@ -59,36 +59,7 @@ async fn the_official_python_sdk_round_trips_compresses_and_surfaces_422s() {
     let started = Instant::now();
     let service = common::start(llama_config(&url, &["--release-date", "2025-08-14"])).await;
     let front = Proxy::start(format!("http://{}", service.addr)).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/system_one.py");
-    let base_url = front.url();
-    let run = {
-        let python = python.clone();
-        tokio::task::spawn_blocking(move || {
-            std::process::Command::new(&python)
-                .arg(script)
-                .env("TYPESAFE_BASE_URL", base_url)
-                .env("TYPESAFE_API_KEY", "sk-any-value-works")
-                .env_remove("TYPESAFE_DEFAULT_MODEL")
-                .env_remove("TYPESAFE_LOG_LEVEL")
-                .output()
-        })
-    };
-    let output = run
-        .await
-        .expect("the SDK run joins")
-        .unwrap_or_else(|e| panic!("cannot run SYSTEMONE_PYTHON={python}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the SDK script failed ({}); is typesafe-sdk[zstd]==0.7.5 installed in {python}?\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        output.status
-    );
-    let lines: Vec<Value> = stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let lines = run_typesafe_script(&python, "system_one.py", front.url()).await;
     let seen = front.seen();
 
     // Round trip: the SDK's parsed answers are the service's, in the contract's shapes.

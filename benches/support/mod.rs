@@ -56,6 +56,22 @@ impl Drop for ServiceGuard {
     }
 }
 
+/// CPU time (user + system) the process has used so far.
+pub fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the `(comm)`: state is field 3, utime 14, stime 15 (clock ticks).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i - 3)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // USER_HZ is 100 on every Linux this runs on.
+    Duration::from_millis((ticks(14) + ticks(15)) * 10)
+}
+
 /// Removes ANSI escape sequences (in case the child logs in colour).
 pub fn strip_ansi(line: &str) -> String {
     let mut out = String::with_capacity(line.len());

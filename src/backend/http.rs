@@ -130,28 +130,67 @@ pub(crate) async fn read_success(
     }
     let retry_after = retry_after_secs(response.headers());
     let text = read_capped(response).await.unwrap_or_default();
-    // By status, length and a hash (to tell repeated errors apart), never the text.
-    let digest = Sha256::digest(&text);
-    let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    tracing::warn!(
-        status = status.as_u16(),
-        body_bytes = text.len(),
-        body_sha256_prefix = %hash,
-        "backend answered an error"
-    );
-    if LOG_ERROR_TEXT.load(Ordering::Relaxed) {
-        tracing::trace!(
-            status = status.as_u16(),
-            body = %String::from_utf8_lossy(&text[..text.len().min(200)]),
-            "backend error text (--log-backend-error-text: may hold the caller's content)"
-        );
-    }
+    log_error_answer(status.as_u16(), &text);
     Err(match status.as_u16() {
         429 => BackendError::RateLimited { retry_after },
         503 => BackendError::Overloaded { retry_after },
         s @ 400..=499 => BackendError::Rejected { status: s },
         s => BackendError::ServerError { status: s },
     })
+}
+
+/// A whole answer, whatever its status: what a dialect with its own status rules reads.
+#[derive(Debug)]
+pub(crate) struct RawAnswer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+/// [`exchange`], but the answer comes back whole whatever its status (an error status is
+/// logged here, as [`read_success`] logs it), for a dialect that maps statuses itself.
+pub(crate) async fn exchange_raw(
+    call: reqwest::RequestBuilder,
+    slot: &Arc<InFlightPermit>,
+) -> Result<RawAnswer, BackendError> {
+    let exchange = async move {
+        let mut response = call.send().await.map_err(transport_error)?;
+        let (status, headers) = (response.status().as_u16(), response.headers().clone());
+        let body = read_capped(&mut response).await?;
+        if !(200..300).contains(&status) {
+            log_error_answer(status, &body);
+        }
+        Ok(RawAnswer {
+            status,
+            headers,
+            body,
+        })
+    };
+    ToTheEnd {
+        exchange: Some(Box::pin(exchange)),
+        slot: Some(slot.clone()),
+    }
+    .await
+}
+
+/// Logs a backend's error answer once, at `warn`: by status, length and a hash (to tell
+/// repeated errors apart), never the text (at `trace` only with `--log-backend-error-text`).
+fn log_error_answer(status: u16, text: &[u8]) {
+    let digest = Sha256::digest(text);
+    let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    tracing::warn!(
+        status,
+        body_bytes = text.len(),
+        body_sha256_prefix = %hash,
+        "backend answered an error"
+    );
+    if LOG_ERROR_TEXT.load(Ordering::Relaxed) {
+        tracing::trace!(
+            status,
+            body = %String::from_utf8_lossy(&text[..text.len().min(200)]),
+            "backend error text (--log-backend-error-text: may hold the caller's content)"
+        );
+    }
 }
 
 pub(crate) fn transport_error(e: reqwest::Error) -> BackendError {

@@ -11,6 +11,7 @@ pub mod chat;
 pub mod context;
 pub mod llamacpp;
 pub mod openai;
+pub mod systemone;
 pub mod vllm;
 
 pub use chat::{EncodedContent, Messages, Part, UserContent};
@@ -97,6 +98,11 @@ pub enum BackendError {
         options: usize,
         top_k: usize,
     },
+    /// A native upstream's answer breaks the contract's types: the field (named by question
+    /// position, never by the caller's ids) and what is wrong with it, in this service's
+    /// words, so the caller may see it.
+    #[error("the native upstream's answer breaks the contract: {0}")]
+    Contract(String),
     /// The backend cannot be read exactly at all (its probe found what is missing): the
     /// model stays disabled. The text names what is missing, never the backend's own words.
     #[error("the backend cannot be served: {0}")]
@@ -213,6 +219,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn host_report(&self) -> Option<HostReport> {
         None
     }
+    /// A native System One upstream, which answers whole requests: the engine forwards the
+    /// model's requests to it instead of reading ([`systemone`]). Chosen once per model, by
+    /// its dialect.
+    fn native(&self) -> Option<&systemone::SystemOneBackend> {
+        None
+    }
 }
 
 impl From<BackendError> for ApiError {
@@ -261,6 +273,13 @@ impl From<BackendError> for ApiError {
             )
             .retry_after(MAX_RETRY_AFTER_SECS),
             BackendError::Protocol(detail) => protocol_broken(&detail),
+            BackendError::Contract(what) => {
+                tracing::warn!(reason = %what, "native upstream answer breaks the contract");
+                ApiError::new(
+                    Code::UpstreamProtocol,
+                    format!("the upstream's answer broke the contract: {what}"),
+                )
+            }
         }
     }
 }

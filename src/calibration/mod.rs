@@ -43,6 +43,13 @@ pub struct Decoded {
     pub confidence: f64,
     /// What a calibration profile added, when one covered the question.
     pub profile: Option<ProfileAnswer>,
+    /// A native upstream's answer: the fields it wrote besides its probabilities and
+    /// confidence (its `temperature`, `option_mass`, extensions), written back as they came
+    /// in place of this service's own calibration fields (it calibrated the answer).
+    pub passed: Option<std::sync::Arc<serde_json::Map<String, serde_json::Value>>>,
+    /// The public name of the model that gave this answer, when it is not the one that
+    /// served the request (escalation when unsure).
+    pub model: Option<std::sync::Arc<str>>,
 }
 
 impl Decoded {
@@ -76,6 +83,8 @@ pub fn certain() -> Decoded {
         temperature: 1.0,
         confidence: 1.0,
         profile: None,
+        passed: None,
+        model: None,
     }
 }
 

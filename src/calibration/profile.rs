@@ -358,6 +358,8 @@ mod tests {
             temperature: 1.0,
             confidence: confidence(&[0.1, 0.9]),
             profile: None,
+            passed: None,
+            model: None,
         };
         let d_clone = raw.clone();
         let d = p.apply(raw);

@@ -156,20 +156,25 @@ fn from_backend(args: &BuildArgs) -> Result<TokenTable, Box<dyn std::error::Erro
         .unwrap_or_else(|| args.name.clone());
     let client = reqwest::Client::new();
     let key = args.backend_api_key.clone();
-    let backend: Box<dyn Backend> = match kind {
-        BackendKind::Vllm => Box::new(VllmBackend::new(client, url, upstream.clone(), key, 1)),
-        BackendKind::Llamacpp => Box::new(LlamaCppBackend::new(
-            client,
-            url,
-            upstream.clone(),
-            key,
-            true,
-            None,
-        )),
-        BackendKind::Openai => {
-            return Err("an OpenAI-compatible host serves no tokenizer: use --tokenizer".into())
-        }
-    };
+    let backend: Box<dyn Backend> =
+        match kind {
+            BackendKind::Vllm => Box::new(VllmBackend::new(client, url, upstream.clone(), key, 1)),
+            BackendKind::Llamacpp => Box::new(LlamaCppBackend::new(
+                client,
+                url,
+                upstream.clone(),
+                key,
+                true,
+                None,
+            )),
+            BackendKind::Openai => {
+                return Err("an OpenAI-compatible host serves no tokenizer: use --tokenizer".into())
+            }
+            BackendKind::Systemone => return Err(
+                "a native System One upstream labels its options itself: it needs no token table"
+                    .into(),
+            ),
+        };
     let default_name = format!("{} {upstream}", kind.as_str());
     let tokenizer_name = args.tokenizer_name.clone().unwrap_or(default_name);
     let in_flight = InFlight::new(BUILD_IN_FLIGHT);

@@ -3,11 +3,13 @@
 //! * [`pipeline`]: fans the reads out under the process-wide in-flight cap, stages the
 //!   first question when a prefix is shared, bounds each read and the whole request, and
 //!   cancels everything on the first failure;
+//! * `native`: forwards a request whole to a model's native System One upstream instead;
 //! * [`context`]: refuses reads that cannot fit the backend's context window;
 //! * [`decode`]: log-probabilities become option mass and calibrated probabilities.
 
 pub mod context;
 pub mod decode;
+mod native;
 pub mod pipeline;
 
 pub use pipeline::{Outcome, Pipeline, PipelineError, Usage};

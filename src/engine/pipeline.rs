@@ -163,6 +163,11 @@ impl Pipeline {
         self
     }
 
+    /// Where upstream latency and status are recorded.
+    pub(super) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// The in-flight cap (for metrics and tests).
     pub fn in_flight(&self) -> &InFlight {
         &self.in_flight
@@ -193,9 +198,13 @@ impl Pipeline {
         ticket: Ticket<'_>,
         sent: &AtomicU64,
     ) -> Result<Outcome, PipelineError> {
-        let result = timeout(self.request_timeout, self.run_unbounded(req, sent))
-            .await
-            .unwrap_or(Err(PipelineError::Deadline));
+        let result = match req.model().backend.native() {
+            // A native upstream answers the whole request: its own timeout is the deadline.
+            Some(upstream) => self.forward(upstream, req, sent).await,
+            None => timeout(self.request_timeout, self.run_unbounded(req, sent))
+                .await
+                .unwrap_or(Err(PipelineError::Deadline)),
+        };
         ticket.record(match &result {
             Ok(outcome) if outcome.usage.upstream_requests > 0 => Health::Success,
             Ok(_) => Health::Neutral,
@@ -396,14 +405,16 @@ fn seats_first(req: &ValidRequest) -> bool {
 }
 
 /// The status class label of one upstream read.
-fn status_class(result: &Result<ReadReply, BackendError>) -> &'static str {
+pub(super) fn status_class<T>(result: &Result<T, BackendError>) -> &'static str {
     match result {
         Ok(_) => "2xx",
         Err(BackendError::RateLimited { .. } | BackendError::Rejected { .. }) => "4xx",
         Err(BackendError::Overloaded { .. } | BackendError::ServerError { .. }) => "5xx",
         Err(BackendError::Timeout) => "timeout",
         Err(BackendError::Unreachable) => "unreachable",
-        Err(BackendError::Protocol(_) | BackendError::Missing { .. }) => "protocol",
+        Err(
+            BackendError::Protocol(_) | BackendError::Missing { .. } | BackendError::Contract(_),
+        ) => "protocol",
         Err(BackendError::Unsupported(_)) => "unsupported",
     }
 }

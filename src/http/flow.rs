@@ -14,7 +14,9 @@
 //!    circuit's probe when half-open), the rest together, the call within one deadline;
 //! 5. on failure, one refund rule: the questions of every request that sent no read are
 //!    given back (a disabled model, a host that cannot be read, batches never started);
-//! 6. on success, the key's usage, the answers' metrics and the upstream requests noted.
+//! 6. escalation when unsure ([`escalate`]): the serving model's unsure answers asked
+//!    again of its escalation model, within what is left of the deadline;
+//! 7. on success, the key's usage, the answers' metrics and the upstream requests noted.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,6 +24,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use futures::future::try_join_all;
 
 use super::auth::Caller;
+use super::escalate::{self, escalate};
 use super::{count_rejection, summary, usage, AppState};
 use crate::engine::{Outcome, PipelineError, Usage};
 use crate::error::{ApiError, Code};
@@ -36,6 +39,8 @@ pub(super) struct Answered {
     pub outcomes: Vec<Outcome>,
     /// Every request's usage added up.
     pub usage: Usage,
+    /// What escalation when unsure did, for [`say_escalation`].
+    pub escalation: escalate::Report,
 }
 
 impl Answered {
@@ -51,6 +56,7 @@ pub(super) async fn run(
     caller: &Caller,
     requests: &[ValidRequest],
 ) -> Result<Answered, ApiError> {
+    let started = tokio::time::Instant::now();
     let first = requests
         .first()
         .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
@@ -76,13 +82,14 @@ pub(super) async fn run(
             .await
             .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))
     };
-    let outcomes = match ran {
+    let mut outcomes = match ran {
         Ok(outcomes) => outcomes,
         Err(e) => {
             refund_unsent(state, caller, admission, requests, &sent).await;
             return Err(e);
         }
     };
+    let escalation = escalate(state, requests, &mut outcomes, started).await?;
     let mut total = Usage::default();
     for (request, outcome) in requests.iter().zip(&outcomes) {
         total.add(&outcome.usage);
@@ -93,6 +100,7 @@ pub(super) async fn run(
     Ok(Answered {
         outcomes,
         usage: total,
+        escalation,
     })
 }
 
@@ -162,6 +170,12 @@ pub(super) fn say_model(name: &str, headers: &mut HeaderMap) {
     if let Ok(value) = HeaderValue::from_str(name) {
         headers.insert(MODEL_HEADER, value);
     }
+}
+
+/// Says what escalation when unsure did ([`escalate::ESCALATED_HEADER`], and
+/// [`escalate::ESCALATION_HEADER`] when it failed).
+pub(super) fn say_escalation(answered: &Answered, headers: &mut HeaderMap) {
+    escalate::say_escalation(&answered.escalation, headers);
 }
 
 /// The header that names the top-level fields a request held and this service ignored.

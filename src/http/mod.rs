@@ -11,6 +11,7 @@ mod body;
 pub mod budget;
 mod decisions;
 pub mod edge;
+mod escalate;
 mod flow;
 pub mod openapi;
 mod playground;

@@ -28,7 +28,7 @@ use serde_json::{json, Map, Value};
 
 use super::auth::Caller;
 use super::blocking::{self, Weight};
-use super::flow::{self, say_model, Answered};
+use super::flow::{self, say_escalation, say_model, Answered};
 use super::{body, wire, AppState, RequestId};
 use crate::config::Limits;
 use crate::engine::Outcome;
@@ -89,6 +89,7 @@ async fn answer(
     let answered = flow::run(state, caller, &plan.batches).await?;
     let mut response = wire::json_ok(&response_body(id, &plan, &answered))?;
     say_model(&plan.batches[0].model().name, response.headers_mut());
+    say_escalation(&answered, response.headers_mut());
     Ok(response)
 }
 

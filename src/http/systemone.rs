@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use super::auth::Caller;
 use super::blocking::{self, Weight};
 use super::body::{self, RequestBody};
-use super::flow::{self, say_ignored, say_model};
+use super::flow::{self, say_escalation, say_ignored, say_model};
 use super::{wire, AppState};
 use crate::error::ApiError;
 use crate::models::Models;
@@ -56,6 +56,7 @@ async fn answer(
     let mut response = wire::json_ok(&wire::SystemOneResponse::new(request.questions(), outcome))?;
     say_ignored(request.ignored(), response.headers_mut());
     say_model(&request.model().name, response.headers_mut());
+    say_escalation(&answered, response.headers_mut());
     Ok(response)
 }
 

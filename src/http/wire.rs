@@ -143,14 +143,21 @@ fn write_calibration<M: SerializeMap>(
     d: &Decoded,
 ) -> Result<(), M::Error> {
     map.serialize_entry("confidence", &d.confidence)?;
-    map.serialize_entry("temperature", &d.temperature)?;
-    if let Some(mass) = d.option_mass {
-        map.serialize_entry("option_mass", &mass)?;
+    if let Some(model) = &d.model {
+        map.serialize_entry("model", &**model)?;
     }
-    if d.option_mass_unknown {
-        // Asked, but the backend could not report the pre-mask mass: say so rather
-        // than report a number that is not what `option_mass` claims.
-        map.serialize_entry("option_mass_unknown", &true)?;
+    match &d.passed {
+        // A native upstream's answer: its own calibration fields and extensions, as it
+        // wrote them (a `model` of its own gives way to the escalation's).
+        Some(passed) => {
+            let theirs = passed
+                .iter()
+                .filter(|(k, _)| d.model.is_none() || *k != "model");
+            for (k, v) in theirs {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        None => write_mass(map, d)?,
     }
     if let Some(extra) = &d.profile {
         map.serialize_entry("calibration", &*extra.name)?;
@@ -161,6 +168,20 @@ fn write_calibration<M: SerializeMap>(
             .collect();
         map.serialize_entry("prediction_set", &set)?;
         map.serialize_entry("automate", &extra.automate)?;
+    }
+    Ok(())
+}
+
+/// This service's temperature and option mass (or that it is unknown).
+fn write_mass<M: SerializeMap>(map: &mut M, d: &Decoded) -> Result<(), M::Error> {
+    map.serialize_entry("temperature", &d.temperature)?;
+    if let Some(mass) = d.option_mass {
+        map.serialize_entry("option_mass", &mass)?;
+    }
+    if d.option_mass_unknown {
+        // Asked, but the backend could not report the pre-mask mass: say so rather
+        // than report a number that is not what `option_mass` claims.
+        map.serialize_entry("option_mass_unknown", &true)?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! backend, failover to a configured fallback, and the [`tokens`] table with its live check.
 
 pub mod circuit;
+pub mod escalation;
 pub mod tokens;
 pub mod upkeep;
 
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::llamacpp::LlamaCppBackend;
 use crate::backend::openai::{CompatBackend, LabelTexts};
+use crate::backend::systemone::SystemOneBackend;
 use crate::backend::vllm::VllmBackend;
 use crate::backend::Backend;
 use crate::calibration::profile::Profiles;
@@ -61,8 +63,11 @@ pub struct Model {
     pub preamble_tokens: OnceLock<usize>,
     /// The breaker in front of `backend`.
     pub circuit: Circuit,
-    /// The model (by public name) that serves this one's requests while `circuit` is open.
-    pub fallback: Option<String>,
+    /// The models (by public name) that serve this one's requests while `circuit` is open,
+    /// in order (each with its own fallbacks: [`Routes::serving`]).
+    pub fallback: Vec<String>,
+    /// Which of its answers another model answers again, if any ([`escalation`]).
+    pub escalation: Option<escalation::Escalation>,
     /// Whether requests may send it images (configured; the backend is not asked).
     pub vision: bool,
     /// The instructions of the noul `/v2/rerank` asks of each document: the operator's
@@ -99,7 +104,8 @@ impl Model {
             layout: Layout::Accuracy,
             verifier: Arc::new(Verifier::new(DEFAULT_CHECK_INTERVAL, DEFAULT_CHECK_TIMEOUT)),
             preamble_tokens: OnceLock::new(),
-            fallback: None,
+            fallback: Vec::new(),
+            escalation: None,
             vision: false,
             rerank_question: crate::config::DEFAULT_RERANK_QUESTION.to_string(),
             release_date: None,
@@ -168,7 +174,8 @@ impl Models {
         for c in configs {
             let mut model = Self::build_model(c, client, check_timeout)?;
             model.circuit = Circuit::new(c.name.clone(), circuit);
-            model.fallback = c.fallback.clone();
+            model.fallback = c.fallback.as_ref().map(|f| f.names()).unwrap_or_default();
+            model.escalation = escalation::Escalation::from_config(c);
             list.push(Arc::new(model));
         }
         Self::new(list, configs.iter().position(|c| c.default).unwrap_or(0))
@@ -212,6 +219,11 @@ impl Models {
     /// The configured table in the model's label scheme, or an automatic one (`auto`: built
     /// from the backend's tokenizer, which plain OpenAI hosts do not serve).
     fn table(c: &ModelConfig, upstream_model: &str) -> Result<ServedTable, String> {
+        if c.backend == BackendKind::Systemone {
+            // The upstream labels the options itself: only its option cap matters here.
+            let max_options = crate::backend::systemone::max_options(c.flavor);
+            return Ok(ServedTable::fixed(TokenTable::native(max_options)));
+        }
         if c.token_table != AUTO_TABLE {
             let table = TokenTable::load(&c.token_table).map_err(|e| e.to_string())?;
             return Ok(ServedTable::fixed(table.with_label_scheme(c.label_scheme)?));
@@ -304,6 +316,7 @@ impl Models {
                 c.cache_prompt,
                 thinking_off,
             )),
+            BackendKind::Systemone => Arc::new(Self::native_backend(c, client, upstream_model)),
             BackendKind::Openai => Arc::new(CompatBackend::new(
                 client.clone(),
                 &c.backend_url,
@@ -313,6 +326,22 @@ impl Models {
                 probe_timeout,
             )),
         }
+    }
+
+    /// The native upstream of a `systemone` model.
+    fn native_backend(
+        c: &ModelConfig,
+        client: &reqwest::Client,
+        upstream_model: &str,
+    ) -> SystemOneBackend {
+        SystemOneBackend::new(
+            client.clone(),
+            &c.backend_url,
+            upstream_model.to_string(),
+            c.backend_api_key.clone(),
+            c.flavor,
+            c.keep_alive.clone(),
+        )
     }
 
     /// A registry from ready models (tests build backends of their own).
@@ -330,27 +359,12 @@ impl Models {
                 }
             }
         }
-        for m in &list {
-            if let Some(fallback) = &m.fallback {
-                match by_name.get(fallback) {
-                    Some(i) if list[*i].name != m.name => {}
-                    Some(_) => {
-                        return Err(ConfigError::Invalid(format!(
-                            "model {}: its fallback is itself",
-                            m.name
-                        )))
-                    }
-                    None => {
-                        return Err(ConfigError::Invalid(format!(
-                            "model {}: fallback {fallback:?} is not a configured model",
-                            m.name
-                        )))
-                    }
-                }
-            }
-        }
         let default = default.min(list.len() - 1);
+        // Before the checks: a fallback or escalation may name `jev-latest` (a pinned model
+        // falling back to the latest one).
         by_name.entry(DEFAULT_ALIAS.to_string()).or_insert(default);
+        check_fallbacks(&list, &by_name)?;
+        check_escalations(&list, &by_name)?;
         Ok(Models {
             list,
             by_name,
@@ -379,9 +393,9 @@ impl Models {
         &self.list[self.default]
     }
 
-    /// The model that serves `model`'s requests while its circuit is open, if configured.
-    pub fn fallback_of(&self, model: &Model) -> Option<&Arc<Model>> {
-        self.resolve(model.fallback.as_deref()?)
+    /// The models that serve `model`'s requests while its circuit is open, in order.
+    pub fn fallbacks_of<'a>(&'a self, model: &'a Model) -> impl Iterator<Item = &'a Arc<Model>> {
+        model.fallback.iter().filter_map(|name| self.resolve(name))
     }
 
     /// Starts every model's background [`upkeep`] (once; later calls do nothing).
@@ -455,7 +469,7 @@ impl Models {
     /// this snapshot and reads no clock. Only models with a fallback are looked at (no
     /// allocation without one); each refusing model whose fallback serves is logged.
     pub fn routes(&self) -> Routes<'_> {
-        let refusing: Vec<bool> = if self.list.iter().any(|m| m.fallback.is_some()) {
+        let refusing: Vec<bool> = if self.list.iter().any(|m| !m.fallback.is_empty()) {
             self.list
                 .iter()
                 .map(|m| m.circuit.check().is_err())
@@ -492,16 +506,116 @@ impl Routes<'_> {
         index.is_some_and(|i| self.refusing.get(*i).copied().unwrap_or(false))
     }
 
-    /// The model that serves a request for `requested`: its fallback while `requested`'s
-    /// circuit refuses requests and the fallback's does not, else `requested` itself.
-    /// Resolved before the request is validated, so it is validated (option counts, token
-    /// limits, images) against the model that will answer it.
+    /// The model that serves a request for `requested`: `requested` itself unless its
+    /// circuit refuses requests; then the first of its fallbacks, in order, that serves
+    /// (each one itself, or one of its own fallbacks, the same way), else `requested`
+    /// (whose circuit then refuses the request). Resolved before the request is validated,
+    /// so it is validated (option counts, token limits, images) against the model that will
+    /// answer it. The registry refused loops at startup; `seen` guards the walk anyway.
     pub fn serving<'a>(&'a self, requested: &'a Arc<Model>) -> &'a Arc<Model> {
-        match self.models.fallback_of(requested) {
-            Some(fallback) if self.refuses(requested) && !self.refuses(fallback) => fallback,
-            _ => requested,
+        let mut seen = Vec::new();
+        self.first_serving(requested, &mut seen)
+            .unwrap_or(requested)
+    }
+
+    /// `model` when its circuit admits, else the first of its fallbacks that serves.
+    fn first_serving<'a>(
+        &'a self,
+        model: &'a Arc<Model>,
+        seen: &mut Vec<&'a str>,
+    ) -> Option<&'a Arc<Model>> {
+        if seen.contains(&model.name.as_str()) {
+            return None;
+        }
+        seen.push(&model.name);
+        if !self.refuses(model) {
+            return Some(model);
+        }
+        self.models
+            .fallbacks_of(model)
+            .find_map(|f| self.first_serving(f, seen))
+    }
+}
+
+/// Every fallback names a configured model other than its own, and no chain of fallbacks
+/// comes back to a model it left: a loop is refused with its path (`a -> b -> a`).
+fn check_fallbacks(
+    list: &[Arc<Model>],
+    by_name: &HashMap<String, usize>,
+) -> Result<(), ConfigError> {
+    for m in list {
+        for fallback in &m.fallback {
+            check_other_model(list, by_name, m, "fallback", fallback)?;
         }
     }
+    for start in 0..list.len() {
+        let mut path = vec![start];
+        if let Some(cycle) = find_loop(list, by_name, &mut path) {
+            let names: Vec<&str> = cycle.iter().map(|i| list[*i].name.as_str()).collect();
+            return Err(ConfigError::Invalid(format!(
+                "fallback loop: {} (a chain of fallbacks must end)",
+                names.join(" -> ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every `escalate_to` names a configured model other than its own (one hop: the
+/// escalation model's own escalation is not followed, so no loop can form).
+fn check_escalations(
+    list: &[Arc<Model>],
+    by_name: &HashMap<String, usize>,
+) -> Result<(), ConfigError> {
+    for m in list {
+        if let Some(escalation) = &m.escalation {
+            check_other_model(list, by_name, m, "escalate_to", &escalation.to)?;
+        }
+    }
+    Ok(())
+}
+
+/// `target`, which `model`'s `key` names, is a configured model other than `model`.
+fn check_other_model(
+    list: &[Arc<Model>],
+    by_name: &HashMap<String, usize>,
+    model: &Model,
+    key: &str,
+    target: &str,
+) -> Result<(), ConfigError> {
+    match by_name.get(target) {
+        Some(i) if list[*i].name != model.name => Ok(()),
+        Some(_) => Err(ConfigError::Invalid(format!(
+            "model {}: {key} {target:?} is the model itself",
+            model.name
+        ))),
+        None => Err(ConfigError::Invalid(format!(
+            "model {}: {key} {target:?} is not a configured model",
+            model.name
+        ))),
+    }
+}
+
+/// A loop reachable by fallbacks from the end of `path`, as the path that closes it.
+fn find_loop(
+    list: &[Arc<Model>],
+    by_name: &HashMap<String, usize>,
+    path: &mut Vec<usize>,
+) -> Option<Vec<usize>> {
+    let at = *path.last()?;
+    for next in list[at].fallback.iter().filter_map(|n| by_name.get(n)) {
+        if let Some(from) = path.iter().position(|p| p == next) {
+            let mut cycle = path[from..].to_vec();
+            cycle.push(*next);
+            return Some(cycle);
+        }
+        path.push(*next);
+        if let Some(cycle) = find_loop(list, by_name, path) {
+            return Some(cycle);
+        }
+        path.pop();
+    }
+    None
 }
 
 impl std::ops::Deref for Routes<'_> {
@@ -509,5 +623,106 @@ impl std::ops::Deref for Routes<'_> {
 
     fn deref(&self) -> &Models {
         self.models
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::systemone::SystemOneBackend;
+    use crate::models::circuit::Health;
+
+    /// A model named `name` falling back to `fallback`, whose circuit opens on one failure.
+    fn model(name: &str, fallback: &[&str]) -> Arc<Model> {
+        let backend = SystemOneBackend::unreachable(name);
+        let mut m = Model::new(name, Arc::new(backend), TokenTable::native(4));
+        m.fallback = fallback.iter().map(|f| f.to_string()).collect();
+        let settings = CircuitSettings {
+            failure_rate: 50,
+            min_calls: 1,
+            ..CircuitSettings::default()
+        };
+        m.circuit = Circuit::new(name, settings);
+        Arc::new(m)
+    }
+
+    fn open(m: &Model) {
+        m.circuit.admit().expect("closed").record(Health::Failure);
+        assert!(m.circuit.check().is_err(), "{} opened", m.name);
+    }
+
+    #[test]
+    fn a_fallback_loop_is_refused_at_startup_with_its_path() {
+        let cases: Vec<(Vec<Arc<Model>>, &str)> = vec![
+            (
+                vec![model("a", &["b"]), model("b", &["a"])],
+                "fallback loop: a -> b -> a",
+            ),
+            (
+                vec![
+                    model("a", &["b", "c"]),
+                    model("b", &[]),
+                    model("c", &["d"]),
+                    model("d", &["c"]),
+                ],
+                "fallback loop: c -> d -> c",
+            ),
+            (
+                vec![model("a", &["a"])],
+                "model a: fallback \"a\" is the model itself",
+            ),
+            (
+                vec![model("a", &["zz"])],
+                "model a: fallback \"zz\" is not a configured model",
+            ),
+        ];
+        for (list, want) in cases {
+            let err = Models::new(list, 0).expect_err(want).to_string();
+            assert!(err.starts_with(want), "{want}: {err}");
+        }
+        let chain = vec![model("a", &["b", "c"]), model("b", &["c"]), model("c", &[])];
+        assert!(Models::new(chain, 0).is_ok(), "a diamond is not a loop");
+        let pinned = vec![model("jev", &[]), model("jev-1.13.0", &[DEFAULT_ALIAS])];
+        let models = Models::new(pinned, 0).expect("a pinned model may fall back to the latest");
+        let pinned = models.resolve("jev-1.13.0").expect("configured");
+        let fallbacks: Vec<&str> = models
+            .fallbacks_of(pinned)
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(fallbacks, ["jev"]);
+        let latest_itself = vec![model("jev", &[DEFAULT_ALIAS])];
+        let err = Models::new(latest_itself, 0)
+            .expect_err("itself")
+            .to_string();
+        assert_eq!(
+            err,
+            "model jev: fallback \"jev-latest\" is the model itself"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_chain_is_walked_in_order_depth_first_while_circuits_refuse() {
+        let list = vec![
+            model("a", &["b", "c"]),
+            model("b", &["d"]),
+            model("c", &[]),
+            model("d", &[]),
+        ];
+        let models = Models::new(list, 0).expect("valid");
+        let by = |n: &str| models.resolve(n).expect("configured").clone();
+        let serving = |models: &Models| models.routes().serving(&by("a")).name.clone();
+        assert_eq!(serving(&models), "a");
+        open(&by("a"));
+        assert_eq!(serving(&models), "b");
+        open(&by("b"));
+        assert_eq!(serving(&models), "d", "b's own fallback before a's next");
+        open(&by("d"));
+        assert_eq!(serving(&models), "c");
+        open(&by("c"));
+        assert_eq!(
+            serving(&models),
+            "a",
+            "none serves: the requested model refuses"
+        );
     }
 }

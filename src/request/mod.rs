@@ -9,6 +9,7 @@
 
 pub mod images;
 pub mod prompt;
+mod subset;
 pub mod trie;
 pub mod validate;
 

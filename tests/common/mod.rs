@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod fake_native;
 pub mod fake_openai;
 pub mod fake_vllm;
 pub mod llama;
@@ -109,6 +110,32 @@ pub fn serve_config(args: &[&str]) -> ServeConfig {
     match Cli::try_parse_from(args).expect("valid flags").command {
         Command::Serve(config) => *config,
         other => panic!("not serve: {other:?}"),
+    }
+}
+
+/// `systemone serve --config <a file holding the registry `toml`>` with extra flags, parsed.
+pub fn registry_config(toml: &str, flags: &[&str]) -> ServeConfig {
+    let path = temp_file("models.toml", toml);
+    let path = path.to_str().expect("utf-8 path");
+    let mut args = vec!["systemone", "serve", "--config", path];
+    args.extend_from_slice(flags);
+    serve_config(&args)
+}
+
+/// The serve configuration of one model `model` on a native System One upstream at
+/// `backend_url` (`--backend systemone`), with extra flags.
+pub fn native_config(backend_url: &str, model: &str, extra: &[&str]) -> ServeConfig {
+    let mut args = vec!["systemone", "serve", "--backend", "systemone"];
+    args.extend(["--backend-url", backend_url, "--model", model]);
+    args.extend_from_slice(extra);
+    serve_config(&args)
+}
+
+/// Why the service refuses to start with the registry `toml`.
+pub fn registry_error(toml: &str) -> String {
+    match systemone::build_state(&registry_config(toml, &[])) {
+        Ok(_) => panic!("the registry was accepted: {toml}"),
+        Err(e) => e.to_string(),
     }
 }
 

@@ -15,7 +15,7 @@ use axum::response::Response;
 
 use super::auth::Caller;
 use super::blocking::{self, Weight};
-use super::flow::{self, say_ignored, say_model};
+use super::flow::{self, say_escalation, say_ignored, say_model};
 use super::{body, wire, AppState};
 use crate::error::{ApiError, Code};
 use crate::request::validate;
@@ -78,5 +78,6 @@ async fn answer(
     })?;
     say_ignored(&translated.ignored, response.headers_mut());
     say_model(&request.model().name, response.headers_mut());
+    say_escalation(&answered, response.headers_mut());
     Ok(response)
 }

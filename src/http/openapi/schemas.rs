@@ -190,8 +190,14 @@ pub(super) struct ScoreAnswer {
 pub(super) struct AnswerExtras {
     /// 1 − H(p)/ln(n): how peaked the distribution is, not whether it is right.
     confidence: f64,
-    /// The calibration temperature applied.
-    temperature: f64,
+    /// The calibration temperature applied (a native upstream's answer carries its own, or
+    /// none when it reported none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    /// The model that gave this answer when escalation replaced the first model's (its
+    /// public name; `x-systemone-escalated` counts them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
     /// The share of the model's probability that fell on the options before masking.
     #[serde(skip_serializing_if = "Option::is_none")]
     option_mass: Option<f64>,

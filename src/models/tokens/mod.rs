@@ -360,6 +360,9 @@ pub fn prefix_conflict(labels: &[MultiLabel]) -> Option<PrefixConflict> {
     })
 }
 
+/// The name of [`TokenTable::native`]'s tables.
+pub const NATIVE_TABLE: &str = "native";
+
 /// A model's single-token labels in ascending order, and its multi-token label schemes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenTable {
@@ -482,6 +485,27 @@ impl TokenTable {
         self.multi_token
             .retain(|s| s.scheme == SchemeKind::Numerals);
         self
+    }
+
+    /// The table of a model served by a native System One upstream, which labels the
+    /// options itself: `capacity` plain numbers (ids are placeholders, never sent), so that
+    /// validation counts a question's options against what the upstream takes and its
+    /// tokens on the prompt a chat model would see (an estimate of the upstream's).
+    pub fn native(capacity: usize) -> Self {
+        let labels = (0..capacity.max(1) as u32)
+            .map(|n| Label { number: n, id: n })
+            .collect();
+        TokenTable {
+            name: NATIVE_TABLE.into(),
+            tokenizer: TokenizerSource {
+                name: "the native upstream's own".into(),
+                sha256: None,
+            },
+            prefix: served::PREFIX.into(),
+            prefix_ids: Vec::new(),
+            labels,
+            multi_token: Vec::new(),
+        }
     }
 
     /// How many options one question may have on this model with single-token labels.

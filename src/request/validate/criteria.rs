@@ -270,6 +270,12 @@ fn check_option_count(
 /// built without them, or its tokenizer's numerals are not one token per digit).
 fn over_capacity(n: usize, model: &Resolved) -> String {
     let single = model.table.capacity();
+    if model.table.name == crate::models::tokens::NATIVE_TABLE {
+        return format!(
+            "{n} options is more than the {single} options model {} takes (the limit of its native upstream)",
+            model.name
+        );
+    }
     match model.table.widest_scheme() {
         Some(widest) if widest.capacity() > single => format!(
             "{n} options is more than the {capacity} option labels model {} has ({single} single-token, {capacity} multi-token {kind})",

@@ -141,17 +141,7 @@ pub fn loc(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
 }
 
-/// The JSON type the caller sent, with its article, as the messages say it after "got".
-pub fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub use crate::json::type_name;
 
 /// How every rule refuses: the `Err` of `code` at `at` with `msg`, whatever the rule would
 /// have returned on success.

@@ -1,0 +1,306 @@
+//! The `systemone` dialect: a native System One server (`POST <base>/systemone`: TypeSafe,
+//! Ollama, vLLM's native route, another `systemone`) answers a whole request at once.
+//!
+//! How it differs from the chat dialects:
+//! * no masked reads: the validated request is forwarded as the contract's body (the
+//!   engine builds the caller's fields; this file adds `model` = the upstream model, the
+//!   images and the flavor's own fields), so [`Backend::read`] and [`Backend::tokenize`]
+//!   refuse and the engine sends the model's requests through [`SystemOneBackend::forward`];
+//! * the answer is checked against the contract's types ([`answer`]): a missing or
+//!   mistyped field is a 502 that names it (by question position, never by the caller's
+//!   ids), never passed on; fields this service does not know are kept;
+//! * statuses map as the other dialects' do, plus each flavor's own ([`Quirks`]): 429 and
+//!   529 are rate limits with the upstream's wait (capped), 503 overload, 504 a timeout,
+//!   other 4xx a rejection with this service's message, other 5xx a 502.
+//!
+//! Each flavor's quirks are in its own file: [`typesafe`], [`ollama`], [`vllm`].
+
+pub mod answer;
+mod ollama;
+mod typesafe;
+mod vllm;
+
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde_json::{Map, Value};
+
+use super::http::{exchange_raw, post, retry_after_secs, RawAnswer};
+use super::{Backend, BackendError, Due, HostReport, ReadReply, ReadRequest};
+use crate::config::Flavor;
+use crate::limits::{InFlight, InFlightPermit};
+use crate::question::LoweredQuestion;
+use crate::secret::Secret;
+pub use answer::{NativeAnswer, NativeReply};
+
+/// What one flavor of native server does differently. One implementation per file.
+trait Quirks: Send + Sync + std::fmt::Debug {
+    /// Most options one question may have on this server (refused with a 422 before
+    /// sending beyond it).
+    fn max_options(&self) -> usize;
+    /// The request's images as this server takes them (data URLs as they are, by default).
+    fn images(&self, images: &[Arc<str>]) -> Value {
+        Value::Array(images.iter().map(|i| Value::from(&**i)).collect())
+    }
+    /// Fields of its own added to every body (from configuration, never from the caller).
+    fn add_fields(&self, body: &mut Map<String, Value>) {
+        let _ = body;
+    }
+    /// Seconds to wait, from an error answer's headers.
+    fn retry_after(&self, headers: &reqwest::header::HeaderMap) -> Option<u64> {
+        retry_after_secs(headers)
+    }
+    /// A status this flavor gives its own meaning (`None`: the common mapping).
+    fn refusal(&self, status: u16, model: &str) -> Option<BackendError> {
+        let _ = (status, model);
+        None
+    }
+    /// Whether a startup probe must find out if the server serves the model natively.
+    fn probes(&self) -> bool {
+        false
+    }
+    /// Logs what the server says about one exchange (its request id), at `debug`.
+    fn note_answer(&self, headers: &reqwest::header::HeaderMap) {
+        let _ = headers;
+    }
+}
+
+/// The quirks of `flavor`, with the configured `keep_alive` (Ollama only).
+fn quirks(flavor: Flavor, keep_alive: Option<String>) -> Box<dyn Quirks> {
+    match flavor {
+        Flavor::Typesafe => Box::new(typesafe::TypeSafe),
+        Flavor::Ollama => Box::new(ollama::Ollama { keep_alive }),
+        Flavor::Vllm => Box::new(vllm::VllmNative),
+    }
+}
+
+/// Most options one question may have on a server of `flavor`.
+pub fn max_options(flavor: Flavor) -> usize {
+    quirks(flavor, None).max_options()
+}
+
+/// One request for a native server: the caller's fields and what to check the answer
+/// against.
+#[derive(Debug)]
+pub struct NativeAsk<'a> {
+    /// The caller's fields in the contract's shape (`state`, `questions`, and `temperature`,
+    /// `permutations`, `layout`, `history` when set); `model`, images and the flavor's
+    /// fields are added by the dialect.
+    pub fields: Map<String, Value>,
+    /// Image data URLs, sent in the flavor's form.
+    pub images: &'a [Arc<str>],
+    /// The questions sent, in order: the answer must hold one of each.
+    pub questions: Vec<&'a LoweredQuestion>,
+}
+
+/// A native System One server serving one model.
+// Derived: the key is a `Secret`, whose `Debug` is redacted.
+#[derive(Debug)]
+pub struct SystemOneBackend {
+    /// Shared connection pool.
+    client: reqwest::Client,
+    /// `<base>/systemone`.
+    url: String,
+    /// The upstream's id for the model (the body's `model`).
+    upstream_model: String,
+    /// Bearer key for the upstream.
+    api_key: Option<Secret>,
+    /// The flavor's quirks.
+    quirks: Box<dyn Quirks>,
+    /// What the startup probe found (flavors that probe): `None` until it concludes.
+    probe: Mutex<Option<Result<(), String>>>,
+}
+
+impl SystemOneBackend {
+    /// A native server at `base_url` (ending in `/v1`) of `flavor`.
+    pub fn new(
+        client: reqwest::Client,
+        base_url: &str,
+        upstream_model: String,
+        api_key: Option<Secret>,
+        flavor: Flavor,
+        keep_alive: Option<String>,
+    ) -> Self {
+        SystemOneBackend {
+            client,
+            url: format!("{}/systemone", base_url.trim_end_matches('/')),
+            upstream_model,
+            api_key,
+            quirks: quirks(flavor, keep_alive),
+            probe: Mutex::new(None),
+        }
+    }
+
+    /// A TypeSafe-flavored upstream for `model` at an address nothing listens on: for unit
+    /// tests of what is decided before anything is sent.
+    #[cfg(test)]
+    pub(crate) fn unreachable(model: &str) -> Self {
+        let url = "http://127.0.0.1:9/v1";
+        Self::new(
+            reqwest::Client::new(),
+            url,
+            model.into(),
+            None,
+            Flavor::Typesafe,
+            None,
+        )
+    }
+
+    /// The body sent for `ask`: its fields, `model`, the images and the flavor's fields.
+    fn body(&self, ask: &NativeAsk<'_>) -> Map<String, Value> {
+        let mut body = Map::new();
+        body.insert("model".into(), Value::from(self.upstream_model.as_str()));
+        body.extend(ask.fields.clone());
+        if !ask.images.is_empty() {
+            body.insert("images".into(), self.quirks.images(ask.images));
+        }
+        self.quirks.add_fields(&mut body);
+        body
+    }
+
+    /// Forwards one request under `permit` (held until the upstream is done with it) and
+    /// checks its answer. Returns the checked answer and the bytes sent (for estimates).
+    pub async fn forward(
+        &self,
+        ask: &NativeAsk<'_>,
+        permit: InFlightPermit,
+    ) -> Result<(NativeReply, usize), BackendError> {
+        self.refused()?;
+        let body = serde_json::to_vec(&self.body(ask))
+            .map_err(|e| BackendError::Protocol(format!("cannot encode the request: {e}")))?;
+        let sent = body.len();
+        let call = post(&self.client, &self.url, self.api_key.as_ref())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        let answer = exchange_raw(call, &Arc::new(permit)).await?;
+        self.quirks.note_answer(&answer.headers);
+        let body = self.successful(answer)?;
+        Ok((answer::check(&body, &ask.questions)?, sent))
+    }
+
+    /// The body of a 2xx answer, or the error its status stands for.
+    fn successful(&self, answer: RawAnswer) -> Result<Vec<u8>, BackendError> {
+        let status = answer.status;
+        if (200..300).contains(&status) {
+            return Ok(answer.body);
+        }
+        if let Some(e) = self.quirks.refusal(status, &self.upstream_model) {
+            return Err(e);
+        }
+        let retry_after = self.quirks.retry_after(&answer.headers);
+        Err(match status {
+            429 | 529 => BackendError::RateLimited { retry_after },
+            503 => BackendError::Overloaded { retry_after },
+            504 => BackendError::Timeout,
+            s @ 400..=499 => BackendError::Rejected { status: s },
+            s => BackendError::ServerError { status: s },
+        })
+    }
+
+    /// The probe's refusal, once it found the model cannot be served natively.
+    fn refused(&self) -> Result<(), BackendError> {
+        match &*self.probe.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(Err(why)) => Err(BackendError::Unsupported(why.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// The startup probe: one noul about a fixed state (this service's words, never a
+    /// caller's). An answer settles it as servable; a refusal of the flavor's own
+    /// ([`BackendError::Unsupported`]) as refused; anything else leaves it open.
+    async fn probe_once(&self, in_flight: &InFlight) -> Due {
+        let fields = serde_json::json!({
+            "state": "This is a readiness probe of a System One gateway.",
+            "questions": {"probe": {"type": "noul", "instructions": "Is this a probe?"}},
+        });
+        let fields = fields.as_object().cloned().unwrap_or_default();
+        let ask = NativeAsk {
+            fields,
+            images: &[],
+            questions: Vec::new(),
+        };
+        let found = match self.forward(&ask, in_flight.acquire().await).await {
+            Ok(_) => Ok(()),
+            Err(BackendError::Unsupported(why)) => Err(why),
+            Err(e) => {
+                tracing::info!(error = %e, "native upstream probe did not conclude");
+                return Due::Retry;
+            }
+        };
+        if let Err(why) = &found {
+            tracing::warn!(model = %self.upstream_model, reason = %why, "native upstream refused: the model stays disabled");
+        }
+        *self.probe.lock().unwrap_or_else(|e| e.into_inner()) = Some(found);
+        Due::Never
+    }
+}
+
+impl Backend for SystemOneBackend {
+    fn dialect(&self) -> &'static str {
+        "systemone"
+    }
+
+    fn max_ids_per_read(&self, ids: usize) -> usize {
+        ids
+    }
+
+    fn read<'a>(
+        &'a self,
+        _request: ReadRequest<'a>,
+        _permit: InFlightPermit,
+    ) -> BoxFuture<'a, Result<ReadReply, BackendError>> {
+        futures::future::ready(Err(whole_requests_only())).boxed()
+    }
+
+    fn tokenize<'a>(
+        &'a self,
+        _texts: &'a [String],
+        _permit: InFlightPermit,
+    ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>> {
+        futures::future::ready(Err(whole_requests_only())).boxed()
+    }
+
+    fn upkeep<'a>(&'a self, in_flight: &'a InFlight) -> BoxFuture<'a, Due> {
+        if !self.quirks.probes() {
+            return futures::future::ready(Due::Never).boxed();
+        }
+        self.probe_once(in_flight).boxed()
+    }
+
+    fn prepare(&self) -> BoxFuture<'_, Result<(), BackendError>> {
+        futures::future::ready(self.refused()).boxed()
+    }
+
+    fn host_report(&self) -> Option<HostReport> {
+        if !self.quirks.probes() {
+            return None;
+        }
+        let probe = self.probe.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Some(HostReport {
+            probe: match probe {
+                None => "unprobed",
+                Some(Ok(())) => "ready",
+                Some(Err(_)) => "refused",
+            },
+            refused: probe.and_then(Result::err),
+            strategy: None,
+            top_logprobs: None,
+            token_ids: None,
+            logit_bias: None,
+            prefill: None,
+        })
+    }
+
+    fn native(&self) -> Option<&SystemOneBackend> {
+        Some(self)
+    }
+}
+
+/// What a read or a tokenize call gets from a native server, which takes whole requests
+/// only (the engine never sends it one: it forwards the model's requests instead).
+fn whole_requests_only() -> BackendError {
+    BackendError::Unsupported(
+        "a native System One upstream answers whole requests, not single reads".into(),
+    )
+}

@@ -1,0 +1,165 @@
+//! Escalation when unsure, a step of the front-door flow (so every door has it): after a
+//! request is answered, the answers its model's [`Escalation`] finds unsure are asked
+//! again, all together in one request, of the escalation model; its answers replace them,
+//! each naming the model that gave it (an extension field `model`: the escalation model's
+//! public name), and the usage adds up. One hop (the escalation model's own escalation is
+//! not followed), under the escalation model's circuit, within what is left of the request's
+//! deadline. When it fails, the first answers stand and [`ESCALATION_HEADER`] says so,
+//! unless the model sets `escalate_required`: then the request fails with its error.
+//! Counted per model pair and outcome (`systemone_escalations_total`).
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderValue};
+use futures::future::join_all;
+use tokio::time::Instant;
+
+use super::AppState;
+use crate::engine::{Outcome, PipelineError};
+use crate::error::{ApiError, Code};
+use crate::models::escalation::Escalation;
+use crate::request::ValidRequest;
+
+/// The header with the count of answers another model gave (sent when the serving model
+/// escalates, 0 included).
+pub(super) const ESCALATED_HEADER: &str = "x-systemone-escalated";
+/// The header that says an escalation failed and the first answers stand (`failed`).
+pub(super) const ESCALATION_HEADER: &str = "x-systemone-escalation";
+
+/// What the escalations of a call did, for its headers.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Report {
+    /// Whether some request's model escalates.
+    pub configured: bool,
+    /// Answers replaced by an escalation model's.
+    pub answers: usize,
+    /// Whether some escalation failed (and its first answers stand).
+    pub failed: bool,
+}
+
+/// How one request's escalation ended.
+enum Step {
+    /// Its model does not escalate.
+    NotConfigured,
+    /// This many answers were replaced (0: none was unsure).
+    Answered(usize),
+    /// It failed; the first answers stand.
+    Failed,
+}
+
+/// Escalates each request's unsure answers in `outcomes` (aligned with `requests`), the
+/// requests' escalations side by side; `started` is when the call began (its deadline).
+pub(super) async fn escalate(
+    state: &AppState,
+    requests: &[ValidRequest],
+    outcomes: &mut [Outcome],
+    started: Instant,
+) -> Result<Report, ApiError> {
+    let steps = requests
+        .iter()
+        .zip(outcomes.iter_mut())
+        .map(|(request, outcome)| escalate_one(state, request, outcome, started));
+    let mut report = Report::default();
+    for step in join_all(steps).await {
+        match step? {
+            Step::NotConfigured => {}
+            Step::Answered(n) => {
+                report.configured = true;
+                report.answers += n;
+            }
+            Step::Failed => {
+                report.configured = true;
+                report.failed = true;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// One request's escalation.
+async fn escalate_one(
+    state: &AppState,
+    request: &ValidRequest,
+    outcome: &mut Outcome,
+    started: Instant,
+) -> Result<Step, ApiError> {
+    let Some(escalation) = request.model().escalation.as_ref() else {
+        return Ok(Step::NotConfigured);
+    };
+    let unsure: Vec<usize> = (0..outcome.answers.len())
+        .filter(|q| escalation.wants(&outcome.answers[*q]))
+        .collect();
+    if unsure.is_empty() {
+        return Ok(Step::Answered(0));
+    }
+    let (from, to) = (request.model().name.as_str(), escalation.to.as_str());
+    match ask_again(state, request, &unsure, escalation, started).await {
+        Ok(again) => {
+            let name: Arc<str> = Arc::from(to);
+            for (q, mut answer) in unsure.iter().zip(again.answers) {
+                answer.model = Some(name.clone());
+                outcome.answers[*q] = answer;
+            }
+            outcome.usage.add(&again.usage);
+            state
+                .metrics
+                .count_escalation(from, to, "answered", unsure.len());
+            Ok(Step::Answered(unsure.len()))
+        }
+        Err(e) => {
+            state.metrics.count_escalation(from, to, "failed", 0);
+            tracing::warn!(
+                from,
+                to,
+                code = e.code.as_str(),
+                questions = unsure.len(),
+                "escalation failed"
+            );
+            if escalation.required {
+                return Err(e);
+            }
+            Ok(Step::Failed)
+        }
+    }
+}
+
+/// The `unsure` questions of `request`, asked of the escalation model in one request,
+/// under its circuit, within what is left of the call's deadline.
+async fn ask_again(
+    state: &AppState,
+    request: &ValidRequest,
+    unsure: &[usize],
+    escalation: &Escalation,
+    started: Instant,
+) -> Result<Outcome, ApiError> {
+    let target = state
+        .models
+        .resolve(&escalation.to)
+        .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
+    let again = request.subset_for(unsure, target)?;
+    let left = state
+        .pipeline
+        .request_timeout()
+        .saturating_sub(started.elapsed());
+    if left.is_zero() {
+        return Err(PipelineError::Deadline.into());
+    }
+    let ticket = target.circuit.admit()?;
+    let sent = AtomicU64::new(0);
+    let run = state.pipeline.run_counting(&again, ticket, &sent);
+    Ok(tokio::time::timeout(left, run)
+        .await
+        .unwrap_or(Err(PipelineError::Deadline))?)
+}
+
+/// Writes [`ESCALATED_HEADER`] (and [`ESCALATION_HEADER`] when one failed).
+pub(super) fn say_escalation(report: &Report, headers: &mut HeaderMap) {
+    if !report.configured {
+        return;
+    }
+    headers.insert(ESCALATED_HEADER, HeaderValue::from(report.answers));
+    if report.failed {
+        headers.insert(ESCALATION_HEADER, HeaderValue::from_static("failed"));
+    }
+}
