@@ -66,6 +66,9 @@ pub enum PipelineError {
     /// The model's token table failed its live check; retry after this many seconds.
     #[error("the model's token table does not match the serving tokenizer")]
     TableMismatch(u64),
+    /// Over a token limit on an exact count (or on the estimate, when none could be had).
+    #[error("the request is over a token limit")]
+    TooLarge(ApiError),
     /// A read's prompt (`tokens`) would not fit the backend's context window.
     #[error("a read of {tokens} tokens would not fit the backend's context of {window}")]
     ContextExceeded { tokens: usize, window: usize },
@@ -212,6 +215,7 @@ impl Pipeline {
         // A dialect that probes its host knows how to slice the reads only after the probe.
         req.model().backend.prepare().await?;
         self.check_table(req).await?;
+        super::context::settle_limits(req, &self.in_flight).await?;
         let asks = plan(req);
         super::context::fits(req.model(), &self.in_flight, &asks).await?;
         let mut reads = self.ask_all(req, asks, sent).await?;
@@ -363,6 +367,7 @@ impl From<PipelineError> for ApiError {
         match e {
             PipelineError::Backend(b) => b.into(),
             PipelineError::Decode(d) => crate::backend::protocol_broken(&d),
+            PipelineError::TooLarge(refusal) => refusal,
             PipelineError::Deadline => ApiError::new(
                 Code::DeadlineExceeded,
                 "the request did not finish within its deadline",
