@@ -124,6 +124,7 @@ async fn chat(State(fake): State<Shared>, Json(body): Json<Value>) -> Json<Value
         "model": "gemma-3-270m",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "answer=0"}, "logprobs": {"content": [position]}}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 40}},
+        "timings": {"cache_n": 40, "prompt_n": 60},
     }))
 }
 
@@ -171,6 +172,7 @@ async fn one_raw_read_gives_probabilities_and_mass() {
     assert!(answer.get("option_mass_unknown").is_none());
     assert_eq!(body["usage"]["upstream_requests"], 1);
     assert_eq!(body["usage"]["cached_tokens"], 40);
+    assert_eq!(body["usage"]["evaluated_tokens"], 60, "timings.prompt_n");
     assert_eq!(body["model"], "gemma-3-270m");
     let f = fake.lock().expect("lock");
     let chat = *f.at("/v1/chat/completions").first().expect("a read");
@@ -212,6 +214,20 @@ fn assert_exact(body: &Value) {
     assert!(answer.get("option_mass_unknown").is_none(), "{answer}");
 }
 
+/// [`four_options`] asked of `fake` with `flags`: answered exactly ([`assert_exact`]) in two
+/// upstream reads, whose bodies are returned.
+async fn exact_in_two_reads(fake: FakeLlama, flags: &[&str]) -> Vec<Value> {
+    let (fake, _service, reply) = ask_four(fake, flags).await;
+    assert_eq!(reply.status(), 200);
+    let body: Value = reply.json().await.expect("json");
+    assert_exact(&body);
+    assert_eq!(body["usage"]["upstream_requests"], 2);
+    let f = fake.lock().expect("lock");
+    let chats: Vec<Value> = f.at("/v1/chat/completions").into_iter().cloned().collect();
+    assert_eq!(chats.len(), 2);
+    chats
+}
+
 /// An option outside the raw top-K: a second read of the same prompt with
 /// `post_sampling_probs` gives the masked distribution, from which the missing option's raw
 /// log-probability is recovered by the ratio to the most probable option of the raw read:
@@ -222,14 +238,7 @@ async fn an_option_outside_the_top_k_is_recovered_exactly() {
         drop_last_option: true,
         ..FakeLlama::default()
     };
-    let (fake, _service, reply) = ask_four(fake, &["--cache-prompt", "false"]).await;
-    assert_eq!(reply.status(), 200);
-    let body: Value = reply.json().await.expect("json");
-    assert_exact(&body);
-    assert_eq!(body["usage"]["upstream_requests"], 2);
-    let f = fake.lock().expect("lock");
-    let chats = f.at("/v1/chat/completions");
-    assert_eq!(chats.len(), 2);
+    let chats = exact_in_two_reads(fake, &["--cache-prompt", "false"]).await;
     assert_eq!(chats[1]["post_sampling_probs"], true);
     assert_eq!(chats[0]["cache_prompt"], false);
 }
@@ -243,14 +252,7 @@ async fn no_option_in_the_top_k_widens_the_read_to_the_whole_vocabulary() {
         no_option_in_top_k: true,
         ..FakeLlama::default()
     };
-    let (fake, _service, reply) = ask_four(fake, &[]).await;
-    assert_eq!(reply.status(), 200);
-    let body: Value = reply.json().await.expect("json");
-    assert_exact(&body);
-    assert_eq!(body["usage"]["upstream_requests"], 2);
-    let f = fake.lock().expect("lock");
-    let chats = f.at("/v1/chat/completions");
-    assert_eq!(chats.len(), 2);
+    let chats = exact_in_two_reads(fake, &[]).await;
     assert_eq!(chats[0]["top_logprobs"], 1000);
     assert_eq!(
         chats[1]["top_logprobs"],

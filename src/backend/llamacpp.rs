@@ -501,6 +501,7 @@ fn add_usage(reply: &mut ReadReply, more: Option<ReadUsage>) {
         u.prompt_tokens += m.prompt_tokens;
         u.completion_tokens += m.completion_tokens;
         u.cached_tokens += m.cached_tokens;
+        u.evaluated_tokens += m.evaluated_tokens;
     }
 }
 

@@ -39,6 +39,9 @@ pub struct Usage {
     pub upstream_requests: u64,
     /// Prompt tokens served from the backend's prefix cache.
     pub cached_tokens: u64,
+    /// Prompt tokens the backend evaluated (by its own counters): what the request cost
+    /// it, where `input_tokens` repeats every read's whole prompt.
+    pub evaluated_tokens: u64,
     /// Whether some counts are estimates because the backend reported none.
     pub estimated: bool,
 }
@@ -98,6 +101,7 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.upstream_requests += other.upstream_requests;
         self.cached_tokens += other.cached_tokens;
+        self.evaluated_tokens += other.evaluated_tokens;
         self.estimated |= other.estimated;
     }
 }
@@ -436,15 +440,19 @@ fn merge_replies(
         pre_mask[slice.ask] &= reply.pre_mask;
         let u = reply.usage.unwrap_or_else(|| {
             usage.estimated = true;
+            let prompt_tokens =
+                estimate_tokens_for_bytes(asks[slice.ask].content.text_len()) as u64;
             ReadUsage {
-                prompt_tokens: estimate_tokens_for_bytes(asks[slice.ask].content.text_len()) as u64,
+                prompt_tokens,
                 completion_tokens: 1,
                 cached_tokens: 0,
+                evaluated_tokens: prompt_tokens,
             }
         });
         usage.input_tokens += u.prompt_tokens;
         usage.output_tokens += u.completion_tokens;
         usage.cached_tokens += u.cached_tokens;
+        usage.evaluated_tokens += u.evaluated_tokens;
         usage.upstream_requests += reply.http_requests;
         reported = reported.or(reply.model);
     }
