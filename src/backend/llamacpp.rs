@@ -293,9 +293,9 @@ impl LlamaCppBackend {
             return Ok(masked.usage);
         };
         let log_mass = anchor_raw - anchor_masked;
-        for (slot, id) in found.iter_mut().zip(request.read_ids) {
-            if slot.is_none() {
-                *slot = masked_lp(*id).map(|m| m + log_mass);
+        for (lp, id) in found.iter_mut().zip(request.read_ids) {
+            if lp.is_none() {
+                *lp = masked_lp(*id).map(|m| m + log_mass);
             }
         }
         Ok(masked.usage)
