@@ -62,7 +62,8 @@
 //!
 //! Beside every fresh call, part 1 times **one single read** of a prompt of the same length:
 //! the question's root read (the exact body the service sends, `answer=` prefill) on
-//! another new state, straight to llama-server. It is what one prompt costs; the table
+//! another new state, straight to llama-server with `cache_prompt: false`, so the whole
+//! prompt is evaluated whatever llama-server holds. It is what one prompt costs; the table
 //! gives the fresh call's latency and evaluated tokens (`usage.evaluated_tokens`: the
 //! backend's own `timings.prompt_n` summed over the reads) as ratios to it.
 //!
@@ -565,7 +566,15 @@ fn main() {
         true,
         None,
     );
-    // The service's root read of `body`: one read of the whole prompt.
+    // The service's root read of `body`: one read of the whole prompt, evaluated in full.
+    let uncached = LlamaCppBackend::new(
+        reqwest::Client::new(),
+        &llama_url,
+        MODEL.to_string(),
+        None,
+        false,
+        None,
+    );
     let root_read = |body: &Value| {
         let (req, nodes) = plan_of(body);
         let asks = plan(&req);
@@ -576,7 +585,7 @@ fn main() {
             read_ids: &nodes[0].ids,
             chained: nodes.len() > 1,
         };
-        let json = serde_json::to_value(direct.body(&read, false)).expect("serialises");
+        let json = serde_json::to_value(uncached.body(&read, false)).expect("serialises");
         (json, nodes[0].ids.clone())
     };
 
