@@ -259,9 +259,10 @@ async fn letters_outside_the_raw_top_k_are_answered_exactly() {
 /// A 255-option choice (numerals 000–254: 30 reads, the root first, then 29 on the prefix
 /// cache) on the default limits and without `--tokenizer` is answered with 255
 /// probabilities that sum to 1 and name a label, and a numeric `option_mass`. Its question
-/// is ~17,500 bytes: over the default 16,384-token question limit on the byte estimate, so
+/// is 20,621 bytes: over the default 16,384-token question limit on the byte estimate, so
 /// the service counts it with llama-server's `/tokenize` first (a few requests) and finds
-/// it well within. Slow on CPU (~1 min: the root read evaluates a ~12k-token prompt).
+/// it well within. Slow on CPU: the root read evaluates a ~11.7k-token prompt (~35 s on
+/// idle cores, 196 s measured on a loaded machine; the same cost as before issue 30).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_255_option_choice_is_answered_on_the_default_limits() {
     let (url, _turn) = backend_turn().await;
