@@ -261,7 +261,7 @@ async fn letters_outside_the_raw_top_k_are_answered_exactly() {
 /// probabilities that sum to 1 and name a label, and a numeric `option_mass`. Its question
 /// is 20,621 bytes: over the default 16,384-token question limit on the byte estimate, so
 /// the service counts it with llama-server's `/tokenize` first (a few requests) and finds
-/// it well within. Slow on CPU: the root read evaluates a ~11.7k-token prompt (~35 s on
+/// it well within. Slow on CPU: the root read evaluates a ~13.7k-token prompt (~40 s on
 /// idle cores, 196 s measured on a loaded machine; the same cost as before issue 30).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_255_option_choice_is_answered_on_the_default_limits() {
