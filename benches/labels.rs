@@ -57,10 +57,15 @@
 //!
 //! The service is `systemone serve --backend llamacpp --backend-url $SYSTEMONE_LLAMA_URL
 //! --model gemma-3-270m --token-table gemma-3 --listen 127.0.0.1:0` with generous bounds
-//! (`--read-timeout-secs 300 --request-timeout-secs 600`) and `--max-request-tokens
-//! 5000000 --max-question-tokens 100000`: without `--tokenizer` the token limits count a
-//! byte estimate, and every node's read carries the whole prompt, so long option lists
-//! would otherwise be refused.
+//! (`--read-timeout-secs 300 --request-timeout-secs 600`) and the default token limits,
+//! without `--tokenizer`.
+//!
+//! Beside every fresh call, part 1 times **one single read** of a prompt of the same length:
+//! the question's root read (the exact body the service sends, `answer=` prefill) on
+//! another new state, straight to llama-server with `cache_prompt: false`, so the whole
+//! prompt is evaluated whatever llama-server holds. It is what one prompt costs; the table
+//! gives the fresh call's latency and evaluated tokens (`usage.evaluated_tokens`: the
+//! backend's own `timings.prompt_n` summed over the reads) as ratios to it.
 //!
 //! A time budget (`BENCH_BUDGET_SECS`, default 600) trims the samples on a slow machine:
 //! part 1 starts no fresh round after 60% of it (round 0 and one fresh round always run),
@@ -97,8 +102,9 @@ const TOKEN_TABLE: &str = "gemma-3";
 const CALL_TIMEOUT: Duration = Duration::from_secs(600);
 /// The service's default in-flight cap (`--max-in-flight`), kept by the direct wave.
 const IN_FLIGHT: usize = 16;
-/// The flags the service runs with, after `--backend-url URL`.
-const SERVE_FLAGS: [&str; 12] = [
+/// The flags the service runs with, after `--backend-url URL`: the default token limits
+/// (issue 30: they count what the backend evaluates, exactly before refusing).
+const SERVE_FLAGS: [&str; 8] = [
     "--model",
     MODEL,
     "--token-table",
@@ -107,10 +113,6 @@ const SERVE_FLAGS: [&str; 12] = [
     "300",
     "--request-timeout-secs",
     "600",
-    "--max-request-tokens",
-    "5000000",
-    "--max-question-tokens",
-    "100000",
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -280,6 +282,7 @@ struct Call {
     upstream: u64,
     input: u64,
     cached: u64,
+    evaluated: u64,
     error: Option<String>,
 }
 
@@ -319,6 +322,7 @@ async fn call_service(client: &reqwest::Client, url: &str, body: &Value) -> Call
                 upstream: n(&u["upstream_requests"]),
                 input: n(&u["input_tokens"]),
                 cached: n(&u["cached_tokens"]),
+                evaluated: n(&u["evaluated_tokens"]),
                 error: None,
             }
         }
@@ -333,6 +337,8 @@ async fn call_service(client: &reqwest::Client, url: &str, body: &Value) -> Call
 /// One direct read of llama-server: what it reported.
 #[derive(Debug, Clone, Default)]
 struct DirectRead {
+    /// Wall time of the read.
+    ms: f64,
     prompt: u64,
     cached: u64,
     /// `timings.prompt_ms + predicted_ms`.
@@ -347,7 +353,7 @@ async fn direct_read(
     body: &Value,
     ids: &[u32],
 ) -> Result<DirectRead, String> {
-    let (_, result) = post(client, chat_url, body).await;
+    let (ms, result) = post(client, chat_url, body).await;
     let v = result?;
     let n = |x: &Value| x.as_u64().unwrap_or(0);
     let top = &v["choices"][0]["logprobs"]["content"][0]["top_logprobs"];
@@ -356,6 +362,7 @@ async fn direct_read(
         .map(|a| a.iter().filter_map(|e| e["id"].as_u64()).collect())
         .unwrap_or_default();
     Ok(DirectRead {
+        ms,
         prompt: n(&v["usage"]["prompt_tokens"]),
         cached: v["usage"]["prompt_tokens_details"]["cached_tokens"]
             .as_u64()
@@ -482,6 +489,8 @@ struct Row {
     cold: Vec<Call>,
     fresh: Vec<Call>,
     cached: Vec<Call>,
+    /// One single root read of a same-length prompt beside each fresh call.
+    single: Vec<DirectRead>,
 }
 
 fn main() {
@@ -549,6 +558,37 @@ fn main() {
         warm.error.as_deref().unwrap_or("ok")
     );
 
+    let direct = LlamaCppBackend::new(
+        reqwest::Client::new(),
+        &llama_url,
+        MODEL.to_string(),
+        None,
+        true,
+        None,
+    );
+    // The service's root read of `body`: one read of the whole prompt, evaluated in full.
+    let uncached = LlamaCppBackend::new(
+        reqwest::Client::new(),
+        &llama_url,
+        MODEL.to_string(),
+        None,
+        false,
+        None,
+    );
+    let root_read = |body: &Value| {
+        let (req, nodes) = plan_of(body);
+        let asks = plan(&req);
+        let read = ReadRequest {
+            content: &asks[0][0].content,
+            prefix: &nodes[0].prefill,
+            allowed_ids: &nodes[0].ids,
+            read_ids: &nodes[0].ids,
+            chained: nodes.len() > 1,
+        };
+        let json = serde_json::to_value(uncached.body(&read, false)).expect("serialises");
+        (json, nodes[0].ids.clone())
+    };
+
     // Part 1: option counts.
     let mut rows: Vec<Row> = label_ns
         .iter()
@@ -583,9 +623,22 @@ fn main() {
                 match &c.error {
                     Some(e) => eprintln!("labels: n={n} {label}: FAILED after {:.0} ms: {e}", c.ms),
                     None => eprintln!(
-                        "labels: n={n} round {round} {label}: {:.0} ms, {} upstream, {} input, {} cached",
-                        c.ms, c.upstream, c.input, c.cached
+                        "labels: n={n} round {round} {label}: {:.0} ms, {} upstream, {} input, {} cached, {} evaluated",
+                        c.ms, c.upstream, c.input, c.cached, c.evaluated
                     ),
+                }
+            }
+            if round > 0 {
+                let (json, ids) = root_read(&request_body(&states.fresh(n), n));
+                match rt.block_on(direct_read(&client, &chat_url, &json, &ids)) {
+                    Ok(r) => {
+                        eprintln!(
+                            "labels: n={n} round {round} single read: {:.0} ms, {} prompt, {} cached",
+                            r.ms, r.prompt, r.cached
+                        );
+                        rows[i].single.push(r);
+                    }
+                    Err(e) => eprintln!("labels: n={n} single read: FAILED: {e}"),
                 }
             }
             let row = &mut rows[i];
@@ -601,14 +654,6 @@ fn main() {
     drop(guard);
 
     // Part 2: wave vs level by level, straight to llama-server.
-    let direct = LlamaCppBackend::new(
-        reqwest::Client::new(),
-        &llama_url,
-        MODEL.to_string(),
-        None,
-        true,
-        None,
-    );
     let mut wave: Vec<WaveRow> = Vec::new();
     for &n in &wave_ns {
         let (_, nodes) = plan_of(&request_body("x", n));
@@ -693,9 +738,9 @@ fn main() {
         rounds_run.saturating_sub(1)
     );
     println!(
-        "| n | labels | trie nodes (reads per order) | upstream_requests | cold ms | fresh ms p50 | cached ms p50 | input tokens | cached tokens (fresh) | cached tokens (repeat) | failed |"
+        "| n | labels | trie nodes (reads per order) | upstream_requests | cold ms | fresh ms p50 | cached ms p50 | single read ms p50 | fresh / single | input tokens | cached tokens (fresh) | evaluated (fresh) | evaluated (repeat) | single read evaluated | evaluated fresh / single | failed |"
     );
-    println!("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         let all: Vec<Call> = r
             .cold
@@ -705,18 +750,32 @@ fn main() {
             .cloned()
             .collect();
         let failed = all.iter().filter(|c| !c.ok).count();
+        let single_ms = median(&r.single.iter().map(|s| s.ms).collect::<Vec<_>>());
+        let single_eval = median(
+            &r.single
+                .iter()
+                .map(|s| s.prompt.saturating_sub(s.cached) as f64)
+                .collect::<Vec<_>>(),
+        );
+        let fresh_ms = median(&ok_ms(&r.fresh));
+        let fresh_eval = med_u(&ok_u(&r.fresh, |c| c.evaluated));
         println!(
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} |",
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {} |",
             r.n,
             r.scheme,
             r.nodes,
             distinct(&ok_u(&all, |c| c.upstream)),
             median(&ok_ms(&r.cold)),
-            median(&ok_ms(&r.fresh)),
+            fresh_ms,
             median(&ok_ms(&r.cached)),
+            single_ms,
+            fresh_ms / single_ms,
             med_u(&ok_u(&r.fresh, |c| c.input)),
             med_u(&ok_u(&r.fresh, |c| c.cached)),
-            med_u(&ok_u(&r.cached, |c| c.cached)),
+            fresh_eval,
+            med_u(&ok_u(&r.cached, |c| c.evaluated)),
+            single_eval,
+            fresh_eval / single_eval,
             failed
         );
     }
@@ -758,7 +817,7 @@ fn main() {
     println!("\n## Raw numbers\n");
     for r in &rows {
         println!(
-            "n={}: cold ms {} (input {:?}, cached {:?}), fresh ms {}, cached ms {}; fresh input {:?}, fresh cached {:?}, repeat cached {:?}, upstream {:?}",
+            "n={}: cold ms {} (input {:?}, cached {:?}), fresh ms {}, cached ms {}; fresh input {:?}, fresh cached {:?}, repeat cached {:?}, upstream {:?}; fresh evaluated {:?}; single read ms {}",
             r.n,
             fmt_ms(&ok_ms(&r.cold)),
             ok_u(&r.cold, |c| c.input),
@@ -769,6 +828,8 @@ fn main() {
             ok_u(&r.fresh, |c| c.cached),
             ok_u(&r.cached, |c| c.cached),
             ok_u(&r.cold.iter().chain(&r.fresh).chain(&r.cached).cloned().collect::<Vec<_>>(), |c| c.upstream),
+            ok_u(&r.fresh, |c| c.evaluated),
+            fmt_ms(&r.single.iter().map(|s| s.ms).collect::<Vec<_>>()),
         );
         for c in r.cold.iter().chain(&r.fresh).chain(&r.cached) {
             if let Some(e) = &c.error {

@@ -53,7 +53,10 @@
 //!    (`engine/native.rs`) under the same cap, deadline and circuit. The model's token-table check and host probe are not on
 //!    this path: they run in its background upkeep task ([`models::upkeep`]), and a
 //!    request only reads their last verdict.
-//! 4. The pipeline renders each (question, option order) with [`request::prompt::plan`],
+//! 4. The pipeline first settles what the byte estimate could not: a request it put over
+//!    a token limit is counted with the backend's tokenizer and refused only on that count,
+//!    and a prompt longer than the backend's context window is counted against it
+//!    ([`engine::context`]). Then it renders each (question, option order) with [`request::prompt::plan`],
 //!    sends one read per node of the question's [`request::trie::ReadPlan`] (one node for
 //!    single-token labels, a trie for multi-token ones) and slice of ≤128 ids through the
 //!    model's [`backend::Backend`] while holding an in-flight permit ([`limits`]), and

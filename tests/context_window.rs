@@ -27,9 +27,14 @@ fn about(state: String) -> Value {
 /// A fake reporting a window of `window` tokens (0: none) and a service in front of it,
 /// once the service has read the window (or found that the host reports none).
 async fn service(window: usize) -> (FakeVllm, Service) {
+    service_with(window, &[]).await
+}
+
+/// [`service`] with the service's `flags`.
+async fn service_with(window: usize, flags: &[&str]) -> (FakeVllm, Service) {
     let fake = FakeVllm::start().await;
     fake.set_max_model_len(window);
-    let service = common::start(common::config(&fake.base_url(), &[])).await;
+    let service = common::start(common::config(&fake.base_url(), flags)).await;
     common::settled(&service).await;
     let started = tokio::time::Instant::now();
     while window > 0 && self::window(&service).is_none() {
@@ -102,4 +107,31 @@ async fn a_host_without_a_window_is_not_checked() {
     let reply = ask(&service, &about("x".repeat(3000))).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert!(fake.chat_requests() > 0);
+}
+
+/// Token limits without `--tokenizer` (issue 30): a state of 1,402 bytes but 402 tokens
+/// (`answer ` repeated; the fake's tokenizer reads `answer` as one token) is over
+/// `--max-state-tokens 500` on the byte estimate only: the service counts the request's
+/// pieces with the backend's `/tokenize` (preamble, state, question: one request each)
+/// and answers it. A state of as many bytes that is as many tokens is refused on that
+/// count, said so, and nothing is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_the_estimate_only_is_counted_exactly_and_answered() {
+    let (fake, service) = service_with(0, &["--max-state-tokens", "500"]).await;
+    let tokenized = fake.tokenize_requests();
+    let reply = ask(&service, &about("answer ".repeat(200))).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        fake.tokenize_requests(),
+        tokenized + 3,
+        "three pieces counted"
+    );
+    let chats = fake.chat_requests();
+    let refused = ask(&service, &about("x".repeat(1400))).await;
+    assert_error(&refused, 413, "system_one_state_too_large", "cap_exceeded");
+    assert_eq!(
+        refused.body["error"]["message"],
+        "state: the state is 1402 tokens, more than the limit of 500 (--max-state-tokens); counted by the backend's tokenizer"
+    );
+    assert_eq!(fake.chat_requests(), chats, "nothing was read");
 }

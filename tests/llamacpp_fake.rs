@@ -1,7 +1,8 @@
 //! The llama.cpp dialect against a small fake `llama-server`, for what the real Gemma 3
-//! 270M server cannot be made to do on demand: an option outside the raw top-K (the
-//! `post_sampling_probs` fallback and `option_mass_unknown`), a chat template that opens a
-//! reasoning block (refused), and `--disable-thinking` reaching the template.
+//! 270M server cannot be made to do on demand: an option outside the raw top-K (recovered
+//! exactly from the `post_sampling_probs` read), no option in it (the whole-vocabulary
+//! read), an option's −∞ or NaN (502), a chat template that opens a reasoning block
+//! (refused), and `--disable-thinking` reaching the template.
 
 mod common;
 
@@ -22,6 +23,11 @@ const PREFIX_IDS: [u64; 2] = [14433, 236784];
 struct FakeLlama {
     /// Leave the last option out of the raw top-K.
     drop_last_option: bool,
+    /// Leave every option out of the raw top-1000 (a wider read has them all).
+    no_option_in_top_k: bool,
+    /// Say `null` for the first option's raw logprob: what llama-server's JSON writer
+    /// makes of −∞ and NaN.
+    non_finite_option: bool,
     /// Open a `<think>` block before the prefill in `/apply-template`.
     thinking_template: bool,
     /// Every body received, by path.
@@ -46,10 +52,10 @@ fn raw_p(i: usize) -> f64 {
     0.01 * (i as f64 + 1.0)
 }
 
-/// The masked distribution the fake's `post_sampling_probs` reports: ∝ (n − i).
+/// The masked distribution the fake's `post_sampling_probs` reports, as a real server's
+/// is: the raw probabilities renormalised over the options.
 fn masked_p(i: usize, n: usize) -> f64 {
-    let total: usize = (1..=n).sum();
-    (n - i) as f64 / total as f64
+    raw_p(i) / (0..n).map(raw_p).sum::<f64>()
 }
 
 async fn tokenize(State(fake): State<Shared>, Json(body): Json<Value>) -> Json<Value> {
@@ -93,12 +99,21 @@ async fn chat(State(fake): State<Shared>, Json(body): Json<Value>) -> Json<Value
             .collect();
         json!({"id": ids[0], "token": "x", "prob": masked_p(0, n), "top_probs": top})
     } else {
-        let keep = if f.drop_last_option { n - 1 } else { n };
+        let wide = body["top_logprobs"].as_u64().unwrap_or(0) > 1000;
+        let keep = match (wide, f.no_option_in_top_k, f.drop_last_option) {
+            (true, _, _) => n,
+            (false, true, _) => 0,
+            (false, false, true) => n - 1,
+            (false, false, false) => n,
+        };
         let mut top: Vec<Value> = ids[..keep]
             .iter()
             .enumerate()
             .map(|(i, id)| json!({"id": id, "token": "x", "logprob": raw_p(i).ln()}))
             .collect();
+        if f.non_finite_option {
+            top[0]["logprob"] = Value::Null;
+        }
         top.insert(
             0,
             json!({"id": 623, "token": " \"", "logprob": (0.5f64).ln()}),
@@ -109,6 +124,7 @@ async fn chat(State(fake): State<Shared>, Json(body): Json<Value>) -> Json<Value
         "model": "gemma-3-270m",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "answer=0"}, "logprobs": {"content": [position]}}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 40}},
+        "timings": {"cache_n": 40, "prompt_n": 60},
     }))
 }
 
@@ -156,6 +172,7 @@ async fn one_raw_read_gives_probabilities_and_mass() {
     assert!(answer.get("option_mass_unknown").is_none());
     assert_eq!(body["usage"]["upstream_requests"], 1);
     assert_eq!(body["usage"]["cached_tokens"], 40);
+    assert_eq!(body["usage"]["evaluated_tokens"], 60, "timings.prompt_n");
     assert_eq!(body["model"], "gemma-3-270m");
     let f = fake.lock().expect("lock");
     let chat = *f.at("/v1/chat/completions").first().expect("a read");
@@ -183,31 +200,82 @@ async fn one_raw_read_gives_probabilities_and_mass() {
     );
 }
 
-/// An option outside the raw top-K: a second read with `post_sampling_probs` gives the
-/// masked distribution, and the answer says the option mass is unknown instead of
-/// reporting a number that is not the mass.
+/// The service's answer to [`four_options`] is the fake's raw probabilities renormalised,
+/// with their whole mass as `option_mass`: exact, whatever reads it took.
+fn assert_exact(body: &Value) {
+    let answer = &body["answers"]["q"];
+    let total: f64 = (0..4).map(raw_p).sum();
+    for (i, label) in ["a", "b", "c", "d"].iter().enumerate() {
+        let p = answer["probabilities"][label].as_f64().expect("p");
+        assert!((p - raw_p(i) / total).abs() < 1e-12, "{label}: {p}");
+    }
+    let mass = answer["option_mass"].as_f64().expect("a number");
+    assert!((mass - total).abs() < 1e-12, "{answer}");
+    assert!(answer.get("option_mass_unknown").is_none(), "{answer}");
+}
+
+/// [`four_options`] asked of `fake` with `flags`: answered exactly ([`assert_exact`]) in two
+/// upstream reads, whose bodies are returned.
+async fn exact_in_two_reads(fake: FakeLlama, flags: &[&str]) -> Vec<Value> {
+    let (fake, _service, reply) = ask_four(fake, flags).await;
+    assert_eq!(reply.status(), 200);
+    let body: Value = reply.json().await.expect("json");
+    assert_exact(&body);
+    assert_eq!(body["usage"]["upstream_requests"], 2);
+    let f = fake.lock().expect("lock");
+    let chats: Vec<Value> = f.at("/v1/chat/completions").into_iter().cloned().collect();
+    assert_eq!(chats.len(), 2);
+    chats
+}
+
+/// An option outside the raw top-K: a second read of the same prompt with
+/// `post_sampling_probs` gives the masked distribution, from which the missing option's raw
+/// log-probability is recovered by the ratio to the most probable option of the raw read:
+/// the answer and `option_mass` are the raw read's, exactly.
 #[tokio::test]
-async fn an_option_outside_the_top_k_falls_back_and_says_the_mass_is_unknown() {
+async fn an_option_outside_the_top_k_is_recovered_exactly() {
     let fake = FakeLlama {
         drop_last_option: true,
         ..FakeLlama::default()
     };
-    let (fake, _service, reply) = ask_four(fake, &["--cache-prompt", "false"]).await;
-    assert_eq!(reply.status(), 200);
-    let body: Value = reply.json().await.expect("json");
-    let answer = &body["answers"]["q"];
-    for (i, label) in ["a", "b", "c", "d"].iter().enumerate() {
-        let p = answer["probabilities"][label].as_f64().expect("p");
-        assert!((p - masked_p(i, 4)).abs() < 1e-12, "{label}: {p}");
-    }
-    assert!(answer.get("option_mass").is_none(), "{answer}");
-    assert_eq!(answer["option_mass_unknown"], true);
-    assert_eq!(body["usage"]["upstream_requests"], 2);
-    let f = fake.lock().expect("lock");
-    let chats = f.at("/v1/chat/completions");
-    assert_eq!(chats.len(), 2);
+    let chats = exact_in_two_reads(fake, &["--cache-prompt", "false"]).await;
     assert_eq!(chats[1]["post_sampling_probs"], true);
     assert_eq!(chats[0]["cache_prompt"], false);
+}
+
+/// No option in the raw top-1000: nothing to recover by, so the raw read is widened to
+/// the whole vocabulary (llama-server clamps `top_logprobs` to it), and the answer is
+/// exact again.
+#[tokio::test]
+async fn no_option_in_the_top_k_widens_the_read_to_the_whole_vocabulary() {
+    let fake = FakeLlama {
+        no_option_in_top_k: true,
+        ..FakeLlama::default()
+    };
+    let chats = exact_in_two_reads(fake, &[]).await;
+    assert_eq!(chats[0]["top_logprobs"], 1000);
+    assert_eq!(
+        chats[1]["top_logprobs"],
+        systemone::backend::llamacpp::WHOLE_VOCABULARY
+    );
+    assert!(chats[1].get("post_sampling_probs").is_none());
+}
+
+/// An option whose raw logprob is −∞ or NaN (`null` in llama-server's JSON) is the
+/// documented 502 `system_one_upstream_protocol`, never a probability of 0.
+#[tokio::test]
+async fn a_non_finite_option_logprob_is_a_502() {
+    let fake = FakeLlama {
+        non_finite_option: true,
+        ..FakeLlama::default()
+    };
+    let (_fake, _service, reply) = ask_four(fake, &[]).await;
+    assert_eq!(reply.status(), 502);
+    let body: Value = reply.json().await.expect("json");
+    assert_eq!(
+        body["error"]["code"], "system_one_upstream_protocol",
+        "{body}"
+    );
 }
 
 /// A chat template that opens a reasoning block before `answer=` is refused: the model is

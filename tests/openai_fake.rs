@@ -551,3 +551,29 @@ async fn an_unreachable_host_is_unprobed_and_503_until_it_answers() {
         "systemone_backend_read_strategy{model=\"compat-model\",strategy=\"unprobed\"} 1"
     ));
 }
+
+/// A host without a tokenizer endpoint cannot count a request exactly: one the byte
+/// estimate puts over a token limit is refused on the estimate, and the message says so
+/// (issue 30: elsewhere the backend's `/tokenize` settles it first). Nothing is read.
+#[tokio::test]
+async fn without_a_tokenizer_a_request_over_the_estimate_is_refused_saying_so() {
+    let (fake, service) = setup_with(
+        Family::post_bias_cap_20(),
+        &golden_labels(),
+        "golden-fake",
+        &["--max-state-tokens", "100"],
+    )
+    .await;
+    let before = fake.read_bodies().len();
+    let mut body = one_choice(3);
+    body["state"] = json!("s".repeat(200));
+    let reply = ask(&service, &body).await;
+    assert_error(&reply, 413, "system_one_state_too_large", "cap_exceeded");
+    let message = reply.body["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.starts_with("state: the state is about 202 tokens, more than the limit of 100")
+            && message.contains("the backend's tokenizer could not count it"),
+        "{message}"
+    );
+    assert_eq!(fake.read_bodies().len(), before, "nothing was read");
+}

@@ -135,7 +135,11 @@ async fn an_option_outside_the_top_k_is_a_clean_502_where_llamacpp_falls_back() 
     let a = ask(&openai, &body).await;
     let b = ask(&llamacpp, &body).await;
     assert_eq!(b.status, 200, "{}", b.body);
-    let fell_back = b.body["answers"]["team"]["option_mass_unknown"] == true;
+    // The llama.cpp dialect took a second read to recover letters outside its raw top-K.
+    let fell_back = b.body["usage"]["upstream_requests"] != 1;
+    assert!(b.body["answers"]["team"]
+        .get("option_mass_unknown")
+        .is_none());
     if fell_back {
         assert_eq!(a.status, 502, "{}", a.body);
         assert_eq!(a.body["error"]["code"], "system_one_upstream_protocol");
@@ -160,7 +164,7 @@ async fn an_option_outside_the_top_k_is_a_clean_502_where_llamacpp_falls_back() 
             assert!((p - q).abs() < 1e-6, "{p} vs {q}");
         }
     }
-    eprintln!("26 letters: llama.cpp fell back to post-sampling: {fell_back}");
+    eprintln!("26 letters: llama.cpp recovered letters outside its top-K: {fell_back}");
 }
 
 /// The anchor merge on the real model: llama-server made a post-bias host with a top-20 cap

@@ -318,6 +318,8 @@ pub struct PromptDetails {
 #[derive(Debug, Deserialize)]
 pub struct Timings {
     pub cache_n: Option<u64>,
+    /// Prompt tokens evaluated (not served from the cache).
+    pub prompt_n: Option<u64>,
 }
 
 impl<'a> ChatResponse<'a> {
@@ -328,18 +330,26 @@ impl<'a> ChatResponse<'a> {
     }
 
     /// The token counts, when the backend reported usage (cached tokens from
-    /// `prompt_tokens_details`, else llama.cpp's `timings.cache_n`).
+    /// `prompt_tokens_details`, else llama.cpp's `timings.cache_n`; evaluated tokens from
+    /// llama.cpp's `timings.prompt_n`, else the prompt tokens not cached).
     pub fn read_usage(&self) -> Option<ReadUsage> {
         let cache_n = self.timings.as_ref().and_then(|t| t.cache_n);
-        self.usage.as_ref().map(|u| ReadUsage {
-            prompt_tokens: u.prompt_tokens.unwrap_or(0),
-            completion_tokens: u.completion_tokens.unwrap_or(1),
-            cached_tokens: u
+        let prompt_n = self.timings.as_ref().and_then(|t| t.prompt_n);
+        self.usage.as_ref().map(|u| {
+            let prompt_tokens = u.prompt_tokens.unwrap_or(0);
+            let cached_tokens = u
                 .prompt_tokens_details
                 .as_ref()
                 .and_then(|d| d.cached_tokens)
                 .or(cache_n)
-                .unwrap_or(0),
+                .unwrap_or(0);
+            ReadUsage {
+                prompt_tokens,
+                completion_tokens: u.completion_tokens.unwrap_or(1),
+                cached_tokens,
+                evaluated_tokens: prompt_n
+                    .unwrap_or_else(|| prompt_tokens.saturating_sub(cached_tokens)),
+            }
         })
     }
 
@@ -351,5 +361,30 @@ impl<'a> ChatResponse<'a> {
             .and_then(|c| c.logprobs)
             .and_then(|l| l.content)
             .and_then(|c| c.into_iter().next())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Evaluated tokens come from llama.cpp's own counter when it reports one, else they
+    /// are the prompt tokens not served from the cache (vLLM's `prompt_tokens_details`).
+    #[test]
+    fn evaluated_tokens_are_the_backends_own_count() {
+        let llama = br#"{"usage": {"prompt_tokens": 100, "completion_tokens": 1},
+            "timings": {"cache_n": 97, "prompt_n": 3}}"#;
+        let vllm = br#"{"usage": {"prompt_tokens": 100, "completion_tokens": 1,
+            "prompt_tokens_details": {"cached_tokens": 64}}}"#;
+        let usage = |b: &[u8]| {
+            ChatResponse::parse(b)
+                .expect("parses")
+                .read_usage()
+                .expect("usage")
+        };
+        let l = usage(llama);
+        assert_eq!((l.cached_tokens, l.evaluated_tokens), (97, 3));
+        let v = usage(vllm);
+        assert_eq!((v.cached_tokens, v.evaluated_tokens), (64, 36));
     }
 }

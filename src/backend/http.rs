@@ -60,9 +60,19 @@ pub(crate) async fn exchange(
     call: reqwest::RequestBuilder,
     slot: &Arc<InFlightPermit>,
 ) -> Result<Vec<u8>, BackendError> {
+    exchange_up_to(call, slot, MAX_RESPONSE_BYTES).await
+}
+
+/// [`exchange`] for an answer that may be up to `max_bytes` (llama.cpp's whole-vocabulary
+/// read is ~26 MB for Gemma 3's 262,144 tokens).
+pub(crate) async fn exchange_up_to(
+    call: reqwest::RequestBuilder,
+    slot: &Arc<InFlightPermit>,
+    max_bytes: usize,
+) -> Result<Vec<u8>, BackendError> {
     let exchange = async move {
         let mut response = call.send().await.map_err(transport_error)?;
-        read_success(&mut response).await
+        read_success(&mut response, max_bytes).await
     };
     ToTheEnd {
         exchange: Some(Box::pin(exchange)),
@@ -121,12 +131,13 @@ pub fn set_log_error_text(on: bool) {
 const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
 /// The body of a 2xx answer, or the error its status stands for (logged once here).
-pub(crate) async fn read_success(
+async fn read_success(
     response: &mut reqwest::Response,
+    max_bytes: usize,
 ) -> Result<Vec<u8>, BackendError> {
     let status = response.status();
     if status.is_success() {
-        return read_capped(response).await;
+        return read_capped_up_to(response, max_bytes).await;
     }
     let retry_after = retry_after_secs(response.headers());
     let text = read_capped(response).await.unwrap_or_default();
@@ -204,11 +215,18 @@ pub(crate) fn transport_error(e: reqwest::Error) -> BackendError {
 }
 
 pub(crate) async fn read_capped(response: &mut reqwest::Response) -> Result<Vec<u8>, BackendError> {
+    read_capped_up_to(response, MAX_RESPONSE_BYTES).await
+}
+
+async fn read_capped_up_to(
+    response: &mut reqwest::Response,
+    max_bytes: usize,
+) -> Result<Vec<u8>, BackendError> {
     let mut out = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
-        if out.len() + chunk.len() > MAX_RESPONSE_BYTES {
+        if out.len() + chunk.len() > max_bytes {
             return Err(BackendError::Protocol(format!(
-                "answer larger than {MAX_RESPONSE_BYTES} bytes"
+                "answer larger than {max_bytes} bytes"
             )));
         }
         out.extend_from_slice(&chunk);

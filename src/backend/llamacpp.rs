@@ -9,10 +9,15 @@
 //!   softmax before any bias, top-K only. With K = [`RAW_TOP_K`] every option id of Gemma 3
 //!   270M was in the read in 20 of 20 calls (technique §7), so one read gives both the
 //!   masked distribution (the options' raw probabilities renormalised) and `option_mass`.
-//! * **Fallback when an option is outside the top-K**: a second, cached read with
-//!   `post_sampling_probs: true`, whose `top_probs` is exactly the masked distribution.
-//!   `option_mass` is then unknown, and the answer says so (`option_mass_unknown`) instead
-//!   of reporting a number that is not what it claims.
+//! * **Exact when an option is outside the top-K.** A second read of the same prompt with
+//!   `post_sampling_probs: true` returns the masked distribution, whose log-probabilities
+//!   are the raw ones minus one constant (the log of the options' raw mass). The raw
+//!   log-probability of each missing option is recovered from it by the ratio to the
+//!   option most probable in the raw read: `raw = masked + (raw_a − masked_a)`. When no
+//!   option is in the raw top-K (or the masked read underflows to 0 for one), the raw read
+//!   is widened to the whole vocabulary ([`WHOLE_VOCABULARY`]; llama-server clamps it to
+//!   its vocabulary). Every read thus yields raw conditionals: `option_mass` is always a
+//!   number and a trie's chain rule holds. An option's −∞ or NaN is a protocol break (502).
 //! * **One read per question**: no per-request id cap, so no slices.
 //! * **Token ids** come back as `id` fields of the logprob entries.
 //! * **Prefix cache**: `cache_prompt` (on by default). A prompt served from the cache can
@@ -22,10 +27,10 @@
 //!   not `/v1`), and the chat template through `POST /apply-template`: a template that
 //!   opens a reasoning block before the answer position is refused.
 //!
-//! One read or two: measured on Gemma 3 270M here, one raw read with K = 1000 returned
-//! all option ids in every call, and where it did, the renormalised raw read matched the
-//! `post_sampling_probs` read to 1.1e-6 (technique §7); a second read costs 20–35 ms even
-//! from the cache. So the second read is only the fallback.
+//! One read, sometimes two or three: measured on Gemma 3 270M here, one raw read with K =
+//! 1000 returned all option ids in every 4-option call (technique §7); 24 of 26 letters on
+//! the letters test prompt. The recovery read comes from the prefix cache (20–35 ms); the
+//! whole-vocabulary read is ~26 MB and seconds, so it is the last resort.
 
 use std::sync::Arc;
 
@@ -36,13 +41,20 @@ use serde_json::Value;
 
 use super::chat::{ChatResponse, Positions, TokenLogprobs};
 use super::context::ContextWindow;
-use super::http::{exchange, get, post};
+use super::http::{exchange, exchange_up_to, get, post};
 use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest, ReadUsage};
 use crate::limits::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
 /// How many raw top log-probabilities one read asks for.
 pub const RAW_TOP_K: usize = 1000;
+/// The raw read that widens K to the whole vocabulary when no option of a read is in the
+/// raw top-[`RAW_TOP_K`]: llama-server clamps `n_probs` to its vocabulary (262,144 entries,
+/// ~26 MB, for Gemma 3).
+pub const WHOLE_VOCABULARY: usize = 1 << 22;
+/// The largest whole-vocabulary answer read: 256 bytes for each of 262,144 entries
+/// (`{"id", "token", "bytes", "logprob"}` averages ~100 on Gemma 3).
+const WHOLE_VOCABULARY_BYTES: usize = 64 * 1024 * 1024;
 /// The bias that turns `logit_bias` into a mask (llama.cpp adds it to the logit).
 const MASK_BIAS: f64 = 100.0;
 
@@ -125,6 +137,17 @@ impl LlamaCppBackend {
 
     /// The request body for one read; `post_sampling` asks for the masked distribution.
     pub fn body<'a>(&'a self, request: &ReadRequest<'a>, post_sampling: bool) -> ChatRequest<'a> {
+        self.body_with_k(request, post_sampling, RAW_TOP_K)
+    }
+
+    /// [`Self::body`] with a raw read of the top `top_k` (the widened read asks for the
+    /// whole vocabulary).
+    pub fn body_with_k<'a>(
+        &'a self,
+        request: &ReadRequest<'a>,
+        post_sampling: bool,
+        top_k: usize,
+    ) -> ChatRequest<'a> {
         ChatRequest {
             model: &self.upstream_model,
             messages: Messages::new(request),
@@ -145,7 +168,7 @@ impl LlamaCppBackend {
             top_logprobs: if post_sampling {
                 request.allowed_ids.len()
             } else {
-                RAW_TOP_K
+                top_k
             },
             post_sampling_probs: post_sampling,
             cache_prompt: self.cache_prompt,
@@ -168,73 +191,114 @@ impl LlamaCppBackend {
         request: ReadRequest<'_>,
         slot: &Arc<InFlightPermit>,
     ) -> Result<ReadReply, BackendError> {
-        let bytes = self
-            .post(&self.chat_url, &self.body(&request, false), slot)
-            .await?;
-        let raw = parse(&bytes)?;
-        let mut usage = raw.usage;
-        let entries = raw.entries(false)?;
+        let raw = self.read_raw(&request, RAW_TOP_K, slot).await?;
+        let mut reply = ReadReply {
+            logprobs: Vec::new(),
+            usage: raw.usage,
+            model: raw.model,
+            pre_mask: true,
+            http_requests: 1,
+        };
+        let mut found = raw.logprobs;
+        if found.iter().any(Option::is_none) {
+            if let Some(anchor) = raw.anchor {
+                let usage = self.recover(&request, anchor, &mut found, slot).await?;
+                add_usage(&mut reply, usage);
+            }
+        }
+        if found.iter().any(Option::is_none) {
+            let whole = self.read_raw(&request, WHOLE_VOCABULARY, slot).await?;
+            found = whole.logprobs;
+            add_usage(&mut reply, whole.usage);
+        }
+        reply.logprobs = found
+            .into_iter()
+            .zip(request.read_ids)
+            .map(|(lp, id)| {
+                lp.ok_or_else(|| {
+                    BackendError::Protocol(format!(
+                        "option id {id} missing from the whole-vocabulary read"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(reply)
+    }
+
+    /// A raw (pre-mask) read of the top `top_k` log-probabilities: each read id's, where it
+    /// is among them, and the anchor for [`Self::recover`]. An option's non-finite logprob
+    /// breaks the protocol (every reply's logprobs are finite).
+    async fn read_raw(
+        &self,
+        request: &ReadRequest<'_>,
+        top_k: usize,
+        slot: &Arc<InFlightPermit>,
+    ) -> Result<RawRead, BackendError> {
+        let body = self.body_with_k(request, false, top_k);
+        let bytes = if top_k > RAW_TOP_K {
+            let call = post(&self.client, &self.chat_url, self.api_key.as_ref()).json(&body);
+            exchange_up_to(call, slot, WHOLE_VOCABULARY_BYTES).await?
+        } else {
+            self.post(&self.chat_url, &body, slot).await?
+        };
+        let parsed = parse(&bytes)?;
+        let entries = parsed.entries(false)?;
         let positions = Positions::of(request.read_ids);
-        let mut found: Vec<Option<f64>> = vec![None; request.read_ids.len()];
+        let mut logprobs: Vec<Option<f64>> = vec![None; request.read_ids.len()];
         // The first entry of an id wins, as a scan of the entries in order would find.
         for (id, lp) in entries.iter().rev() {
             if let Some(pos) = positions.find(u64::from(*id)) {
-                found[pos] = Some(*lp);
+                logprobs[pos] = Some(finite_option(*id, *lp)?);
             }
         }
-        if let Some(logprobs) = found.iter().copied().collect::<Option<Vec<f64>>>() {
-            return Ok(ReadReply {
-                logprobs,
-                usage,
-                model: raw.model,
-                pre_mask: true,
-                http_requests: 1,
-            });
-        }
-        // Some option is outside the raw top-K: read the masked distribution itself.
-        let (logprobs, masked_usage) = self.read_masked(&request, slot).await?;
-        if let (Some(u), Some(m)) = (usage.as_mut(), masked_usage) {
-            u.prompt_tokens += m.prompt_tokens;
-            u.completion_tokens += m.completion_tokens;
-            u.cached_tokens += m.cached_tokens;
-        }
-        Ok(ReadReply {
+        let options = Positions::of(request.allowed_ids);
+        let anchor = entries
+            .iter()
+            .filter(|(id, lp)| options.find(u64::from(*id)).is_some() && lp.is_finite())
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .copied();
+        Ok(RawRead {
             logprobs,
-            usage,
-            model: raw.model,
-            pre_mask: false,
-            http_requests: 2,
+            anchor,
+            usage: parsed.usage,
+            model: parsed.model,
         })
     }
 
-    /// The second request of a read: the masked (post-sampling) distribution of the read's
-    /// ids, as log-probabilities, with its usage.
-    async fn read_masked(
+    /// Fills the read ids missing from the raw top-K from the masked (post-sampling) read
+    /// of the same prompt, exactly: a masked log-probability is the raw one minus the log
+    /// of the options' raw mass, the same for every option, so `raw = masked + (raw_a −
+    /// masked_a)` for the anchor `a`, the option most probable in the raw read. An id the
+    /// masked read puts at probability 0 (or leaves out) stays missing. Sent right after
+    /// the raw read of the same prompt, it is served from the prefix cache.
+    async fn recover(
         &self,
         request: &ReadRequest<'_>,
+        (anchor, anchor_raw): (u32, f64),
+        found: &mut [Option<f64>],
         slot: &Arc<InFlightPermit>,
-    ) -> Result<(Vec<f64>, Option<ReadUsage>), BackendError> {
+    ) -> Result<Option<ReadUsage>, BackendError> {
         let bytes = self
             .post(&self.chat_url, &self.body(request, true), slot)
             .await?;
         let masked = parse(&bytes)?;
         let entries = masked.entries(true)?;
-        let logprobs = request
-            .read_ids
-            .iter()
-            .map(|id| {
-                entries
-                    .iter()
-                    .find(|(e, _)| e == id)
-                    .map(|(_, lp)| *lp)
-                    .ok_or_else(|| {
-                        BackendError::Protocol(format!(
-                            "option id {id} missing from post-sampling probs"
-                        ))
-                    })
-            })
-            .collect::<Result<Vec<f64>, _>>()?;
-        Ok((logprobs, masked.usage))
+        let masked_lp = |id: u32| {
+            entries
+                .iter()
+                .find(|(e, lp)| *e == id && lp.is_finite())
+                .map(|(_, lp)| *lp)
+        };
+        let Some(anchor_masked) = masked_lp(anchor) else {
+            return Ok(masked.usage);
+        };
+        let log_mass = anchor_raw - anchor_masked;
+        for (lp, id) in found.iter_mut().zip(request.read_ids) {
+            if lp.is_none() {
+                *lp = masked_lp(*id).map(|m| m + log_mass);
+            }
+        }
+        Ok(masked.usage)
     }
 
     async fn tokenize_texts(
@@ -399,16 +463,45 @@ impl Parsed<'_> {
                     e.logprob
                 }
                 .unwrap_or(f64::NAN);
-                // A masked probability of 0 is ln 0 = −∞: refused like any non-finite
-                // number, so every reply's logprobs are finite as `ReadReply` promises.
-                if !lp.is_finite() {
-                    return Err(BackendError::Protocol(format!(
-                        "non-finite logprob for token id {id}"
-                    )));
-                }
+                // Kept as it came (a masked probability of 0 is ln 0 = −∞): only an option's
+                // number must be finite, which its reader checks.
                 Ok((id, lp))
             })
             .collect()
+    }
+}
+
+/// What one raw read found.
+struct RawRead {
+    /// Each read id's raw log-probability, `None` where it is outside the top-K.
+    logprobs: Vec<Option<f64>>,
+    /// The option (any id of the mask) most probable in the read, with its logprob.
+    anchor: Option<(u32, f64)>,
+    usage: Option<ReadUsage>,
+    model: Option<String>,
+}
+
+/// An option's log-probability, refused unless finite: a backend that says −∞ or NaN for
+/// an option breaks the protocol (an option is never probability 0 by omission or by
+/// underflow).
+fn finite_option(id: u32, lp: f64) -> Result<f64, BackendError> {
+    if lp.is_finite() {
+        Ok(lp)
+    } else {
+        Err(BackendError::Protocol(format!(
+            "non-finite logprob for option id {id}"
+        )))
+    }
+}
+
+/// Adds a further exchange of one read to its reply: its usage and the request count.
+fn add_usage(reply: &mut ReadReply, more: Option<ReadUsage>) {
+    reply.http_requests += 1;
+    if let (Some(u), Some(m)) = (reply.usage.as_mut(), more) {
+        u.prompt_tokens += m.prompt_tokens;
+        u.completion_tokens += m.completion_tokens;
+        u.cached_tokens += m.cached_tokens;
+        u.evaluated_tokens += m.evaluated_tokens;
     }
 }
 

@@ -46,6 +46,10 @@ pub struct ReadUsage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cached_tokens: u64,
+    /// Prompt tokens the backend evaluated rather than served from its prefix cache, by its
+    /// own counter where it has one (llama-server's `timings.prompt_n`), else
+    /// `prompt_tokens − cached_tokens`.
+    pub evaluated_tokens: u64,
 }
 
 /// What one read returned.

@@ -1,8 +1,15 @@
-//! Reads that cannot fit the backend's context window are refused before any is sent: a
-//! 413 that names the window and the prompt's size, not one upstream 400 per read (a
-//! 255-option question is 30 reads of one prompt).
+//! Exact token counts before any read is sent, where the byte bound cannot settle them:
+//!
+//! * [`fits`]: reads that cannot fit the backend's context window are refused, a 413 that
+//!   names the window and the prompt's size, not one upstream 400 per read (a 255-option
+//!   question is 30 reads of one prompt);
+//! * [`settle_limits`]: a request the byte estimate put over a token limit at validation
+//!   ([`ValidRequest::recount`]) is counted exactly, and refused only on that count.
+//!
+//! Both count with the configured tokenizer, else with the backend's own (`POST /tokenize`,
+//! under one in-flight slot, within the request's deadline); a request the byte bound
+//! settles pays nothing.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::pipeline::PipelineError;
@@ -10,6 +17,10 @@ use crate::backend::EncodedContent;
 use crate::limits::InFlight;
 use crate::models::Model;
 use crate::request::prompt::Ask;
+use crate::request::validate::{
+    check_on_estimate, check_token_counts, piece_texts, Counted, PieceTokens,
+};
+use crate::request::ValidRequest;
 
 /// Tokens a read adds around its user message: the chat template's turn markers, the
 /// `answer=` prefill with a multi-token label's leading tokens, and the one generated
@@ -36,7 +47,12 @@ pub async fn fits(
             continue;
         }
         counted.push(content);
-        if let Some(tokens) = count(model, in_flight, ask.content.text()).await {
+        let texts = [ask.content.text().into_owned()];
+        if let Some(&tokens) = count(model, in_flight, &texts)
+            .await
+            .as_ref()
+            .and_then(|c| c.first())
+        {
             if tokens > room {
                 let tokens = tokens + AROUND_MESSAGE;
                 return Err(PipelineError::ContextExceeded { tokens, window });
@@ -46,17 +62,38 @@ pub async fn fits(
     Ok(())
 }
 
-/// The message's tokens: by the configured tokenizer, else by the backend's (one tokenize
-/// request under an in-flight slot); `None` when the backend cannot say now (the read then
-/// goes out, and the backend decides).
-async fn count(model: &Model, in_flight: &InFlight, text: Cow<'_, str>) -> Option<usize> {
+/// Settles the token limits the byte estimate put `req` over at validation: its pieces
+/// (preamble, state, question objects, histories) are counted by the backend's tokenizer
+/// and the limits checked on that count. When the backend cannot count them now, the
+/// request is refused on the estimate, and the message says why.
+pub async fn settle_limits(req: &ValidRequest, in_flight: &InFlight) -> Result<(), PipelineError> {
+    let Some(recount) = req.recount() else {
+        return Ok(());
+    };
+    let texts: Vec<String> = piece_texts(req).into_iter().map(str::to_owned).collect();
+    let checked = match count(req.model(), in_flight, &texts).await {
+        Some(counts) => {
+            let tokens = PieceTokens::from_counts(req, &counts);
+            check_token_counts(req, &tokens, recount.limits, Counted::Backend)
+        }
+        None => check_on_estimate(req, recount.limits),
+    };
+    checked.map_err(PipelineError::TooLarge)
+}
+
+/// Each text's tokens: by the configured tokenizer, else by the backend's (one tokenize
+/// call under an in-flight slot); `None` when the backend cannot say now.
+async fn count(model: &Model, in_flight: &InFlight, texts: &[String]) -> Option<Vec<usize>> {
     if model.counter.is_exact() {
-        return Some(model.counter.count(&text));
+        return Some(texts.iter().map(|t| model.counter.count(t)).collect());
     }
-    let texts = [text.into_owned()];
     let permit = in_flight.acquire().await;
-    match model.backend.tokenize(&texts, permit).await {
-        Ok(ids) => ids.first().map(Vec::len),
+    match model.backend.tokenize(texts, permit).await {
+        Ok(ids) if ids.len() == texts.len() => Some(ids.iter().map(Vec::len).collect()),
+        Ok(_) => {
+            tracing::debug!("the backend's tokenizer answered for other texts than asked");
+            None
+        }
         Err(e) => {
             tracing::debug!(error = %e, "a long prompt could not be counted by the backend");
             None

@@ -42,6 +42,9 @@ pub struct Usage {
     pub upstream_requests: u64,
     /// Prompt tokens served from the backend's prefix cache.
     pub cached_tokens: u64,
+    /// Prompt tokens the backend evaluated (by its own counters): what the request cost
+    /// it, where `input_tokens` repeats every read's whole prompt.
+    pub evaluated_tokens: u64,
     /// Whether some counts are estimates because the backend reported none.
     pub estimated: bool,
 }
@@ -69,6 +72,9 @@ pub enum PipelineError {
     /// The model's token table failed its live check; retry after this many seconds.
     #[error("the model's token table does not match the serving tokenizer")]
     TableMismatch(u64),
+    /// Over a token limit on an exact count (or on the estimate, when none could be had).
+    #[error("the request is over a token limit")]
+    TooLarge(ApiError),
     /// A read's prompt (`tokens`) would not fit the backend's context window.
     #[error("a read of {tokens} tokens would not fit the backend's context of {window}")]
     ContextExceeded { tokens: usize, window: usize },
@@ -98,6 +104,7 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.upstream_requests += other.upstream_requests;
         self.cached_tokens += other.cached_tokens;
+        self.evaluated_tokens += other.evaluated_tokens;
         self.estimated |= other.estimated;
     }
 }
@@ -224,6 +231,7 @@ impl Pipeline {
         // A dialect that probes its host knows how to slice the reads only after the probe.
         req.model().backend.prepare().await?;
         self.check_table(req).await?;
+        super::context::settle_limits(req, &self.in_flight).await?;
         let asks = plan(req);
         super::context::fits(req.model(), &self.in_flight, &asks).await?;
         let mut reads = self.ask_all(req, asks, sent).await?;
@@ -375,6 +383,7 @@ impl From<PipelineError> for ApiError {
         match e {
             PipelineError::Backend(b) => b.into(),
             PipelineError::Decode(d) => crate::backend::protocol_broken(&d),
+            PipelineError::TooLarge(refusal) => refusal,
             PipelineError::Deadline => ApiError::new(
                 Code::DeadlineExceeded,
                 "the request did not finish within its deadline",
@@ -453,15 +462,19 @@ fn merge_replies(
         pre_mask[slice.ask] &= reply.pre_mask;
         let u = reply.usage.unwrap_or_else(|| {
             usage.estimated = true;
+            let prompt_tokens =
+                estimate_tokens_for_bytes(asks[slice.ask].content.text_len()) as u64;
             ReadUsage {
-                prompt_tokens: estimate_tokens_for_bytes(asks[slice.ask].content.text_len()) as u64,
+                prompt_tokens,
                 completion_tokens: 1,
                 cached_tokens: 0,
+                evaluated_tokens: prompt_tokens,
             }
         });
         usage.input_tokens += u.prompt_tokens;
         usage.output_tokens += u.completion_tokens;
         usage.cached_tokens += u.cached_tokens;
+        usage.evaluated_tokens += u.evaluated_tokens;
         usage.upstream_requests += reply.http_requests;
         reported = reported.or(reply.model);
     }

@@ -35,7 +35,7 @@ use crate::engine::Outcome;
 use crate::error::{ApiError, Code};
 use crate::json::write_python_str;
 use crate::models::{Model, Routes};
-use crate::request::validate::{loc, refuse_type, requested_model, type_name};
+use crate::request::validate::{is_token_limit, loc, refuse_type, requested_model, type_name};
 use crate::request::{validate, ValidRequest};
 
 /// Cohere's default for `max_tokens_per_doc`.
@@ -86,7 +86,9 @@ async fn answer(
     .await??;
     // Validated: the body's memory goes back to the budget before the upstream reads.
     drop(body.share);
-    let answered = flow::run(state, caller, &plan.batches).await?;
+    let answered = flow::run(state, caller, &plan.batches)
+        .await
+        .map_err(|e| exact_refusal_in_rerank_terms(e, &plan.batches))?;
     let mut response = wire::json_ok(&response_body(id, &plan, &answered))?;
     say_model(&plan.batches[0].model().name, response.headers_mut());
     say_escalation(&answered, response.headers_mut());
@@ -348,18 +350,42 @@ fn validate_batch(
     limits: &Limits,
     out: &mut Vec<ValidRequest>,
 ) -> Result<(), ApiError> {
-    match validate(systemone_body(call, docs), models, limits) {
-        Ok(request) => {
-            out.push(request);
-            Ok(())
-        }
-        Err(e) if e.code == Code::RequestTooLarge && docs.len() > 1 => {
-            let (a, b) = docs.split_at(docs.len() / 2);
-            validate_batch(call, a, models, limits, out)?;
-            validate_batch(call, b, models, limits, out)
-        }
-        Err(e) => Err(in_rerank_terms(e, docs)),
+    // A batch the byte estimate puts over the request limit is halved too (smaller batches
+    // cost nothing more); a single document is left to the engine's exact count.
+    let result = validate(systemone_body(call, docs), models, limits);
+    let over = match &result {
+        Ok(request) => request
+            .recount()
+            .is_some_and(|c| c.over == Code::RequestTooLarge),
+        Err(e) => e.code == Code::RequestTooLarge,
+    };
+    if over && docs.len() > 1 {
+        let (a, b) = docs.split_at(docs.len() / 2);
+        validate_batch(call, a, models, limits, out)?;
+        return validate_batch(call, b, models, limits, out);
     }
+    out.push(result.map_err(|e| in_rerank_terms(e, docs))?);
+    Ok(())
+}
+
+/// A token limit the engine refused on an exact count, said in the rerank body's terms:
+/// at the document when the call was one batch of one document (a batch the estimate put
+/// over the request limit is halved down to one document, but which batch failed is not
+/// known when there are several).
+fn exact_refusal_in_rerank_terms(e: ApiError, batches: &[ValidRequest]) -> ApiError {
+    if !is_token_limit(e.code) {
+        return e;
+    }
+    let docs: Vec<(usize, &str)> = match batches {
+        [one] => one
+            .questions()
+            .iter()
+            .filter_map(|q| q.id.parse().ok())
+            .map(|i| (i, ""))
+            .collect(),
+        _ => Vec::new(),
+    };
+    in_rerank_terms(e, &docs)
 }
 
 /// The System One body of one batch: what a caller would post to `/v1/systemone` to get

@@ -210,6 +210,7 @@ impl Serialize for UsageWire {
         map.serialize_entry("output_tokens", &u.output_tokens)?;
         map.serialize_entry("upstream_requests", &u.upstream_requests)?;
         map.serialize_entry("cached_tokens", &u.cached_tokens)?;
+        map.serialize_entry("evaluated_tokens", &u.evaluated_tokens)?;
         if u.estimated {
             map.serialize_entry("estimated", &true)?;
         }

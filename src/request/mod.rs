@@ -62,6 +62,9 @@ pub struct ValidRequest {
     history: History,
     images: Vec<Arc<str>>,
     ignored: Ignored,
+    /// Set when the byte estimate put the request over a token limit: the engine counts it
+    /// exactly before refusing.
+    recount: Option<validate::Recount>,
 }
 
 /// The top-level fields of a body that no rule reads.
@@ -120,6 +123,11 @@ impl ValidRequest {
     pub fn ignored(&self) -> &Ignored {
         &self.ignored
     }
+    /// The token limits the byte estimate put this request over, to be checked again on an
+    /// exact count before any read (`None`: within every limit, or counted exactly).
+    pub fn recount(&self) -> Option<validate::Recount> {
+        self.recount
+    }
     /// Whether the first question goes alone to seat the shared prefix (technique §6).
     pub fn staged(&self) -> bool {
         !self.images.is_empty()
@@ -173,6 +181,7 @@ impl ValidRequest {
             history,
             images: images.into_iter().map(Arc::from).collect(),
             ignored: Ignored::default(),
+            recount: None,
         })
     }
 }

@@ -200,6 +200,14 @@ impl ReadPlan {
             .sum()
     }
 
+    /// Tokens the node reads add to the prompt they share: each node's label prefix after
+    /// `answer=` (one token per character; none for the root or single-token labels).
+    pub fn label_prefix_tokens(&self) -> usize {
+        self.paths.as_ref().map_or(0, |trie| {
+            trie.nodes.iter().map(|n| n.text.chars().count()).sum()
+        })
+    }
+
     /// Whether the reads are joined by the chain rule (more than one node), so each must be
     /// a raw, pre-mask read of its node.
     pub fn chained(&self) -> bool {

@@ -19,6 +19,7 @@ use super::flow::{self, say_escalation, say_ignored, say_model};
 use super::{body, wire, AppState};
 use crate::error::{ApiError, Code};
 use crate::request::validate;
+use crate::request::validate::is_token_limit;
 use answer::{error_response, DecisionBody};
 use translate::{in_decision_terms, translate};
 
@@ -69,7 +70,14 @@ async fn answer(
     .await??;
     // Validated: the body's memory goes back to the budget before the upstream reads.
     drop(body.share);
-    let answered = flow::run(state, caller, std::slice::from_ref(&request)).await?;
+    // A token limit the byte estimate could not settle is checked exactly in the engine:
+    // said in this body's terms like validation's refusals.
+    let answered = flow::run(state, caller, std::slice::from_ref(&request))
+        .await
+        .map_err(|e| match is_token_limit(e.code) {
+            true => in_decision_terms(e, &translated),
+            false => e,
+        })?;
     let mut response = wire::json_ok(&DecisionBody {
         model: &request.model().name,
         asked: &translated.asked,

@@ -222,6 +222,10 @@ pub(super) struct Usage {
     output_tokens: u64,
     upstream_requests: u64,
     cached_tokens: u64,
+    /// Extension: prompt tokens the backend evaluated rather than served from its prefix
+    /// cache, by its own counters (llama-server's `timings.prompt_n`; vLLM's prompt tokens
+    /// less `prompt_tokens_details.cached_tokens`).
+    evaluated_tokens: u64,
     /// Present (true) when the backend reported no usage and it was estimated.
     #[serde(skip_serializing_if = "Option::is_none")]
     estimated: Option<bool>,

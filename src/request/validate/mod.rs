@@ -15,7 +15,9 @@
 //! 3. `fields.rs` again: `temperature`, `calibration`, `layout`, `permutations`;
 //! 4. `history.rs`, then `images.rs` (`images`, `assets`, multipart parts);
 //! 5. `tokens.rs`: the state and whole-request token limits, counted last because they
-//!    need everything above.
+//!    need everything above. Counted by the byte estimate (no `--tokenizer`), a request over
+//!    a limit is not refused here but marked for the engine to count exactly first
+//!    ([`ValidRequest::recount`]).
 //!
 //! `duplicates.rs` is the one rule run before these, on every door: where a body repeats a
 //! key, said without the key (the body parser finds it; see [`duplicate_key`]).
@@ -34,6 +36,10 @@ mod questions;
 #[cfg(test)]
 mod test_support;
 mod tokens;
+pub use tokens::{
+    check as check_token_counts, check_on_estimate, is_token_limit, piece_texts, Counted,
+    PieceTokens, Recount,
+};
 
 use std::sync::Arc;
 
@@ -80,7 +86,7 @@ pub fn validate_with_parts(
     let history = history::validate_history(body.get("history"), &questions)?;
     let images = images::validate_images(&body, parts, &model, limits)?;
     let rendered = render_orders(&questions, first_orders, permutations, &model)?;
-    let request = ValidRequest {
+    let mut request = ValidRequest {
         model: model.model,
         state_json,
         questions,
@@ -95,8 +101,9 @@ pub fn validate_with_parts(
             names: ignored_fields,
             count: ignored_count,
         },
+        recount: None,
     };
-    tokens::check_token_limits(&request, &question_tokens, limits)?;
+    tokens::check_token_limits(&mut request, &question_tokens, limits)?;
     Ok(request)
 }
 
