@@ -43,6 +43,9 @@ impl Pipeline {
         if asked.is_empty() {
             return Ok(unasked(req));
         }
+        // A request only the byte estimate put over a limit: a native upstream has no
+        // tokenizer to count it with, so it is refused on the estimate, saying so.
+        super::context::settle_limits(req, self.in_flight()).await?;
         let ask = native_ask(req, &asked)?;
         // Waiting for the model or a slot is the caller's time (the deadline); only the
         // exchange itself running out of it is the upstream's timeout (and its circuit's).
@@ -168,6 +171,7 @@ fn outcome(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
             cached_tokens: u.cached_tokens,
+            evaluated_tokens: u.evaluated_tokens,
             upstream_requests: 1,
             estimated,
         },
@@ -175,6 +179,7 @@ fn outcome(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize
             input_tokens: estimate_tokens_for_bytes(bytes) as u64,
             output_tokens: asked.len() as u64,
             cached_tokens: 0,
+            evaluated_tokens: estimate_tokens_for_bytes(bytes) as u64,
             upstream_requests: 1,
             estimated: true,
         },

@@ -51,6 +51,8 @@ impl ValidRequest {
             history,
             images: self.images.clone(),
             ignored: Ignored::default(),
+            // The limits were settled for the whole request: a subset stays within them.
+            recount: self.recount,
         })
     }
 

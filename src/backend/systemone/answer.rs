@@ -203,10 +203,19 @@ fn check_usage(u: &Map<String, Value>) -> Result<(ReadUsage, bool), BackendError
                 .ok_or_else(|| contract(&at, format!("must be a whole number, got {}", kind(v)))),
         }
     };
+    let prompt_tokens = count("input_tokens", true)?;
+    let cached_tokens = count("cached_tokens", false)?;
+    // Another `systemone` reports what its backend evaluated; other providers do not, so
+    // it is what their cache did not serve.
+    let evaluated_tokens = match u.get("evaluated_tokens") {
+        None => prompt_tokens.saturating_sub(cached_tokens),
+        Some(_) => count("evaluated_tokens", true)?,
+    };
     let usage = ReadUsage {
-        prompt_tokens: count("input_tokens", true)?,
+        prompt_tokens,
         completion_tokens: count("output_tokens", true)?,
-        cached_tokens: count("cached_tokens", false)?,
+        cached_tokens,
+        evaluated_tokens,
     };
     let estimated = match u.get("estimated") {
         None => false,
