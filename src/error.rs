@@ -117,6 +117,8 @@ codes! {
     DailyCap => (StatusCode::TOO_MANY_REQUESTS, Quota, "system_one_daily_cap"),
     // The shared limit store (Redis) could not answer in time under `fail_closed`.
     LimitsUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_limits_unavailable"),
+    // The decision ledger did not commit the record in time under `fail_closed`.
+    LedgerUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_ledger_unavailable"),
     // `GET /v1/usage`: another key's usage, or a bad query.
     UsageForbidden => (StatusCode::FORBIDDEN, Auth, "system_one_usage_forbidden"),
     BadUsageQuery => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_usage_query"),

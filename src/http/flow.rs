@@ -14,7 +14,9 @@
 //!    circuit's probe when half-open), the rest together, the call within one deadline;
 //! 5. on failure, one refund rule: the questions of every request that sent no read are
 //!    given back (a disabled model, a host that cannot be read, batches never started);
-//! 6. on success, the key's usage, the answers' metrics and the upstream requests noted.
+//! 6. on success, the key's usage, the answers' metrics and the upstream requests noted;
+//! 7. the ledger's record of the call, committed before the answer leaves (`record.rs`;
+//!    under `fail_closed` a record not committed in time withholds the answer: 503).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,7 +24,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use futures::future::try_join_all;
 
 use super::auth::Caller;
-use super::{count_rejection, summary, usage, AppState};
+use super::{count_rejection, record, summary, usage, AppState};
 use crate::engine::{Outcome, PipelineError, Usage};
 use crate::error::{ApiError, Code};
 use crate::models::circuit::Ticket;
@@ -90,10 +92,12 @@ pub(super) async fn run(
     }
     summary::note_upstream_requests(total.upstream_requests);
     usage::record(state, caller, questions, &total).await;
-    Ok(Answered {
+    let answered = Answered {
         outcomes,
         usage: total,
-    })
+    };
+    record::answered(state, caller, requests, &answered).await?;
+    Ok(answered)
 }
 
 /// The first request alone under `ticket`, then the rest together, each under its own

@@ -2,7 +2,7 @@
 //! file or folder per front door: `systemone.rs`, `decisions/`, `rerank.rs`; the browser
 //! page that calls them: `playground/`).
 //! A door only translates: its body → [`crate::request::validate()`] → `flow::run` (the one
-//! front-door flow: circuit, quotas, pipeline, refunds, usage, metrics) → its client's
+//! front-door flow: circuit, quotas, pipeline, refunds, usage, metrics, the ledger) → its client's
 //! shape; every error goes out through [`crate::error::ApiError`].
 
 pub mod auth;
@@ -14,6 +14,7 @@ pub mod edge;
 mod flow;
 pub mod openapi;
 mod playground;
+mod record;
 mod rerank;
 pub mod state;
 mod summary;
@@ -142,7 +143,7 @@ async fn request_context(
         .to_owned();
     request.extensions_mut().insert(RequestId(id.clone()));
     let span = tracing::info_span!("request", request_id = %id);
-    let summary = Arc::new(Summary::default());
+    let summary = Arc::new(Summary::for_request(&id, &route));
     let started = Instant::now();
     let mut abandoned = Abandoned {
         state: &state,
@@ -155,6 +156,8 @@ async fn request_context(
         .scope(next.run(request))
         .instrument(span.clone())
         .await;
+    let code = response.extensions().get::<Code>().copied();
+    record::refused(&state, &summary, response.status().as_u16(), code).await;
     abandoned.disarm();
     let code = response.extensions().get::<Code>().map(|c| c.as_str());
     let latency = started.elapsed();

@@ -1,0 +1,433 @@
+//! The decision ledger (issue 28), the same suite on a real SQLite file and a real
+//! PostgreSQL (`SYSTEMONE_POSTGRES_URL_FOR_TESTS`, started by `scripts/test.sh`):
+//!
+//! * an answered request's record holds its request id, key, route, model, usage, and per
+//!   question the type, option count, the answer's index, the probabilities the caller got
+//!   (to the bit), confidence, temperature and option mass; names and labels only as keyed
+//!   hashes (the test recomputes them with the key); a refusal (422) is a record with its
+//!   status and code; the rerank door records too;
+//! * privacy: canaries in the state, question ids, labels and instructions reach neither
+//!   the database (file and WAL bytes, every PostgreSQL row as text), the logs, nor
+//!   `/metrics`; with `--ledger-inputs full` the same scan does find them (so the scan can
+//!   see what it looks for);
+//! * the failure policy: with the ledger's table locked by another connection past
+//!   `--ledger-timeout-ms`, `fail_closed` answers 503 `system_one_ledger_unavailable` and
+//!   `fail_open` answers 200 and counts the miss; once the lock is released both record
+//!   again;
+//! * `kill -9` of the real binary under 32 concurrent callers, then a restart on the same
+//!   ledger: every request id a caller received a 200 for is on record with the
+//!   probabilities it was answered, whole.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sqlx::Executor;
+
+use common::fake_vllm::FakeVllm;
+use common::ledger::{start_with_ledger, Backend, LedgerDb, TEST_LEDGER_KEY};
+use common::{config, log::Captured, post, Reply, Service};
+use systemone::ledger::key::{Domain, LedgerKey};
+use systemone::ledger::record::Decision;
+use systemone::ledger::store::Store;
+use systemone::secret::Secret;
+
+const STATE_CANARY: &str = "canary-ledger-state-4f1e";
+const NAME_CANARY: &str = "canary-ledger-name-4f1e";
+const LABEL_CANARY: &str = "canary-ledger-label-4f1e";
+const INSTRUCTIONS_CANARY: &str = "canary-ledger-instructions-4f1e";
+
+/// This binary's log, every event at TRACE (installed once).
+fn log() -> &'static Captured {
+    static LOG: OnceLock<Captured> = OnceLock::new();
+    LOG.get_or_init(common::log::install)
+}
+
+fn key() -> LedgerKey {
+    LedgerKey::new(Secret::new(TEST_LEDGER_KEY)).expect("key")
+}
+
+/// A fake vLLM and a service recording into `db`, with `extra` flags.
+async fn service(db: &LedgerDb, extra: &[&str]) -> (FakeVllm, Service) {
+    let fake = FakeVllm::start().await;
+    let mut flags: Vec<String> = db.flags();
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let service = start_with_ledger(config(&fake.base_url(), &flags)).await;
+    (fake, service)
+}
+
+fn three_questions(state: &str, name: &str, label: &str, instructions: &str) -> Value {
+    json!({
+        "state": state,
+        "questions": {
+            name: {"type": "choice", "instructions": instructions,
+                   "criteria": {"billing": "money", label: "defects", "other": null}},
+            "refund": {"type": "noul", "instructions": "Is a refund asked for?"},
+            "urgency": {"type": "score", "instructions": "How urgent?",
+                        "criteria": ["Routine", "Soon", "Immediate"]},
+        }
+    })
+}
+
+async fn record(service: &Service, request_id: &str) -> Decision {
+    let store = service.state.ledger.store().expect("the ledger is on");
+    store
+        .decision(request_id)
+        .await
+        .expect("the ledger reads")
+        .unwrap_or_else(|| panic!("{request_id} is on record"))
+}
+
+fn request_id(reply: &Reply) -> String {
+    reply
+        .header("x-request-id")
+        .expect("a request id")
+        .to_owned()
+}
+
+/// The record's probabilities are those the caller got, to the bit: a noul's P(yes) (its
+/// option 1), a choice's or score's in option order.
+fn assert_probabilities(recorded: &[f64], answer: &Value, what: &str) {
+    if answer["type"] == "noul" {
+        assert_eq!(recorded.len(), 2, "{what}");
+        assert_eq!(Some(recorded[1]), answer["noul"].as_f64(), "{what}");
+        return;
+    }
+    let got: Vec<f64> = answer["probabilities"]
+        .as_object()
+        .expect("probabilities")
+        .values()
+        .map(|p| p.as_f64().expect("number"))
+        .collect();
+    assert_eq!(recorded, got, "{what}");
+}
+
+async fn an_answer_and_a_refusal_are_on_record(backend: Backend) {
+    let db = LedgerDb::new(backend).await;
+    let (_fake, service) = service(&db, &[]).await;
+    let body = three_questions("My card was charged twice", "team", "bug", "Which team?");
+    let reply = common::ask(&service, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let id = request_id(&reply);
+    let got = record(&service, &id).await;
+    let key = key();
+    assert_eq!((got.status, got.code.as_deref()), (200, None));
+    assert_eq!(got.route, "/v1/systemone");
+    assert_eq!(got.key, "anonymous");
+    assert_eq!(got.model.as_deref(), Some("glm-5.3-flash"));
+    assert_eq!(got.hash_key_id, key.id());
+    assert_eq!(
+        got.usage.upstream_requests,
+        reply.body["usage"]["upstream_requests"]
+            .as_u64()
+            .expect("usage")
+    );
+    assert_eq!(
+        got.usage.input_tokens,
+        reply.body["usage"]["input_tokens"].as_u64().expect("usage")
+    );
+    assert!(got.body_hash.as_deref().is_some_and(|h| h.len() == 32));
+    let answers = reply.body["answers"].as_object().expect("answers");
+    assert_eq!(got.questions.len(), 3);
+    for ((name, answer), q) in answers.iter().zip(&got.questions) {
+        assert_eq!(q.name, key.hash(Domain::Name, name), "{name}");
+        assert_eq!(q.kind, answer["type"].as_str().expect("type"));
+        assert_probabilities(&q.probabilities, answer, name);
+        assert_eq!(q.options, q.probabilities.len());
+        assert_eq!(
+            q.confidence,
+            answer["confidence"].as_f64().expect("confidence")
+        );
+        assert_eq!(
+            q.temperature,
+            answer["temperature"].as_f64().expect("temperature")
+        );
+        assert_eq!(q.option_mass, answer["option_mass"].as_f64());
+        assert_eq!(q.model, reply.body["model"].as_str().expect("model"));
+    }
+    let team = &got.questions[0];
+    let labels: Vec<String> = ["billing", "bug", "other"]
+        .iter()
+        .map(|l| key.hash(Domain::Label, l))
+        .collect();
+    assert_eq!(team.labels, labels);
+    let chosen = answers["team"]["choice"].as_str().expect("choice");
+    assert_eq!(
+        team.answer,
+        ["billing", "bug", "other"]
+            .iter()
+            .position(|l| *l == chosen)
+            .expect("a label")
+    );
+    assert!(got.questions[1].labels.is_empty() && got.questions[2].labels.is_empty());
+
+    let mut refused = body.clone();
+    refused["temperature"] = json!(0);
+    let reply = common::ask(&service, &refused).await;
+    assert_eq!(reply.status, 422);
+    let got = record(&service, &request_id(&reply)).await;
+    assert_eq!(
+        (got.status, got.code.as_deref()),
+        (422, Some("system_one_bad_temperature"))
+    );
+    assert!(got.questions.is_empty() && got.body_hash.is_none());
+
+    let rerank = json!({"query": "refund", "documents": ["a refund policy", "opening hours"]});
+    let reply = post(&service.client, &service.url("/v2/rerank"), &rerank).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let got = record(&service, &request_id(&reply)).await;
+    assert_eq!(
+        (got.route.as_str(), got.status, got.questions.len()),
+        ("/v2/rerank", 200, 2)
+    );
+}
+
+#[tokio::test]
+async fn sqlite_an_answer_and_a_refusal_are_on_record() {
+    an_answer_and_a_refusal_are_on_record(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn postgres_an_answer_and_a_refusal_are_on_record() {
+    an_answer_and_a_refusal_are_on_record(Backend::Postgres).await;
+}
+
+/// Asks one request full of canaries and a refused one; returns what the database holds.
+async fn canary_run(db: &LedgerDb, extra: &[&str]) -> (Service, String) {
+    let (_fake, service) = service(db, extra).await;
+    let body = three_questions(STATE_CANARY, NAME_CANARY, LABEL_CANARY, INSTRUCTIONS_CANARY);
+    let reply = common::ask(&service, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let mut refused = body.clone();
+    refused["temperature"] = json!(-1);
+    assert_eq!(common::ask(&service, &refused).await.status, 422);
+    (service, db.dump().await)
+}
+
+async fn canaries_stay_out_of_the_ledger_logs_and_metrics(backend: Backend) {
+    let log = log();
+    let canaries = [STATE_CANARY, NAME_CANARY, LABEL_CANARY, INSTRUCTIONS_CANARY];
+    let db = LedgerDb::new(backend).await;
+    let (service, dump) = canary_run(&db, &[]).await;
+    assert!(dump.contains("glm-5.3-flash"), "the scan sees the records");
+    let metrics = common::metrics(&service).await;
+    assert!(
+        metrics.contains("systemone_ledger_records_total"),
+        "{metrics}"
+    );
+    for canary in canaries {
+        assert!(!dump.contains(canary), "{canary} in the {backend:?} ledger");
+        assert!(!log.text().contains(canary), "{canary} in the log");
+        assert!(!metrics.contains(canary), "{canary} in /metrics");
+    }
+    // The same scan finds them where the operator asked for the inputs.
+    let full = LedgerDb::new(backend).await;
+    let (_, dump) = canary_run(&full, &["--ledger-inputs", "full"]).await;
+    for canary in canaries {
+        assert!(
+            dump.contains(canary),
+            "{canary} kept under --ledger-inputs full"
+        );
+    }
+}
+
+#[tokio::test]
+async fn sqlite_canaries_stay_out_of_the_ledger_logs_and_metrics() {
+    canaries_stay_out_of_the_ledger_logs_and_metrics(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn postgres_canaries_stay_out_of_the_ledger_logs_and_metrics() {
+    canaries_stay_out_of_the_ledger_logs_and_metrics(Backend::Postgres).await;
+}
+
+/// Locks the ledger's table from a connection of the test's own until dropped.
+async fn lock_ledger(db: &LedgerDb) -> sqlx::AnyConnection {
+    let mut conn = db.connect().await;
+    let lock = match db.backend {
+        Backend::Sqlite => "BEGIN EXCLUSIVE",
+        Backend::Postgres => "BEGIN; LOCK TABLE decisions IN ACCESS EXCLUSIVE MODE",
+    };
+    conn.execute(lock).await.expect("lock");
+    conn
+}
+
+async fn each_policy_does_what_it_says(backend: Backend) {
+    let body = three_questions("charged twice", "team", "bug", "Which team?");
+    for policy in ["fail_closed", "fail_open"] {
+        let db = LedgerDb::new(backend).await;
+        let flags = ["--ledger-policy", policy, "--ledger-timeout-ms", "200"];
+        let (_fake, service) = service(&db, &flags).await;
+        assert_eq!(common::ask(&service, &body).await.status, 200);
+        let mut lock = lock_ledger(&db).await;
+        let reply = common::ask(&service, &body).await;
+        match policy {
+            "fail_closed" => {
+                common::assert_error(&reply, 503, "system_one_ledger_unavailable", "unavailable");
+                assert!(reply.retry_after().is_some());
+            }
+            _ => assert_eq!(reply.status, 200, "{}", reply.text),
+        }
+        let metrics = common::metrics(&service).await;
+        let store = match backend {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        };
+        let line =
+            format!("systemone_ledger_records_total{{result=\"{policy}\",store=\"{store}\"}} 1");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+        lock.execute("ROLLBACK").await.expect("unlock");
+        drop(lock);
+        let reply = common::ask(&service, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        record(&service, &request_id(&reply)).await;
+    }
+}
+
+#[tokio::test]
+async fn sqlite_each_policy_does_what_it_says() {
+    each_policy_does_what_it_says(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn postgres_each_policy_does_what_it_says() {
+    each_policy_does_what_it_says(Backend::Postgres).await;
+}
+
+/// A spawned service, killed (`SIGKILL`) and reaped when dropped, so a failing test leaves
+/// no process behind.
+struct Spawned(std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The real binary serving `db` against `backend_url`; returns it and its address.
+fn spawn_binary(db: &LedgerDb, backend_url: &str) -> (Spawned, std::net::SocketAddr) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            "vllm",
+            "--backend-url",
+        ])
+        .arg(backend_url)
+        .args(["--token-table", "golden-fake", "--model", "glm-5.3-flash"])
+        .args(db.flags())
+        .env("RUST_LOG", "warn,systemone::cli=info")
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            let at = line.split("address=").nth(1)?;
+            at.split_whitespace().next()?.parse().ok()
+        })
+        .expect("a listening line");
+    std::thread::spawn(move || lines.for_each(drop));
+    (Spawned(child), addr)
+}
+
+async fn every_answer_survives_kill_9(backend: Backend) {
+    let db = LedgerDb::new(backend).await;
+    let fake = FakeVllm::start().await;
+    let (child, addr) = spawn_binary(&db, &fake.base_url());
+    let url = format!("http://{addr}/v1/systemone");
+    let answered: Arc<Mutex<HashMap<String, Value>>> = Arc::default();
+    let body = three_questions("charged twice", "team", "bug", "Which team?");
+    let callers: Vec<_> = (0..32)
+        .map(|_| {
+            let (url, body, answered) = (url.clone(), body.clone(), answered.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                loop {
+                    let Ok(response) = client.post(&url).json(&body).send().await else {
+                        return;
+                    };
+                    let id = response
+                        .headers()
+                        .get("x-request-id")
+                        .map(|v| v.to_str().unwrap_or("").to_owned());
+                    if response.status() != 200 {
+                        continue;
+                    }
+                    let (Some(id), Ok(json)) = (id, response.json::<Value>().await) else {
+                        return;
+                    };
+                    answered.lock().expect("lock").insert(id, json);
+                }
+            })
+        })
+        .collect();
+    for _ in 0..600 {
+        if answered.lock().expect("lock").len() >= 300 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(child); // SIGKILL, mid-load.
+    for caller in callers {
+        caller.await.expect("caller");
+    }
+    let answered = std::mem::take(&mut *answered.lock().expect("lock"));
+    assert!(
+        answered.len() >= 300,
+        "only {} answered before the kill",
+        answered.len()
+    );
+    // A restart on the same ledger opens it (recovering SQLite's WAL) and serves.
+    let (_again, addr) = spawn_binary(&db, &fake.base_url());
+    let reply = post(
+        &reqwest::Client::new(),
+        &format!("http://{addr}/v1/systemone"),
+        &body,
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let store = match backend {
+        Backend::Sqlite => Store::sqlite(db.file.as_deref().expect("file")).await,
+        Backend::Postgres => Store::postgres(&db.target).await,
+    }
+    .expect("the ledger opens");
+    for (id, json) in &answered {
+        let got = store
+            .decision(id)
+            .await
+            .expect("reads")
+            .unwrap_or_else(|| panic!("{id} answered 200 but not on record"));
+        let answers: Vec<&Value> = json["answers"]
+            .as_object()
+            .expect("answers")
+            .values()
+            .collect();
+        assert_eq!(got.questions.len(), answers.len(), "{id}: whole");
+        for (q, answer) in got.questions.iter().zip(answers) {
+            assert_probabilities(&q.probabilities, answer, id);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_every_answer_survives_kill_9() {
+    every_answer_survives_kill_9(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_every_answer_survives_kill_9() {
+    every_answer_survives_kill_9(Backend::Postgres).await;
+}
