@@ -431,3 +431,168 @@ async fn sqlite_every_answer_survives_kill_9() {
 async fn postgres_every_answer_survives_kill_9() {
     every_answer_survives_kill_9(Backend::Postgres).await;
 }
+
+const KEY_A: &str = "sk-ledger-a-1c9e";
+const KEY_B: &str = "sk-ledger-b-1c9e";
+const ADMIN: &str = "sk-ledger-admin-1c9e";
+
+/// POSTs `body` to `path` as `bearer`.
+async fn post_as(service: &Service, path: &str, bearer: &str, body: &Value) -> Reply {
+    let request = service
+        .client
+        .post(service.url(path))
+        .bearer_auth(bearer)
+        .json(body);
+    Reply::read(request.send().await.expect("service answers")).await
+}
+
+/// Every record `bearer` lists, walking the pages of `limit` by their cursors.
+async fn list_all(service: &Service, bearer: &str, query: &str, limit: usize) -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..100 {
+        let after = cursor
+            .as_ref()
+            .map(|c| format!("&cursor={c}"))
+            .unwrap_or_default();
+        let path = format!("/v1/ledger/decisions?limit={limit}{query}{after}");
+        let reply = common::get_as(service, &path, Some(bearer)).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        all.extend(
+            reply.body["decisions"]
+                .as_array()
+                .expect("decisions")
+                .iter()
+                .cloned(),
+        );
+        match reply.body["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return all,
+        }
+    }
+    panic!("more than 100 pages");
+}
+
+async fn keys_read_and_annotate_their_own_records(backend: Backend) {
+    let db = LedgerDb::new(backend).await;
+    let keys = format!("{KEY_A},{KEY_B},{ADMIN}");
+    let (_fake, service) = service(&db, &["--api-keys", &keys, "--admin-key", "key-3"]).await;
+    let body = three_questions("charged twice", "team", "bug", "Which team?");
+    let mut mine = Vec::new();
+    for _ in 0..3 {
+        let reply = common::ask_as(&service, Some(KEY_A), &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        mine.push(request_id(&reply));
+    }
+    let theirs = request_id(&common::ask_as(&service, Some(KEY_B), &body).await);
+
+    // Own records only, newest first (by arrival, to the millisecond), the same through
+    // pages of 1 and of 100.
+    let listed = list_all(&service, KEY_A, "", 1).await;
+    let mut ids: Vec<&str> = listed
+        .iter()
+        .map(|d| d["request_id"].as_str().expect("id"))
+        .collect();
+    let at: Vec<i64> = listed
+        .iter()
+        .map(|d| d["at_ms"].as_i64().expect("at_ms"))
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] >= w[1]), "{at:?}");
+    ids.sort_unstable();
+    let mut expected: Vec<&str> = mine.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(ids, expected);
+    assert_eq!(list_all(&service, KEY_A, "", 100).await, listed);
+    assert_eq!(
+        list_all(&service, ADMIN, "", 2).await.len(),
+        4,
+        "the admin reads every key's"
+    );
+    let path = format!("/v1/ledger/decisions/{theirs}");
+    let reply = common::get_as(&service, &path, Some(KEY_A)).await;
+    common::assert_error(&reply, 404, "system_one_decision_not_found", "invalid");
+    assert_eq!(
+        common::get_as(&service, &path, Some(ADMIN)).await.status,
+        200
+    );
+
+    // Names come back only where the query names them.
+    let one = format!("/v1/ledger/decisions/{}?question=team&label=bug", mine[0]);
+    let got = common::get_as(&service, &one, Some(KEY_A)).await.body;
+    let team = &got["questions"][0];
+    assert_eq!(team["name"], "team");
+    assert_eq!(team["labels"], json!([null, "bug", null]));
+    assert_eq!(got["questions"][1]["name"], Value::Null);
+    assert_eq!(
+        got["questions"][1]["name_hash"],
+        key().hash(Domain::Name, "refund")
+    );
+
+    // Outcomes: once per question, 409 unless replaced (history kept), 422s name what is
+    // wrong, another key's record is 404.
+    let outcomes = format!("/v1/ledger/decisions/{}/outcomes", mine[0]);
+    let first = json!({"question": "team", "outcome": "bug", "note": "checked by support"});
+    assert_eq!(
+        post_as(&service, &outcomes, KEY_A, &first).await.status,
+        201
+    );
+    let again = post_as(&service, &outcomes, KEY_A, &first).await;
+    common::assert_error(&again, 409, "system_one_outcome_exists", "invalid");
+    let replaced = json!({"question": "team", "outcome": "billing", "replace": true});
+    let reply = post_as(&service, &outcomes, KEY_A, &replaced).await;
+    assert_eq!((reply.status, &reply.body["index"]), (201, &json!(0)));
+    let yes = json!({"question": "refund", "outcome": true});
+    assert_eq!(post_as(&service, &outcomes, KEY_A, &yes).await.status, 201);
+    for (wrong, names) in [
+        (json!({"question": "nope", "outcome": true}), "\"nope\""),
+        (
+            json!({"question": "team", "outcome": "sales", "replace": true}),
+            "\"sales\"",
+        ),
+        (json!({"question": "urgency", "outcome": 3}), "0 to 2"),
+        (
+            json!({"question": "refund", "outcome": "yes", "replace": true}),
+            "true or false",
+        ),
+    ] {
+        let reply = post_as(&service, &outcomes, KEY_A, &wrong).await;
+        common::assert_error(&reply, 422, "system_one_bad_outcome", "invalid");
+        assert!(reply.message().contains(names), "{}", reply.text);
+    }
+    let reply = post_as(&service, &outcomes, KEY_B, &first).await;
+    common::assert_error(&reply, 404, "system_one_decision_not_found", "invalid");
+    let got = common::get_as(
+        &service,
+        &format!("/v1/ledger/decisions/{}", mine[0]),
+        Some(KEY_A),
+    )
+    .await
+    .body;
+    let team = &got["questions"][0];
+    assert_eq!(team["outcome"], 0);
+    let history = team["outcomes"].as_array().expect("history");
+    assert_eq!(history.len(), 2);
+    assert!(history[0]["replaced_at_ms"].is_i64() && history[1]["replaced_at_ms"].is_null());
+    assert_eq!(history[0]["note"], "checked by support");
+    assert_eq!(got["questions"][1]["outcome"], 1);
+    let with = list_all(&service, KEY_A, "&has_outcome=true", 10).await;
+    assert_eq!(with.len(), 1);
+    assert_eq!(
+        list_all(&service, KEY_A, "&has_outcome=false", 10)
+            .await
+            .len(),
+        2
+    );
+    let reply = common::get_as(&service, "/v1/ledger/decisions?colour=red", Some(KEY_A)).await;
+    common::assert_error(&reply, 422, "system_one_bad_ledger_query", "invalid");
+}
+
+#[tokio::test]
+async fn sqlite_keys_read_and_annotate_their_own_records() {
+    keys_read_and_annotate_their_own_records(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn postgres_keys_read_and_annotate_their_own_records() {
+    keys_read_and_annotate_their_own_records(Backend::Postgres).await;
+}

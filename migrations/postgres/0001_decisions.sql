@@ -35,3 +35,4 @@ CREATE TABLE outcomes (
     replaced_at_ms BIGINT
 );
 CREATE INDEX outcomes_request ON outcomes (request_id, question);
+CREATE UNIQUE INDEX outcomes_current ON outcomes (request_id, question) WHERE replaced_at_ms IS NULL;

@@ -12,6 +12,7 @@ pub mod budget;
 mod decisions;
 pub mod edge;
 mod flow;
+mod ledger;
 pub mod openapi;
 mod playground;
 mod record;
@@ -70,6 +71,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/rerank", post(rerank::handle))
         .route("/v1/models", get(list_models))
         .route("/v1/usage", get(usage::handle))
+        .route("/v1/ledger/decisions", get(ledger::list))
+        .route("/v1/ledger/decisions/{request_id}", get(ledger::one))
+        .route(
+            "/v1/ledger/decisions/{request_id}/outcomes",
+            post(ledger::add_outcome),
+        )
         .layer(shed_over_cap(&state));
     Router::new()
         .merge(api)

@@ -20,6 +20,7 @@
 
 pub mod draft;
 pub mod key;
+pub mod read;
 pub mod record;
 pub mod store;
 mod writer;
