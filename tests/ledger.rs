@@ -615,3 +615,112 @@ async fn sqlite_keys_read_and_annotate_their_own_records() {
 async fn postgres_keys_read_and_annotate_their_own_records() {
     keys_read_and_annotate_their_own_records(Backend::Postgres).await;
 }
+
+/// Runs the binary with `args`; returns its stdout, failing with its stderr.
+fn run_binary(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+async fn calibrate_from_the_ledger_fits_as_its_export(backend: Backend) {
+    let db = LedgerDb::new(backend).await;
+    let (_fake, service) = service(&db, &[]).await;
+    let labels = ["billing", "bug", "other"];
+    for i in 0..12 {
+        let body = three_questions(&format!("ticket number {i}"), "team", "bug", "Which team?");
+        let reply = common::ask(&service, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let path = format!("/v1/ledger/decisions/{}/outcomes", request_id(&reply));
+        for outcome in [
+            json!({"question": "team", "outcome": labels[i % 3]}),
+            json!({"question": "refund", "outcome": i % 2 == 0}),
+        ] {
+            let reply = post(&service.client, &service.url(&path), &outcome).await;
+            assert_eq!(reply.status, 201, "{}", reply.text);
+        }
+    }
+    let export = tokio::task::spawn_blocking({
+        let target = db.target.clone();
+        move || {
+            run_binary(&[
+                "ledger",
+                "export",
+                "--ledger",
+                &target,
+                "--model",
+                "glm-5.3-flash",
+            ])
+        }
+    })
+    .await
+    .expect("export");
+    let rows: Vec<Value> = export
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON row"))
+        .collect();
+    assert_eq!(
+        rows.len(),
+        24,
+        "two labelled questions per decision:\n{export}"
+    );
+    assert!(
+        !export.contains("team") && !export.contains("billing"),
+        "hashes only"
+    );
+    let dir = common::temp_file("rows.jsonl", &export);
+    let (from_file, from_ledger) = (
+        dir.with_file_name("file.json"),
+        dir.with_file_name("ledger.json"),
+    );
+    let target = db.target.clone();
+    let (data, a, b) = (
+        dir.display().to_string(),
+        from_file.display().to_string(),
+        from_ledger.display().to_string(),
+    );
+    tokio::task::spawn_blocking(move || {
+        run_binary(&[
+            "calibrate",
+            "--data",
+            &data,
+            "--model",
+            "glm-5.3-flash",
+            "--out",
+            &a,
+        ]);
+        run_binary(&[
+            "calibrate",
+            "--from-ledger",
+            &target,
+            "--model",
+            "glm-5.3-flash",
+            "--out",
+            &b,
+        ]);
+    })
+    .await
+    .expect("calibrate");
+    let read = |p: &std::path::Path| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p).expect("written")).expect("JSON")
+    };
+    let (file_fit, ledger_fit) = (read(&from_file), read(&from_ledger));
+    for field in ["a", "b", "groups"] {
+        assert_eq!(file_fit[field], ledger_fit[field], "{field}");
+    }
+    assert_eq!(file_fit["groups"].as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_calibrate_from_the_ledger_fits_as_its_export() {
+    calibrate_from_the_ledger_fits_as_its_export(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_calibrate_from_the_ledger_fits_as_its_export() {
+    calibrate_from_the_ledger_fits_as_its_export(Backend::Postgres).await;
+}

@@ -25,7 +25,7 @@ use crate::ledger::key::{Domain, LedgerKey};
 use crate::ledger::read::{Filter, NewOutcome, OutcomeError, OutcomeRow};
 use crate::ledger::record::{Decision, QuestionRecord};
 use crate::ledger::store::{Store, StoreError};
-use crate::quota::{day_of, UNAVAILABLE_RETRY_SECS};
+use crate::quota::UNAVAILABLE_RETRY_SECS;
 
 /// Records per page unless `limit` says otherwise, and the most it may say.
 const DEFAULT_LIMIT: u32 = 100;
@@ -165,16 +165,11 @@ fn parse_query(pairs: &[(String, String)], key: &LedgerKey) -> Result<(Filter, N
 
 /// Unix milliseconds, or the start (UTC) of a `YYYY-MM-DD` day.
 fn instant_ms(field: &str, text: &str) -> Result<i64, ApiError> {
-    if let Ok(ms) = text.parse::<i64>() {
-        return Ok(ms);
-    }
-    day_of(text)
-        .map(|day| day as i64 * 86_400_000)
-        .ok_or_else(|| {
-            bad(format!(
-                "{field} must be Unix milliseconds or a UTC date YYYY-MM-DD, got {text:?}"
-            ))
-        })
+    crate::quota::instant_ms(text).ok_or_else(|| {
+        bad(format!(
+            "{field} must be Unix milliseconds or a UTC date YYYY-MM-DD, got {text:?}"
+        ))
+    })
 }
 
 fn boolean(field: &str, text: &str) -> Result<bool, ApiError> {

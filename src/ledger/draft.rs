@@ -129,6 +129,7 @@ fn question(key: &LedgerKey, q: &LoweredQuestion, d: &Decoded, model: &str) -> Q
         temperature: d.temperature,
         option_mass: d.option_mass,
         model: model.to_owned(),
+        profile: d.profile.as_ref().map(|p| p.name.to_string()),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod draft;
 pub mod key;
 pub mod read;
 pub mod record;
+pub mod rows;
 pub mod store;
 mod writer;
 

@@ -76,4 +76,7 @@ pub struct QuestionRecord {
     pub option_mass: Option<f64>,
     /// The model as the backend reported it for this answer.
     pub model: String,
+    /// The calibration profile that covered the answer (operator-configured name), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
