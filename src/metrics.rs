@@ -68,6 +68,12 @@ pub struct Metrics {
     ledger_commit: HistogramVec,
     /// Records per ledger transaction (group commit), by store.
     ledger_batch_rows: HistogramVec,
+    /// Answered questions with a recorded outcome, per model (newest records, background).
+    ledger_outcomes: IntGaugeVec,
+    /// Their accuracy (the answer was the outcome), per model.
+    ledger_accuracy: GaugeVec,
+    /// Their mean Brier score, per model.
+    ledger_brier: GaugeVec,
     /// Client connections open now (the edge's own count).
     open_connections: IntGauge,
     /// Connections the edge refused or closed, by rule (`connection_cap`,
@@ -131,6 +137,15 @@ impl Metrics {
             ledger_records: r.counters(&LEDGER_RECORDS),
             ledger_commit: r.histograms(&LEDGER_COMMIT, LIMIT_STORE_LATENCY_BUCKETS),
             ledger_batch_rows: r.histograms(&LEDGER_BATCH_ROWS, LEDGER_BATCH_ROWS_BUCKETS),
+            ledger_outcomes: r.gauges(&LEDGER_OUTCOMES),
+            ledger_accuracy: r.register(GaugeVec::new(
+                Opts::new(LEDGER_ACCURACY.name, LEDGER_ACCURACY.help),
+                LEDGER_ACCURACY.labels,
+            )),
+            ledger_brier: r.register(GaugeVec::new(
+                Opts::new(LEDGER_BRIER.name, LEDGER_BRIER.help),
+                LEDGER_BRIER.labels,
+            )),
             open_connections: r.register(IntGauge::new(
                 "open_connections",
                 "Client connections open now",
@@ -187,6 +202,18 @@ impl Metrics {
         self.ledger_batch_rows
             .with_label_values(&[store])
             .observe(rows as f64);
+    }
+
+    /// One model's outcome figures (`count` questions with an outcome, their accuracy and
+    /// mean Brier score).
+    pub fn set_ledger_quality(&self, model: &str, count: u64, accuracy: f64, brier: f64) {
+        self.ledger_outcomes
+            .with_label_values(&[model])
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+        self.ledger_accuracy
+            .with_label_values(&[model])
+            .set(accuracy);
+        self.ledger_brier.with_label_values(&[model]).set(brier);
     }
 
     /// Counts one authenticated request of a key.
@@ -436,6 +463,27 @@ const LEDGER_BATCH_ROWS: Family = Family {
     name: "ledger_batch_rows",
     help: "Records per decision-ledger transaction (group commit), by store",
     labels: &["store"],
+};
+
+/// `ledger_outcomes`.
+const LEDGER_OUTCOMES: Family = Family {
+    name: "ledger_outcomes",
+    help: "Answered questions with a recorded outcome, per model, over the newest 10,000 ledger records with outcomes",
+    labels: &["model"],
+};
+
+/// `ledger_accuracy`.
+const LEDGER_ACCURACY: Family = Family {
+    name: "ledger_accuracy",
+    help: "Share of answered questions with an outcome whose answer was the outcome, per model (same window)",
+    labels: &["model"],
+};
+
+/// `ledger_brier`.
+const LEDGER_BRIER: Family = Family {
+    name: "ledger_brier",
+    help: "Mean Brier score (sum over options of (p - 1[outcome])^2) of answered questions with an outcome, per model (same window)",
+    labels: &["model"],
 };
 
 /// `ledger_batch_rows`'s buckets.

@@ -631,10 +631,21 @@ async fn calibrate_from_the_ledger_fits_as_its_export(backend: Backend) {
     let db = LedgerDb::new(backend).await;
     let (_fake, service) = service(&db, &[]).await;
     let labels = ["billing", "bug", "other"];
+    let (mut right, mut brier) = (0, 0.0);
     for i in 0..12 {
         let body = three_questions(&format!("ticket number {i}"), "team", "bug", "Which team?");
         let reply = common::ask(&service, &body).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
+        let got = record(&service, &request_id(&reply)).await;
+        for (q, truth) in got.questions.iter().zip([i % 3, usize::from(i % 2 == 0)]) {
+            right += usize::from(q.answer == truth);
+            brier += q
+                .probabilities
+                .iter()
+                .enumerate()
+                .map(|(k, p)| (p - f64::from(u8::from(k == truth))).powi(2))
+                .sum::<f64>();
+        }
         let path = format!("/v1/ledger/decisions/{}/outcomes", request_id(&reply));
         for outcome in [
             json!({"question": "team", "outcome": labels[i % 3]}),
@@ -644,6 +655,20 @@ async fn calibrate_from_the_ledger_fits_as_its_export(backend: Backend) {
             assert_eq!(reply.status, 201, "{}", reply.text);
         }
     }
+    // The per-model figures in /metrics: 24 outcomes, their accuracy and mean Brier.
+    service.state.ledger.refresh_quality().await;
+    let metrics = common::metrics(&service).await;
+    let value = |name: &str| -> f64 {
+        let prefix = format!("systemone_{name}{{model=\"glm-5.3-flash\"}} ");
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("{prefix} in {metrics}"));
+        line[prefix.len()..].parse().expect("a number")
+    };
+    assert_eq!(value("ledger_outcomes"), 24.0);
+    assert!((value("ledger_accuracy") - right as f64 / 24.0).abs() < 1e-12);
+    assert!((value("ledger_brier") - brier / 24.0).abs() < 1e-9);
     let export = tokio::task::spawn_blocking({
         let target = db.target.clone();
         move || {

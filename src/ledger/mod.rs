@@ -20,6 +20,7 @@
 
 pub mod draft;
 pub mod key;
+pub mod quality;
 pub mod read;
 pub mod record;
 pub mod rows;
@@ -38,6 +39,8 @@ use key::LedgerKey;
 use record::Decision;
 use store::{Store, StoredRow};
 
+/// How often the outcome figures (`quality`) are recomputed.
+const QUALITY_EVERY: Duration = Duration::from_secs(60);
 /// How often the retention task runs.
 const RETENTION_EVERY: Duration = Duration::from_secs(3_600);
 /// Milliseconds in a day.
@@ -131,9 +134,11 @@ impl Ledger {
             settings.ledger_retention_days,
             settings.ledger_inputs_retention_days,
         );
-        Ok(Ledger {
+        let ledger = Ledger {
             open: Some(Arc::new(open)),
-        })
+        };
+        ledger.start_quality();
+        Ok(ledger)
     }
 
     /// Whether records are kept.
@@ -161,6 +166,35 @@ impl Ledger {
     /// The database, when on (for reads).
     pub fn store(&self) -> Option<&Store> {
         self.open.as_ref().map(|o| &o.store)
+    }
+
+    /// Recomputes the outcome figures per model into `/metrics` (the background task's
+    /// step; tests call it to read them at once).
+    pub async fn refresh_quality(&self) {
+        let Some(open) = &self.open else {
+            return;
+        };
+        match quality::by_model(&open.store).await {
+            Ok(figures) => {
+                for (model, q) in figures {
+                    open.metrics
+                        .set_ledger_quality(&model, q.count, q.accuracy, q.brier);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "the ledger's outcome figures could not be read"),
+        }
+    }
+
+    /// Recomputes the outcome figures every [`QUALITY_EVERY`], in the background.
+    fn start_quality(&self) {
+        let ledger = self.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(QUALITY_EVERY);
+            loop {
+                every.tick().await;
+                ledger.refresh_quality().await;
+            }
+        });
     }
 
     /// Commits `decision` (waiting for its batch), within the timeout. A miss (timeout, a
