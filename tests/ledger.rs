@@ -734,6 +734,35 @@ async fn calibrate_from_the_ledger_fits_as_its_export(backend: Backend) {
         serde_json::from_str(&std::fs::read_to_string(p).expect("written")).expect("JSON")
     };
     let (file_fit, ledger_fit) = (read(&from_file), read(&from_ledger));
+    // `eval --from-ledger` scores the answers as given: its accuracies add up to the
+    // records' own.
+    let report_path = dir.with_file_name("eval.json");
+    let (target, report) = (db.target.clone(), report_path.display().to_string());
+    let table = tokio::task::spawn_blocking(move || {
+        run_binary(&[
+            "eval",
+            "--from-ledger",
+            &target,
+            "--model",
+            "glm-5.3-flash",
+            "--report",
+            &report,
+        ])
+    })
+    .await
+    .expect("eval");
+    assert!(
+        table.contains("24 answers with outcomes from the ledger"),
+        "{table}"
+    );
+    let report = read(&report_path);
+    let families = report["families"].as_object().expect("families");
+    assert_eq!(families.len(), 2);
+    let correct: f64 = families
+        .values()
+        .map(|f| f["accuracy"].as_f64().expect("accuracy") * f["n"].as_f64().expect("n"))
+        .sum();
+    assert!((correct - right as f64).abs() < 1e-9, "{report}");
     for field in ["a", "b", "groups"] {
         assert_eq!(file_fit[field], ledger_fit[field], "{field}");
     }

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use crate::config::LedgerTarget;
 use crate::ledger::read::Filter;
-use crate::ledger::rows::labelled;
+use crate::ledger::rows::{labelled, LabelledRow, Probabilities};
 use crate::ledger::store::Store;
 
 /// `systemone ledger …`
@@ -42,12 +42,29 @@ pub fn run(command: LedgerCommand) -> Result<(), String> {
     }
 }
 
-/// The labelled rows of `target`'s decisions (of `model`, since `since`) as JSON lines.
+/// The labelled rows (raw probabilities) of `target`'s decisions (of `model`, since
+/// `since`) as JSON lines.
 pub(super) fn rows_jsonl(
     target: &LedgerTarget,
     model: Option<&str>,
     since: Option<&str>,
 ) -> Result<String, String> {
+    let rows = super::runtime()?.block_on(rows(target, model, since, Probabilities::Raw))?;
+    let mut text = String::new();
+    for row in rows {
+        text.push_str(&serde_json::to_string(&row).map_err(|e| e.to_string())?);
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// The labelled rows of `target`'s decisions (of `model`, since `since`).
+pub(super) async fn rows(
+    target: &LedgerTarget,
+    model: Option<&str>,
+    since: Option<&str>,
+    probabilities: Probabilities,
+) -> Result<Vec<LabelledRow>, String> {
     let since_ms = match since {
         None => None,
         Some(text) => Some(crate::quota::instant_ms(text).ok_or_else(|| {
@@ -59,18 +76,10 @@ pub(super) fn rows_jsonl(
         since_ms,
         ..Filter::default()
     };
-    let rows = super::runtime()?.block_on(async {
-        let store = open(target).await?;
-        labelled(&store, &filter)
-            .await
-            .map_err(|e| format!("--ledger {target:?}: {e}"))
-    })?;
-    let mut text = String::new();
-    for row in rows {
-        text.push_str(&serde_json::to_string(&row).map_err(|e| e.to_string())?);
-        text.push('\n');
-    }
-    Ok(text)
+    let store = open(target).await?;
+    labelled(&store, &filter, probabilities)
+        .await
+        .map_err(|e| format!("--ledger {target:?}: {e}"))
 }
 
 /// Opens the ledger database `target` names.

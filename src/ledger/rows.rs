@@ -5,7 +5,8 @@
 //! The record keeps the calibrated probabilities and the temperature applied; tempering is
 //! `softmax(ln p / T)`, so `softmax(ln p_calibrated · T)` gives the raw ones back (to
 //! rounding). An answer a calibration profile covered is left out: its per-option bias
-//! cannot be undone from the record.
+//! cannot be undone from the record. `eval --from-ledger` takes the probabilities as they
+//! were answered instead (profiles included): it scores what callers got.
 
 use std::collections::HashMap;
 
@@ -30,9 +31,22 @@ pub struct LabelledRow {
     pub kind: String,
 }
 
+/// Which probabilities a row carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probabilities {
+    /// Raw (T = 1), recovered from the record: what `calibrate` fits.
+    Raw,
+    /// As answered (calibrated): what `eval --from-ledger` scores.
+    Answered,
+}
+
 /// Every labelled row of the records `filter` selects (its `has_outcome`, `after` and
 /// `limit` are set here), oldest record last, as the list reads them.
-pub async fn labelled(store: &Store, filter: &Filter) -> Result<Vec<LabelledRow>, StoreError> {
+pub async fn labelled(
+    store: &Store,
+    filter: &Filter,
+    probabilities: Probabilities,
+) -> Result<Vec<LabelledRow>, StoreError> {
     let mut filter = Filter {
         has_outcome: Some(true),
         limit: PAGE,
@@ -51,7 +65,7 @@ pub async fn labelled(store: &Store, filter: &Filter) -> Result<Vec<LabelledRow>
             .map(|o| ((o.request_id, o.question), o.outcome))
             .collect();
         for decision in &page {
-            rows.extend(rows_of(decision, &current));
+            rows.extend(rows_of(decision, &current, probabilities));
         }
         match page.last() {
             Some(last) if page.len() == PAGE as usize => {
@@ -65,15 +79,20 @@ pub async fn labelled(store: &Store, filter: &Filter) -> Result<Vec<LabelledRow>
 fn rows_of<'a>(
     d: &'a Decision,
     current: &'a HashMap<(String, String), usize>,
+    probabilities: Probabilities,
 ) -> impl Iterator<Item = LabelledRow> + 'a {
     d.questions.iter().filter_map(move |q| {
         let label = *current.get(&(d.request_id.clone(), q.name.clone()))?;
-        if q.profile.is_some() || q.options < 2 {
+        let raw = probabilities == Probabilities::Raw;
+        if (raw && q.profile.is_some()) || q.options < 2 {
             return None;
         }
         Some(LabelledRow {
             question_group: format!("{}-{}", q.kind, q.name),
-            probabilities: temper(&q.probabilities, 1.0 / q.temperature),
+            probabilities: match probabilities {
+                Probabilities::Raw => temper(&q.probabilities, 1.0 / q.temperature),
+                Probabilities::Answered => q.probabilities.clone(),
+            },
             label,
             kind: q.kind.clone(),
         })
