@@ -66,6 +66,9 @@ struct Open {
     policy: FailurePolicy,
     inputs: LedgerInputs,
     metrics: Arc<Metrics>,
+    /// When a miss was last logged (Unix ms): at most one warning a minute, the metric
+    /// counts them all.
+    last_warning_ms: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for writer::Pending {
@@ -128,6 +131,7 @@ impl Ledger {
             policy: settings.ledger_policy,
             inputs: settings.ledger_inputs,
             metrics,
+            last_warning_ms: std::sync::atomic::AtomicI64::new(i64::MIN),
         };
         start_retention(
             open.store.clone(),
@@ -215,7 +219,7 @@ impl Ledger {
             Err(_) => "timed out".to_string(),
         };
         open.metrics.count_ledger_record(kind, open.policy.as_str());
-        tracing::warn!(store = kind, policy = open.policy.as_str(), reason = %miss, "a decision was not recorded");
+        open.warn_of_miss(&miss);
         match open.policy {
             FailurePolicy::FailOpen => Ok(()),
             FailurePolicy::FailClosed => Err(Unrecorded {
@@ -225,7 +229,31 @@ impl Ledger {
     }
 }
 
+/// Milliseconds between two warnings of a miss.
+const WARN_EVERY_MS: i64 = 60_000;
+
 impl Open {
+    /// Logs a miss, unless one was logged in the last minute.
+    fn warn_of_miss(&self, reason: &str) {
+        use std::sync::atomic::Ordering;
+        let now = now_ms();
+        let last = self.last_warning_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < WARN_EVERY_MS
+            || self
+                .last_warning_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        tracing::warn!(
+            store = self.store.driver().as_str(),
+            policy = self.policy.as_str(),
+            reason,
+            "a decision was not recorded (at most one such line a minute; systemone_ledger_records_total counts them all)"
+        );
+    }
+
     /// Queues `row` and waits for its batch's commit.
     async fn send(&self, row: StoredRow) -> Result<(), String> {
         let (done, committed) = oneshot::channel();
