@@ -5,7 +5,9 @@
 # Installs Debian's postgresql first when initdb is not found (apt-get; sudo when not root).
 # As root, the server runs as the `postgres` user (PostgreSQL refuses to run as root).
 #
-#   scripts/start-postgres.sh
+#   scripts/start-postgres.sh             a new cluster
+#   scripts/start-postgres.sh DIR PORT    the cluster in DIR again, on PORT (a fault test
+#                                         restarting the server it stopped)
 #
 # Prints POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/postgres, POSTGRES_PID=… and
 # POSTGRES_DIR=… (the cluster; remove it when done) on stdout.
@@ -26,14 +28,16 @@ if [ -z "$bin" ]; then
   bin="$(find_bin)"
 fi
 as_owner=()
-dir="$(mktemp -d /tmp/systemone-pg.XXXXXX)"
-if [ "$(id -u)" = "0" ]; then
-  chown postgres "$dir"
-  as_owner=(runuser -u postgres --)
+if [ "$(id -u)" = "0" ]; then as_owner=(runuser -u postgres --); fi
+if [ $# -ge 2 ]; then
+  dir="$1"; port="$2"
+else
+  dir="$(mktemp -d /tmp/systemone-pg.XXXXXX)"
+  if [ "$(id -u)" = "0" ]; then chown postgres "$dir"; fi
+  "${as_owner[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 \
+    --no-instructions >/dev/null
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 fi
-"${as_owner[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 \
-  --no-instructions >/dev/null
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 "${as_owner[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -h 127.0.0.1 -k "$dir" \
   -c max_connections=200 -c log_min_messages=warning >"$dir/postgres.log" 2>&1 &
 pid=$!
