@@ -65,7 +65,14 @@ impl Store {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError(format!("cannot create {}: {e}", dir.display())))?;
         }
-        let url = format!("sqlite://{}?mode=rwc", path.display());
+        // The driver percent-decodes the file name: `%`, `?` and `#` in it are encoded.
+        let name = path
+            .display()
+            .to_string()
+            .replace('%', "%25")
+            .replace('?', "%3F")
+            .replace('#', "%23");
+        let url = format!("sqlite://{name}?mode=rwc");
         Store::connect(&url, Driver::Sqlite).await
     }
 
@@ -270,4 +277,20 @@ pub(super) fn decode(row: &AnyRow) -> Result<Decision, StoreError> {
         hash_key_id: row.try_get("hash_key_id")?,
         inputs: inputs.and_then(|t| serde_json::from_str(&t).ok()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_file_name_with_url_characters_opens_as_named() {
+        let dir = std::env::temp_dir().join(format!("ledger-store-{}", uuid::Uuid::new_v4()));
+        let path = dir.join("odd ?#% name.sqlite");
+        let store = Store::sqlite(&path).await.expect("opens");
+        assert_eq!(store.driver(), Driver::Sqlite);
+        assert!(path.exists(), "{} was created", path.display());
+        store.pool().close().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
