@@ -120,13 +120,28 @@ impl Store {
         &self.pool
     }
 
-    /// Writes `rows` in one transaction: all of them are on record, or none.
+    /// Writes `rows` as one statement (one round trip, and one transaction of its own):
+    /// all of them are on record, or none.
     pub async fn insert(&self, rows: &[StoredRow]) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        for row in rows {
-            row.insert(&mut tx).await?;
-        }
-        tx.commit().await?;
+        let placeholders: Vec<String> = (0..rows.len())
+            .map(|r| {
+                let slots: Vec<String> = (1..=ROW_PARAMETERS)
+                    .map(|c| format!("${}", r * ROW_PARAMETERS + c))
+                    .collect();
+                format!("({})", slots.join(", "))
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO decisions (request_id, at_ms, key_name, route, status, code, model, \
+             latency_ms, input_tokens, output_tokens, upstream_requests, cached_tokens, \
+             body_hash, hash_key_id, record, inputs) VALUES {} \
+             ON CONFLICT (request_id) DO NOTHING",
+            placeholders.join(", ")
+        );
+        let query = rows
+            .iter()
+            .fold(sqlx::query(&sql), |query, row| row.bind(query));
+        query.execute(&self.pool).await?;
         Ok(())
     }
 
@@ -208,36 +223,35 @@ impl StoredRow {
         &self.decision.request_id
     }
 
-    async fn insert(&self, conn: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
+    /// Binds this row's [`ROW_PARAMETERS`] values, in the columns' order.
+    fn bind<'q>(&'q self, query: AnyQuery<'q>) -> AnyQuery<'q> {
         let d = &self.decision;
-        sqlx::query(
-            "INSERT INTO decisions (request_id, at_ms, key_name, route, status, code, model, \
-             latency_ms, input_tokens, output_tokens, upstream_requests, cached_tokens, \
-             body_hash, hash_key_id, record, inputs) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
-             ON CONFLICT (request_id) DO NOTHING",
-        )
-        .bind(&d.request_id)
-        .bind(d.at_ms)
-        .bind(&d.key)
-        .bind(&d.route)
-        .bind(i64::from(d.status))
-        .bind(d.code.as_deref())
-        .bind(d.model.as_deref())
-        .bind(d.latency_ms)
-        .bind(count(d.usage.input_tokens))
-        .bind(count(d.usage.output_tokens))
-        .bind(count(d.usage.upstream_requests))
-        .bind(count(d.usage.cached_tokens))
-        .bind(d.body_hash.as_deref())
-        .bind(&d.hash_key_id)
-        .bind(&self.detail)
-        .bind(self.inputs.as_deref())
-        .execute(conn)
-        .await?;
-        Ok(())
+        query
+            .bind(&d.request_id)
+            .bind(d.at_ms)
+            .bind(&d.key)
+            .bind(&d.route)
+            .bind(i64::from(d.status))
+            .bind(d.code.as_deref())
+            .bind(d.model.as_deref())
+            .bind(d.latency_ms)
+            .bind(count(d.usage.input_tokens))
+            .bind(count(d.usage.output_tokens))
+            .bind(count(d.usage.upstream_requests))
+            .bind(count(d.usage.cached_tokens))
+            .bind(d.body_hash.as_deref())
+            .bind(&d.hash_key_id)
+            .bind(&self.detail)
+            .bind(self.inputs.as_deref())
     }
 }
+
+/// A query over the `Any` driver.
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// Values one row binds (SQLite takes at most 32,766 a statement, PostgreSQL 65,535:
+/// [`super::writer`]'s batches of 256 rows bind 4,096).
+const ROW_PARAMETERS: usize = 16;
 
 fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
