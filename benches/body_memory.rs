@@ -64,6 +64,7 @@ fn burst(fake_url: &str, n: usize, body: &[u8]) -> (BTreeMap<u16, usize>, f64, f
         .args(["--max-concurrent-requests", "1024"])
         .env("RUST_LOG", support::SERVICE_RUST_LOG)
         .env("NO_COLOR", "1");
+    support::own_ledger(&mut command);
     let flags = std::env::var("BODY_MEMORY_FLAGS").unwrap_or_default();
     command.args(flags.split_whitespace());
     let (service, addr) = support::start_service(command, |_, _| {});

@@ -184,6 +184,7 @@ impl Config {
                     SERVICE_RUST_LOG
                 },
             );
+        support::own_ledger(&mut command);
         support::start_service(command, |_, _| {})
     }
 }

@@ -270,6 +270,7 @@ fn start(name: &'static str, binary: &Path, backend_url: &str, tokenizer: &Path)
         .env_remove("SYSTEMONE_KEYS_FILE")
         .env_remove("SYSTEMONE_CONFIG")
         .env_remove("TOKIO_WORKER_THREADS");
+    support::own_ledger(&mut command);
     if let Ok(workers) = std::env::var("REACTOR_WORKER_THREADS") {
         command.env("TOKIO_WORKER_THREADS", workers);
     }

@@ -11,7 +11,10 @@
 # - headless Chromium (Debian's package) for the playground's browser test;
 # - a redis-server (Debian's package, installed when missing) on a free port with no
 #   persistence, for the shared per-key limits (SYSTEMONE_REDIS_URL_FOR_TESTS); the fault
-#   tests start their own ones to kill and restart.
+#   tests start their own ones to kill and restart;
+# - a PostgreSQL (Debian's package, installed when missing) in a temp dir on a free port,
+#   for the decision ledger shared by replicas (SYSTEMONE_POSTGRES_URL_FOR_TESTS; each
+#   test makes its own database in it).
 # Works on a fresh machine with the Rust toolchain, Python 3.11, gcc, npm and access to the
 # package registries. Extra arguments go to `cargo test`.
 set -euo pipefail
@@ -25,7 +28,10 @@ eval "$(scripts/start-vllm.sh 0)"
 trap 'kill "$LLAMA_PID" 2>/dev/null || true; kill -- -"$VLLM_PID" 2>/dev/null || true' EXIT
 eval "$(scripts/start-redis.sh)"
 trap 'kill "$LLAMA_PID" "$REDIS_PID" 2>/dev/null || true; kill -- -"$VLLM_PID" 2>/dev/null || true' EXIT
+eval "$(scripts/start-postgres.sh)"
+trap 'kill "$LLAMA_PID" "$REDIS_PID" "$POSTGRES_PID" 2>/dev/null || true; kill -- -"$VLLM_PID" 2>/dev/null || true; rm -rf "$POSTGRES_DIR"' EXIT
 export SYSTEMONE_REDIS_URL_FOR_TESTS="$REDIS_URL"
+export SYSTEMONE_POSTGRES_URL_FOR_TESTS="$POSTGRES_URL"
 export SYSTEMONE_LLAMA_URL="$LLAMA_URL"
 export SYSTEMONE_VLLM_URL="$VLLM_URL"
 .venv/bin/python -m pip install --quiet "typesafe-sdk[zstd]==0.7.5" "cohere==7.3.1" "openai==3.51.0" \

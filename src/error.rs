@@ -117,6 +117,14 @@ codes! {
     DailyCap => (StatusCode::TOO_MANY_REQUESTS, Quota, "system_one_daily_cap"),
     // The shared limit store (Redis) could not answer in time under `fail_closed`.
     LimitsUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_limits_unavailable"),
+    // The decision ledger did not commit the record in time under `fail_closed`.
+    LedgerUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_ledger_unavailable"),
+    // The ledger's read-back and outcomes (`/v1/ledger/…`).
+    LedgerOff => (StatusCode::NOT_FOUND, NotConfigured, "system_one_ledger_off"),
+    DecisionNotFound => (StatusCode::NOT_FOUND, Invalid, "system_one_decision_not_found"),
+    BadLedgerQuery => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_ledger_query"),
+    BadOutcome => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_outcome"),
+    OutcomeExists => (StatusCode::CONFLICT, Invalid, "system_one_outcome_exists"),
     // `GET /v1/usage`: another key's usage, or a bad query.
     UsageForbidden => (StatusCode::FORBIDDEN, Auth, "system_one_usage_forbidden"),
     BadUsageQuery => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_usage_query"),

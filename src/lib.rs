@@ -19,6 +19,8 @@
 //! engine/       the orchestrator (fan-out, staging, in-flight cap, timeouts) and decoding
 //! quota/        beside engine/: per-key limits, daily caps and usage behind one LimitStore
 //!               (memory, an embedded redb file, or Redis shared by replicas) and its failure policy
+//! ledger/       beside engine/: the decision ledger (a record per answer or refusal, keyed
+//!               hashes of the caller's text; SQLite or PostgreSQL through sqlx; group commit)
 //! request/      caller JSON → ValidRequest → prompt bytes; pure
 //! models/       the registry at run time, failover, the circuit breaker, token tables and
 //!               their live check
@@ -81,6 +83,7 @@ pub mod engine;
 pub mod error;
 pub mod http;
 pub mod json;
+pub mod ledger;
 pub mod limits;
 pub mod metrics;
 pub mod models;

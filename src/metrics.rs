@@ -61,6 +61,19 @@ pub struct Metrics {
     limit_store_decisions: IntCounterVec,
     /// 1 when the limit store answered its last call, else 0.
     limit_store_up: IntGaugeVec,
+    /// Ledger records by store and result (`committed`, or the policy that applied to a
+    /// miss: `fail_open`, `fail_closed`).
+    ledger_records: IntCounterVec,
+    /// Seconds one ledger transaction (a batch of records) took to commit, by store.
+    ledger_commit: HistogramVec,
+    /// Records per ledger transaction (group commit), by store.
+    ledger_batch_rows: HistogramVec,
+    /// Answered questions with a recorded outcome, per model (newest records, background).
+    ledger_outcomes: IntGaugeVec,
+    /// Their accuracy (the answer was the outcome), per model.
+    ledger_accuracy: GaugeVec,
+    /// Their mean Brier score, per model.
+    ledger_brier: GaugeVec,
     /// Client connections open now (the edge's own count).
     open_connections: IntGauge,
     /// Connections the edge refused or closed, by rule (`connection_cap`,
@@ -126,6 +139,18 @@ impl Metrics {
             limit_store_errors: r.counters(&LIMIT_STORE_ERRORS),
             limit_store_decisions: r.counters(&LIMIT_STORE_DECISIONS),
             limit_store_up: r.gauges(&LIMIT_STORE_UP),
+            ledger_records: r.counters(&LEDGER_RECORDS),
+            ledger_commit: r.histograms(&LEDGER_COMMIT, LIMIT_STORE_LATENCY_BUCKETS),
+            ledger_batch_rows: r.histograms(&LEDGER_BATCH_ROWS, LEDGER_BATCH_ROWS_BUCKETS),
+            ledger_outcomes: r.gauges(&LEDGER_OUTCOMES),
+            ledger_accuracy: r.register(GaugeVec::new(
+                Opts::new(LEDGER_ACCURACY.name, LEDGER_ACCURACY.help),
+                LEDGER_ACCURACY.labels,
+            )),
+            ledger_brier: r.register(GaugeVec::new(
+                Opts::new(LEDGER_BRIER.name, LEDGER_BRIER.help),
+                LEDGER_BRIER.labels,
+            )),
             open_connections: r.register(IntGauge::new(
                 "open_connections",
                 "Client connections open now",
@@ -167,6 +192,35 @@ impl Metrics {
         self.limit_store_up
             .with_label_values(&[store])
             .set(i64::from(up));
+    }
+
+    /// Counts one ledger record: committed, or the policy that applied to its miss.
+    pub fn count_ledger_record(&self, store: &str, result: &str) {
+        self.ledger_records
+            .with_label_values(&[store, result])
+            .inc();
+    }
+
+    /// One ledger transaction of `rows` records that took `elapsed`.
+    pub fn observe_ledger_commit(&self, store: &str, rows: usize, elapsed: Duration) {
+        self.ledger_commit
+            .with_label_values(&[store])
+            .observe(elapsed.as_secs_f64());
+        self.ledger_batch_rows
+            .with_label_values(&[store])
+            .observe(rows as f64);
+    }
+
+    /// One model's outcome figures (`count` questions with an outcome, their accuracy and
+    /// mean Brier score).
+    pub fn set_ledger_quality(&self, model: &str, count: u64, accuracy: f64, brier: f64) {
+        self.ledger_outcomes
+            .with_label_values(&[model])
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+        self.ledger_accuracy
+            .with_label_values(&[model])
+            .set(accuracy);
+        self.ledger_brier.with_label_values(&[model]).set(brier);
     }
 
     /// Counts one authenticated request of a key.
@@ -422,6 +476,51 @@ const ESCALATED_ANSWERS: Family = Family {
     help: "Answers replaced by an escalation model's, by first model and escalation model",
     labels: &["from", "to"],
 };
+
+/// `ledger_records_total`.
+const LEDGER_RECORDS: Family = Family {
+    name: "ledger_records_total",
+    help: "Decision-ledger records by store and result: committed, or the policy applied to a miss (fail_open, fail_closed)",
+    labels: &["store", "result"],
+};
+
+/// `ledger_commit_seconds`.
+const LEDGER_COMMIT: Family = Family {
+    name: "ledger_commit_seconds",
+    help: "Seconds one decision-ledger transaction (a batch of records) took to commit, by store",
+    labels: &["store"],
+};
+
+/// `ledger_batch_rows`.
+const LEDGER_BATCH_ROWS: Family = Family {
+    name: "ledger_batch_rows",
+    help: "Records per decision-ledger transaction (group commit), by store",
+    labels: &["store"],
+};
+
+/// `ledger_outcomes`.
+const LEDGER_OUTCOMES: Family = Family {
+    name: "ledger_outcomes",
+    help: "Answered questions with a recorded outcome, per model, over the newest 10,000 ledger records with outcomes",
+    labels: &["model"],
+};
+
+/// `ledger_accuracy`.
+const LEDGER_ACCURACY: Family = Family {
+    name: "ledger_accuracy",
+    help: "Share of answered questions with an outcome whose answer was the outcome, per model (same window)",
+    labels: &["model"],
+};
+
+/// `ledger_brier`.
+const LEDGER_BRIER: Family = Family {
+    name: "ledger_brier",
+    help: "Mean Brier score (sum over options of (p - 1[outcome])^2) of answered questions with an outcome, per model (same window)",
+    labels: &["model"],
+};
+
+/// `ledger_batch_rows`'s buckets.
+const LEDGER_BATCH_ROWS_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
 
 /// `connections_closed_total`.
 const CONNECTIONS_CLOSED: Family = Family {

@@ -23,7 +23,7 @@ use syn::visit::Visit;
 const LAYERS: &[&[&str]] = &[
     &["cli"],
     &["http"],
-    &["engine", "quota"],
+    &["engine", "quota", "ledger"],
     &["request"],
     &["models"],
     &["backend", "calibration"],

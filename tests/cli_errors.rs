@@ -6,6 +6,9 @@
 fn serve_on_a_taken_address_names_it() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
     let address = taken.local_addr().expect("address").to_string();
+    let ledger = std::env::temp_dir()
+        .join(format!("systemone-cli-errors-{}", std::process::id()))
+        .join("ledger.sqlite");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
         .args([
             "serve",
@@ -20,6 +23,9 @@ fn serve_on_a_taken_address_names_it() {
             "--token-check-interval-secs",
             "0",
         ])
+        // A ledger of its own: the default one is under the user's state directory.
+        .arg("--ledger")
+        .arg(format!("sqlite:{}", ledger.display()))
         .output()
         .expect("runs");
     let stderr = String::from_utf8_lossy(&out.stderr);

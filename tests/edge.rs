@@ -581,12 +581,15 @@ async fn a_request_its_client_abandons_is_logged_and_counted_as_client_closed() 
 async fn the_connection_cap_is_fitted_under_the_file_descriptor_limit() {
     use std::io::BufRead;
     let binary = env!("CARGO_BIN_EXE_systemone");
+    // The decision ledger in a directory of this test's own.
+    let ledger = common::temp_file("ledger.sqlite", "");
     let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!(
             "ulimit -n 256 && exec {binary} serve --listen 127.0.0.1:0 --backend vllm \
              --backend-url http://127.0.0.1:9/v1 --token-table golden-fake \
-             --model glm-5.3-flash --token-check-interval-secs 0"
+             --model glm-5.3-flash --token-check-interval-secs 0 --ledger sqlite:{}",
+            ledger.display()
         ))
         .env("RUST_LOG", "warn,systemone::cli=info")
         .env("NO_COLOR", "1")

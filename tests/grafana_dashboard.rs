@@ -126,6 +126,9 @@ async fn metrics_after_traffic() -> String {
          backend_url = \"{url}\"\ntoken_table = \"golden-fake\"\nescalate_to = \"gemma-3-270m\"\n\
          escalate_below = 1.0\n"
     );
+    let ledger = common::ledger::LedgerDb::new(common::ledger::Backend::Sqlite)
+        .await
+        .target;
     let config = common::registry_config(
         &registry,
         &[
@@ -136,9 +139,15 @@ async fn metrics_after_traffic() -> String {
             // timed and failed, policy decisions, store down), as they do when Redis is down.
             "--redis-url",
             "redis://127.0.0.1:1",
+            // A decision ledger (an SQLite file of this test's own): its commit series, and
+            // an outcome for the per-model figures.
+            "--ledger",
+            &ledger,
+            "--ledger-key",
+            common::ledger::TEST_LEDGER_KEY,
         ],
     );
-    let service = common::start(config).await;
+    let service = common::ledger::start_with_ledger(config).await;
     let key = Some(key);
     let plain = json!({"state": "Subject: WIN a FREE cruise!!!",
         "questions": {"spam": {"type": "noul", "instructions": "Is this email spam?"},
@@ -146,6 +155,17 @@ async fn metrics_after_traffic() -> String {
                                "criteria": {"spam": null, "personal": null, "newsletter": null}}}});
     let reply = ask_as(&service, key, &plain).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
+    let id = reply.header("x-request-id").expect("a request id");
+    let outcome = service
+        .client
+        .post(service.url(&format!("/v1/ledger/decisions/{id}/outcomes")))
+        .bearer_auth("sk-dashboard-test")
+        .json(&json!({"question": "spam", "outcome": true}))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(outcome.status(), 201);
+    service.state.ledger.refresh_quality().await;
     let mut profiled = plain.clone();
     profiled["calibration"] = json!("spam");
     let reply = ask_as(&service, key, &profiled).await;

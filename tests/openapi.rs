@@ -23,6 +23,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/rerank"),
     ("get", "/v1/models"),
     ("get", "/v1/usage"),
+    ("get", "/v1/ledger/decisions"),
+    ("get", "/v1/ledger/decisions/{request_id}"),
+    ("post", "/v1/ledger/decisions/{request_id}/outcomes"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -53,7 +56,7 @@ fn python() -> std::path::PathBuf {
 
 /// Proves the served description is OpenAPI 3.1 that a real validator accepts, that it
 /// describes exactly [`ROUTES`], and that each described operation is answered by the
-/// router (never 404 or 405), while a path it does not describe is a 404.
+/// router (never the router's 404 or a 405), while a path it does not describe is a 404.
 #[tokio::test]
 async fn the_description_is_valid_and_names_every_route() {
     let fake = FakeVllm::start().await;
@@ -91,10 +94,18 @@ async fn the_description_is_valid_and_names_every_route() {
             "post" => service.client.post(service.url(path)).json(&json!({})),
             _ => service.client.get(service.url(path)),
         };
-        let status = request.send().await.expect("answers").status().as_u16();
+        let response = request.send().await.expect("answers");
+        let status = response.status().as_u16();
+        // The ledger's routes answer 404 with codes of their own (the ledger is off here,
+        // and `{request_id}` names no record): only the router's own 404 means unrouted.
+        let code = response
+            .headers()
+            .get("x-systemone-error-code")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
         assert!(
-            status != 404 && status != 405,
-            "{method} {path} is described but answered {status}"
+            !(status == 404 && code == "system_one_not_found") && status != 405,
+            "{method} {path} is described but answered {status} {code}"
         );
     }
     let unknown = service
@@ -268,6 +279,45 @@ async fn real_answers_match_their_schemas() {
     assert!(no_key.body["error"]["param"].is_null(), "{}", no_key.text);
     check("post", "/v1/decisions", no_key, 403);
     check("get", "/v1/models", get(&keyed, "/v1/models").await, 403);
+
+    // The ledger's routes, on a service with one (an SQLite file), and off.
+    let db = common::ledger::LedgerDb::new(common::ledger::Backend::Sqlite).await;
+    let flags = db.flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let ledgered =
+        common::ledger::start_with_ledger(common::config(&fake.base_url(), &flags)).await;
+    let id = common::ask(&ledgered, &systemone).await;
+    let id = id.header("x-request-id").expect("a request id").to_owned();
+    let page = get(&ledgered, "/v1/ledger/decisions?question=team&label=bug").await;
+    check("get", "/v1/ledger/decisions", page, 200);
+    let bad_query = get(&ledgered, "/v1/ledger/decisions?limit=0").await;
+    check("get", "/v1/ledger/decisions", bad_query, 422);
+    let off = get(&service, "/v1/ledger/decisions").await;
+    check("get", "/v1/ledger/decisions", off, 404);
+    let one = get(&ledgered, &format!("/v1/ledger/decisions/{id}")).await;
+    check("get", "/v1/ledger/decisions/{request_id}", one, 200);
+    let outcomes = ledgered.url(&format!("/v1/ledger/decisions/{id}/outcomes"));
+    let outcome = json!({"question": "team", "outcome": "bug", "note": "checked"});
+    let path = "/v1/ledger/decisions/{request_id}/outcomes";
+    check(
+        "post",
+        path,
+        post(&ledgered.client, &outcomes, &outcome).await,
+        201,
+    );
+    check(
+        "post",
+        path,
+        post(&ledgered.client, &outcomes, &outcome).await,
+        409,
+    );
+    let wrong = json!({"question": "refund", "outcome": 3});
+    check(
+        "post",
+        path,
+        post(&ledgered.client, &outcomes, &wrong).await,
+        422,
+    );
     check_against(&doc, &answers).await;
 }
 
@@ -278,7 +328,11 @@ async fn real_answers_match_their_schemas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_no_server_error_and_nothing_off_the_description() {
     let fake = FakeVllm::start().await;
-    let service = common::start(common::config(&fake.base_url(), &[])).await;
+    // With a ledger (an SQLite file), so its routes are fuzzed past `system_one_ledger_off`.
+    let db = common::ledger::LedgerDb::new(common::ledger::Backend::Sqlite).await;
+    let flags = db.flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let service = common::ledger::start_with_ledger(common::config(&fake.base_url(), &flags)).await;
     let schemathesis = python().with_file_name("schemathesis");
     let root = format!("http://{}", service.addr);
     let args: Vec<String> = [

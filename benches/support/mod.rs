@@ -104,7 +104,7 @@ pub fn parse_listening(line: &str) -> Option<SocketAddr> {
 }
 
 /// `systemone serve --listen 127.0.0.1:0` plus `args`, logging with [`SERVICE_RUST_LOG`],
-/// without colour.
+/// without colour, with a ledger of its own ([`own_ledger`]).
 pub fn serve_command(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_systemone"));
     command
@@ -112,7 +112,27 @@ pub fn serve_command(args: &[&str]) -> Command {
         .args(args)
         .env("RUST_LOG", SERVICE_RUST_LOG)
         .env("NO_COLOR", "1");
+    own_ledger(&mut command);
     command
+}
+
+/// Gives a service its own decision ledger: the shipping default (an SQLite file) in a
+/// fresh temp dir, never the user's state directory; `SYSTEMONE_LEDGER` set for the bench
+/// (`off`, `postgres://…` with `SYSTEMONE_LEDGER_KEY`) is passed on instead. Through the
+/// environment, which a baseline binary without a ledger ignores.
+pub fn own_ledger(command: &mut Command) {
+    if std::env::var_os("SYSTEMONE_LEDGER").is_some() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "systemone-bench-ledger-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    command.env(
+        "SYSTEMONE_LEDGER",
+        format!("sqlite:{}", dir.join("ledger.sqlite").display()),
+    );
 }
 
 /// The `serve` flags for the fake vLLM server at `backend_url`: the vLLM dialect, the golden

@@ -25,13 +25,23 @@ use clap::Args;
 use crate::calibration::profile::QuestionShape;
 use crate::calibration::Calibration;
 use crate::cli::fit::{self, GroupFit, Row};
+use crate::config::LedgerTarget;
 
 /// `systemone calibrate …`
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
     /// JSON lines: `{"question_group": "...", "probabilities": [...], "label": INDEX}`.
-    #[arg(long)]
-    pub data: PathBuf,
+    #[arg(long, required_unless_present = "from_ledger")]
+    pub data: Option<PathBuf>,
+    /// Read the rows from a decision ledger instead (`sqlite:PATH` or `postgres://…`): the
+    /// questions `--model` answered that have an outcome, one group per question (what
+    /// `systemone ledger export` prints).
+    #[arg(long, conflicts_with = "data")]
+    pub from_ledger: Option<LedgerTarget>,
+    /// With `--from-ledger`: only decisions at or after this instant (Unix milliseconds or
+    /// a UTC date YYYY-MM-DD).
+    #[arg(long, requires = "from_ledger")]
+    pub since: Option<String>,
     /// The model the file is for (also the default output name).
     #[arg(long)]
     pub model: String,
@@ -428,22 +438,36 @@ pub fn run_command(args: &CalibrateArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The rows' JSON lines and where they came from: `--data`'s file, or `--from-ledger`'s
+/// labelled decisions (named by the ledger, its URL redacted).
+fn read_rows(args: &CalibrateArgs) -> Result<(String, Vec<u8>), String> {
+    match (&args.data, &args.from_ledger) {
+        (Some(data), _) => {
+            let bytes = std::fs::read(data).map_err(|e| format!("{}: {e}", data.display()))?;
+            Ok((data.display().to_string(), bytes))
+        }
+        (None, Some(target)) => {
+            let text = super::ledger::rows_jsonl(target, Some(&args.model), args.since.as_deref())?;
+            Ok((format!("ledger {target:?}"), text.into_bytes()))
+        }
+        (None, None) => Err("--data or --from-ledger is needed".into()),
+    }
+}
+
 /// `systemone calibrate`: reads the rows, fits the model's formula (default
 /// `calibration/<model>.json`) or, with `--profile`, one group's profile (default
 /// `calibration/profiles/<profile>.json`), writes it and returns a one-screen summary.
 pub fn run(args: &CalibrateArgs) -> Result<String, String> {
-    let data = &args.data;
-    let bytes = std::fs::read(data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let (data_file, bytes) = read_rows(args)?;
     let sha: String = Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let text = String::from_utf8(bytes).map_err(|e| format!("{}: {e}", data.display()))?;
-    let groups = parse_groups(&text).map_err(|e| format!("{}: {e}", data.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| format!("{data_file}: {e}"))?;
+    let groups = parse_groups(&text).map_err(|e| format!("{data_file}: {e}"))?;
     if !args.check.is_empty() {
         return check_formulas(&groups, &args.check);
     }
-    let data_file = data.display().to_string();
     let (file, out) = match &args.profile {
         None => (
             calibrate(&groups, &args.model, &data_file, &sha, &today_utc()),
@@ -580,7 +604,9 @@ mod tests {
 
     fn args(data: &Path, model: &str, out: &Path) -> CalibrateArgs {
         CalibrateArgs {
-            data: data.to_path_buf(),
+            data: Some(data.to_path_buf()),
+            from_ledger: None,
+            since: None,
             model: model.into(),
             out: Some(out.to_path_buf()),
             profile: None,

@@ -28,15 +28,24 @@ use tower::ServiceExt;
 use clap::Args;
 
 use crate::cli::fit::{self, Row};
-use crate::config::ServeConfig;
+use crate::config::{LedgerTarget, ServeConfig};
 use crate::secret::Secret;
 
 /// `systemone eval …`
 #[derive(Debug, Clone, Args)]
 pub struct EvalArgs {
     /// JSON lines: a System One request body plus `"gold": {question id: label | bool | level}`.
-    #[arg(long)]
-    pub data: PathBuf,
+    #[arg(long, required_unless_present = "from_ledger")]
+    pub data: Option<PathBuf>,
+    /// Score the decisions a ledger recorded instead (`sqlite:PATH` or `postgres://…`): the
+    /// answered questions with an outcome, as they were answered (no request is sent), one
+    /// family per question; `--model` and `--since` select them.
+    #[arg(long, conflicts_with_all = ["data", "url", "profile", "raw_out"])]
+    pub from_ledger: Option<LedgerTarget>,
+    /// With `--from-ledger`: only decisions at or after this instant (Unix milliseconds or
+    /// a UTC date YYYY-MM-DD).
+    #[arg(long, requires = "from_ledger")]
+    pub since: Option<String>,
     /// The service's base URL (or its full `/v1/systemone` URL). Without it the service runs
     /// in-process, configured by the `serve` flags below (its backend is still called over
     /// HTTP).
@@ -489,6 +498,9 @@ pub fn run_command(args: &EvalArgs) -> Result<(), String> {
 /// Runs `systemone eval`: sends every line, scores, writes the report, the diagram and
 /// (optionally) the raw rows.
 pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
+    if let Some(target) = &args.from_ledger {
+        return run_ledger(args, target).await;
+    }
     let lines = read_lines(args)?;
     let total = lines.len();
     let target = Target::new(args)?;
@@ -517,7 +529,7 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
     table.push_str(&failure_lines(&failures));
     let calibration = args.profile.as_deref();
     let report = json!({
-        "data": args.data.display().to_string(),
+        "data": data_name(args),
         "url": target.describe(args),
         "temperature": if calibration.is_some() { Value::Null } else { json!(1) },
         "calibration": calibration,
@@ -561,9 +573,82 @@ fn failure_lines(failures: &[String]) -> String {
 type Line = (usize, (Value, Map<String, Value>));
 
 /// The non-blank lines of `--data`, each split into body and gold.
+/// `--data`'s file, or the ledger.
+fn data_name(args: &EvalArgs) -> String {
+    match (&args.data, &args.from_ledger) {
+        (Some(data), _) => data.display().to_string(),
+        (None, Some(target)) => format!("ledger {target:?}"),
+        (None, None) => String::new(),
+    }
+}
+
+/// `eval --from-ledger`: scores the recorded answers that have outcomes, as answered.
+async fn run_ledger(args: &EvalArgs, target: &LedgerTarget) -> Result<Outcome, String> {
+    let model = args.service.model.name.as_str();
+    let rows = super::ledger::rows(
+        target,
+        Some(model),
+        args.since.as_deref(),
+        crate::ledger::rows::Probabilities::Answered,
+    )
+    .await?;
+    if rows.is_empty() {
+        return Err(format!(
+            "no decision of {model} with an outcome in the ledger"
+        ));
+    }
+    let mut scored = Vec::new();
+    for (n, row) in rows.into_iter().enumerate() {
+        let labels = (0..row.probabilities.len())
+            .map(|i| i.to_string())
+            .collect();
+        let joined = Joined {
+            kind: row.kind,
+            labels,
+            row: Row::new(row.probabilities, row.label)?,
+            prediction_set: None,
+            automate: None,
+        };
+        let family = row.question_group;
+        scored.push((
+            n,
+            Scored {
+                family,
+                answer: joined,
+                option_mass: None,
+            },
+        ));
+    }
+    let summary = summarise(&scored, args)?;
+    let report = json!({
+        "data": data_name(args),
+        "model": model,
+        "scored_answers": scored.len(),
+        "seed": args.seed,
+        "families": summary.families,
+    });
+    let mut body = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    body.push('\n');
+    if let Some(path) = &args.report {
+        write(path, &body)?;
+    }
+    if let Some(path) = &args.diagram {
+        write(path, &reliability_svg(&summary.rows, 10))?;
+    }
+    let table = format!(
+        "{}{} answers with outcomes from the ledger\n",
+        summary.table,
+        scored.len()
+    );
+    Ok(Outcome { report, table })
+}
+
 fn read_lines(args: &EvalArgs) -> Result<Vec<Line>, String> {
-    let text =
-        std::fs::read_to_string(&args.data).map_err(|e| format!("{}: {e}", args.data.display()))?;
+    let data = args
+        .data
+        .as_ref()
+        .ok_or("--data or --from-ledger is needed")?;
+    let text = std::fs::read_to_string(data).map_err(|e| format!("{}: {e}", data.display()))?;
     let mut lines = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -574,7 +659,7 @@ fn read_lines(args: &EvalArgs) -> Result<Vec<Line>, String> {
         lines.push((i + 1, parsed));
     }
     if lines.is_empty() {
-        return Err(format!("{}: no lines", args.data.display()));
+        return Err(format!("{}: no lines", data.display()));
     }
     Ok(lines)
 }

@@ -5,6 +5,7 @@
 pub mod calibrate;
 pub mod eval;
 pub mod fit;
+pub mod ledger;
 mod log;
 pub mod serve;
 pub mod tokens;
@@ -46,6 +47,9 @@ pub enum Command {
     Openapi,
     /// Print a running service's per-key usage (`GET /v1/usage`) as a table or CSV.
     Usage(usage::UsageArgs),
+    /// Read the decision ledger: `export` its labelled rows as JSON lines.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
 }
 
 /// Runs one parsed command line; the exit code says whether it succeeded (the reason is
@@ -61,6 +65,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Ok(())
         }
         Command::Usage(args) => usage::run_command(&args),
+        Command::Ledger(command) => ledger::run(command).map_err(|e| format!("ledger: {e}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -54,7 +54,8 @@ fn init_tracing(format: LogFormat) -> super::log::Flush {
 }
 
 async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
-    let state = crate::build_state(config)?;
+    let mut state = crate::build_state(config)?;
+    state.ledger = open_ledger(config, &state).await?;
     for model in state.models.iter() {
         let table = model.table.get();
         tracing::info!(
@@ -105,6 +106,32 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     Ok(())
+}
+
+/// The configured decision ledger, opened (migrations applied, writer started), and a
+/// line saying where records go.
+async fn open_ledger(
+    config: &ServeConfig,
+    state: &crate::AppState,
+) -> Result<crate::ledger::Ledger, String> {
+    let settings = &config.ledger;
+    let ledger = crate::ledger::Ledger::open(
+        settings,
+        config.limit_store.state_dir.as_deref(),
+        state.metrics.clone(),
+    )
+    .await?;
+    match ledger.store_kind() {
+        Some(store) => tracing::info!(
+            store,
+            target = ?settings.target(config.limit_store.state_dir.as_deref()).ok(),
+            policy = settings.ledger_policy.as_str(),
+            key_id = ledger.key().map(|k| k.id()),
+            "decisions are recorded in the ledger before they are answered"
+        ),
+        None => tracing::warn!("--ledger off: no decision is recorded"),
+    }
+    Ok(ledger)
 }
 
 async fn shutdown_signal() {

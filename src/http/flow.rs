@@ -16,7 +16,9 @@
 //!    given back (a disabled model, a host that cannot be read, batches never started);
 //! 6. escalation when unsure ([`escalate`]): the serving model's unsure answers asked
 //!    again of its escalation model, within what is left of the deadline;
-//! 7. on success, the key's usage, the answers' metrics and the upstream requests noted.
+//! 7. on success, the key's usage, the answers' metrics and the upstream requests noted;
+//! 8. the ledger's record of the call, committed before the answer leaves (`record.rs`;
+//!    under `fail_closed` a record not committed in time withholds the answer: 503).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,7 +27,7 @@ use futures::future::try_join_all;
 
 use super::auth::Caller;
 use super::escalate::{self, escalate};
-use super::{count_rejection, summary, usage, AppState};
+use super::{count_rejection, record, summary, usage, AppState};
 use crate::engine::{Outcome, PipelineError, Usage};
 use crate::error::{ApiError, Code};
 use crate::models::circuit::Ticket;
@@ -97,11 +99,13 @@ pub(super) async fn run(
     }
     summary::note_upstream_requests(total.upstream_requests);
     usage::record(state, caller, questions, &total).await;
-    Ok(Answered {
+    let answered = Answered {
         outcomes,
         usage: total,
         escalation,
-    })
+    };
+    record::answered(state, caller, requests, &answered).await?;
+    Ok(answered)
 }
 
 /// The first request alone under `ticket`, then the rest together, each under its own

@@ -2,7 +2,7 @@
 //! file or folder per front door: `systemone.rs`, `decisions/`, `rerank.rs`; the browser
 //! page that calls them: `playground/`).
 //! A door only translates: its body → [`crate::request::validate()`] → `flow::run` (the one
-//! front-door flow: circuit, quotas, pipeline, refunds, usage, metrics) → its client's
+//! front-door flow: circuit, quotas, pipeline, refunds, usage, metrics, the ledger) → its client's
 //! shape; every error goes out through [`crate::error::ApiError`].
 
 pub mod auth;
@@ -13,8 +13,10 @@ mod decisions;
 pub mod edge;
 mod escalate;
 mod flow;
+mod ledger;
 pub mod openapi;
 mod playground;
+mod record;
 mod rerank;
 pub mod state;
 mod summary;
@@ -70,6 +72,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/rerank", post(rerank::handle))
         .route("/v1/models", get(list_models))
         .route("/v1/usage", get(usage::handle))
+        .route("/v1/ledger/decisions", get(ledger::list))
+        .route("/v1/ledger/decisions/{request_id}", get(ledger::one))
+        .route(
+            "/v1/ledger/decisions/{request_id}/outcomes",
+            post(ledger::add_outcome),
+        )
         .layer(shed_over_cap(&state));
     Router::new()
         .merge(api)
@@ -143,7 +151,7 @@ async fn request_context(
         .to_owned();
     request.extensions_mut().insert(RequestId(id.clone()));
     let span = tracing::info_span!("request", request_id = %id);
-    let summary = Arc::new(Summary::default());
+    let summary = Arc::new(Summary::for_request(&id, &route));
     let started = Instant::now();
     let mut abandoned = Abandoned {
         state: &state,
@@ -156,6 +164,8 @@ async fn request_context(
         .scope(next.run(request))
         .instrument(span.clone())
         .await;
+    let code = response.extensions().get::<Code>().copied();
+    record::refused(&state, &summary, response.status().as_u16(), code).await;
     abandoned.disarm();
     let code = response.extensions().get::<Code>().map(|c| c.as_str());
     let latency = started.elapsed();

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::calibration::profile::{Profiles, Served};
 use crate::config::{ConfigError, EdgeSettings, Limits, ServeConfig, UpstreamSettings};
 use crate::engine::Pipeline;
+use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::models::Models;
 use crate::quota::Quotas;
@@ -33,6 +34,9 @@ pub struct AppState {
     pub edge: Arc<EdgeSettings>,
     /// The memory request bodies may hold together while decoded and parsed.
     pub body_budget: Arc<BodyBudget>,
+    /// The decision ledger. Off in the state [`build_state`] makes (which needs no
+    /// runtime); `serve` opens the configured one ([`crate::ledger::Ledger::open`]).
+    pub ledger: Ledger,
 }
 
 /// Builds the shared state from a serve configuration.
@@ -87,6 +91,7 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
             config.edge.max_body_memory_mb,
             config.edge.body_read_timeout(),
         )),
+        ledger: Ledger::off(),
     })
 }
 

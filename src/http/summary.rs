@@ -17,6 +17,21 @@ tokio::task_local! {
 #[derive(Debug, Default)]
 pub(super) struct Summary {
     fields: Mutex<Fields>,
+    /// Which request this is (the ledger's record names it).
+    identity: Option<Identity>,
+}
+
+/// The request a summary belongs to.
+#[derive(Debug, Clone)]
+pub(super) struct Identity {
+    /// `req_<hex>`.
+    pub request_id: String,
+    /// The matched route.
+    pub route: String,
+    /// When it arrived.
+    pub started: std::time::Instant,
+    /// When it arrived, in milliseconds since the Unix epoch.
+    pub at_ms: i64,
 }
 
 /// The fields, as plain values.
@@ -30,9 +45,29 @@ pub(super) struct Fields {
     pub questions: Option<usize>,
     /// Upstream requests sent.
     pub upstream_requests: Option<u64>,
+    /// The ledger holds this request's record (or its miss was counted).
+    pub recorded: bool,
 }
 
 impl Summary {
+    /// The summary of the request `request_id` on `route`, arriving now.
+    pub(super) fn for_request(request_id: &str, route: &str) -> Self {
+        Summary {
+            fields: Mutex::default(),
+            identity: Some(Identity {
+                request_id: request_id.to_owned(),
+                route: route.to_owned(),
+                started: std::time::Instant::now(),
+                at_ms: crate::ledger::now_ms(),
+            }),
+        }
+    }
+
+    /// Which request this is (none outside the request middleware).
+    pub(super) fn identity(&self) -> Option<&Identity> {
+        self.identity.as_ref()
+    }
+
     /// Runs `request` with this summary as its task's current one.
     pub(super) async fn scope<F: std::future::Future>(self: &Arc<Self>, request: F) -> F::Output {
         CURRENT.scope(self.clone(), request).await
@@ -53,6 +88,19 @@ impl Summary {
 /// handler directly) there is none, and nothing happens.
 fn note(set: impl FnOnce(&mut Fields)) {
     let _ = CURRENT.try_with(|summary| set(&mut summary.lock()));
+}
+
+/// The current request's identity and what was noted so far (none outside a request).
+pub(super) fn current() -> Option<(Identity, Fields)> {
+    CURRENT
+        .try_with(|summary| Some((summary.identity.clone()?, summary.fields())))
+        .ok()
+        .flatten()
+}
+
+/// Notes that the ledger holds the current request's record.
+pub(super) fn note_recorded() {
+    note(|f| f.recorded = true);
 }
 
 /// Notes the caller's key name.

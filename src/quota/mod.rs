@@ -718,6 +718,14 @@ pub fn date_of(day: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
+/// An instant written as Unix milliseconds or a UTC date `YYYY-MM-DD` (its midnight), in
+/// Unix milliseconds.
+pub fn instant_ms(text: &str) -> Option<i64> {
+    text.parse::<i64>()
+        .ok()
+        .or_else(|| day_of(text).map(|day| day as i64 * (DAY_SECS as i64) * 1000))
+}
+
 /// The UTC day number of `YYYY-MM-DD`, or `None` when it is not a real date from 1970 on.
 pub fn day_of(date: &str) -> Option<u64> {
     let b = date.as_bytes();

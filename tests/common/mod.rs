@@ -10,6 +10,7 @@
 pub mod fake_native;
 pub mod fake_openai;
 pub mod fake_vllm;
+pub mod ledger;
 pub mod llama;
 pub mod log;
 pub mod post_bias_proxy;

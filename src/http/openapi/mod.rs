@@ -43,6 +43,9 @@ pub(super) async fn handle() -> Response {
         rerank_v1,
         models,
         usage,
+        ledger_decisions,
+        ledger_decision,
+        ledger_outcomes,
         healthz,
         readyz,
         metrics,
@@ -210,6 +213,74 @@ fn models() {}
     security((), ("bearer" = [])))]
 #[allow(dead_code)]
 fn usage() {}
+
+/// The ledger's refusals shared by its three operations.
+#[derive(IntoResponses)]
+#[allow(dead_code)] // Described, never built.
+enum LedgerErrors {
+    /// A wrong key (when keys are configured).
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+    /// A missing key (when keys are configured).
+    #[response(status = 403)]
+    Forbidden(ErrorBody),
+    /// `system_one_ledger_off` (`--ledger off`), or `system_one_decision_not_found`: no
+    /// such record for this key (another key's is not told apart).
+    #[response(status = 404)]
+    NotFound(ErrorBody),
+    /// A bad query parameter or outcome, named.
+    #[response(status = 422)]
+    Unprocessable(ErrorBody),
+    /// The key's requests per minute.
+    #[response(status = 429)]
+    TooMany(ErrorBody),
+    /// The ledger (or the limit store) cannot answer.
+    #[response(status = 503)]
+    Unavailable(ErrorBody),
+}
+
+/// A page of decision records, newest first: a key's own, every key's for the admin key.
+/// Names and labels come back as sent only where the query names them.
+#[utoipa::path(get, path = "/v1/ledger/decisions", tag = "ledger",
+    params(
+        ("since" = Option<String>, Query, description = "At or after: Unix milliseconds or a UTC date YYYY-MM-DD"),
+        ("until" = Option<String>, Query, description = "Before: Unix milliseconds or a UTC date YYYY-MM-DD"),
+        ("model" = Option<String>, Query, description = "Only this configured model"),
+        ("route" = Option<String>, Query, description = "Only this route, e.g. /v1/systemone"),
+        ("has_outcome" = Option<bool>, Query, description = "Only records with (true) or without (false) an outcome"),
+        ("limit" = Option<u32>, Query, description = "Records per page, 1 to 1000 (default 100)"),
+        ("cursor" = Option<String>, Query, description = "The previous page's next_cursor"),
+        ("question" = Option<Vec<String>>, Query, description = "Question ids to show by name (repeatable)"),
+        ("label" = Option<Vec<String>>, Query, description = "Choice labels to show by name (repeatable)")),
+    responses((status = 200, description = "The page.", body = LedgerPage), LedgerErrors),
+    security((), ("bearer" = [])))]
+#[allow(dead_code)]
+fn ledger_decisions() {}
+
+/// One decision record.
+#[utoipa::path(get, path = "/v1/ledger/decisions/{request_id}", tag = "ledger",
+    params(
+        ("request_id" = String, Path, description = "The answer's x-request-id"),
+        ("question" = Option<Vec<String>>, Query, description = "Question ids to show by name (repeatable)"),
+        ("label" = Option<Vec<String>>, Query, description = "Choice labels to show by name (repeatable)")),
+    responses((status = 200, description = "The record.", body = LedgerDecision), LedgerErrors),
+    security((), ("bearer" = [])))]
+#[allow(dead_code)]
+fn ledger_decision() {}
+
+/// Records what was true for one question of a decision (or a person's override): once per
+/// question; `replace: true` replaces it and keeps the old one as history.
+#[utoipa::path(post, path = "/v1/ledger/decisions/{request_id}/outcomes", tag = "ledger",
+    params(("request_id" = String, Path, description = "The answer's x-request-id")),
+    request_body = OutcomeRequest,
+    responses(
+        (status = 201, description = "Recorded.", body = OutcomeRecorded),
+        (status = 400, description = "The body is not JSON.", body = ErrorBody),
+        (status = 409, description = "The question already has an outcome and replace was not asked.", body = ErrorBody),
+        LedgerErrors),
+    security((), ("bearer" = [])))]
+#[allow(dead_code)]
+fn ledger_outcomes() {}
 
 /// Liveness: 200 while the process runs.
 #[utoipa::path(get, path = "/healthz", tag = "service",

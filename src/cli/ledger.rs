@@ -1,0 +1,95 @@
+//! `systemone ledger export`, and the decision ledger as a source of labelled rows for
+//! `calibrate --from-ledger` (the same JSON lines `calibrate --data` reads, so a fit from
+//! the ledger and one from its export are the same fit).
+
+use clap::{Args, Subcommand};
+
+use crate::config::LedgerTarget;
+use crate::ledger::read::Filter;
+use crate::ledger::rows::{labelled, LabelledRow, Probabilities};
+use crate::ledger::store::Store;
+
+/// `systemone ledger …`
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Print the labelled rows (answered questions with a current outcome) as JSON lines,
+    /// the input of `systemone calibrate --data`.
+    Export(ExportArgs),
+}
+
+/// `systemone ledger export …`
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The ledger: `sqlite:PATH` or `postgres://…` (redacted in errors).
+    #[arg(long, env = "SYSTEMONE_LEDGER", hide_env_values = true)]
+    pub ledger: LedgerTarget,
+    /// Only decisions at or after this instant: Unix milliseconds or a UTC date YYYY-MM-DD.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only decisions this configured model served.
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+/// Runs a `ledger` command.
+pub fn run(command: LedgerCommand) -> Result<(), String> {
+    match command {
+        LedgerCommand::Export(args) => {
+            let text = rows_jsonl(&args.ledger, args.model.as_deref(), args.since.as_deref())?;
+            print!("{text}");
+            Ok(())
+        }
+    }
+}
+
+/// The labelled rows (raw probabilities) of `target`'s decisions (of `model`, since
+/// `since`) as JSON lines.
+pub(super) fn rows_jsonl(
+    target: &LedgerTarget,
+    model: Option<&str>,
+    since: Option<&str>,
+) -> Result<String, String> {
+    let rows = super::runtime()?.block_on(rows(target, model, since, Probabilities::Raw))?;
+    let mut text = String::new();
+    for row in rows {
+        text.push_str(&serde_json::to_string(&row).map_err(|e| e.to_string())?);
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// The labelled rows of `target`'s decisions (of `model`, since `since`).
+pub(super) async fn rows(
+    target: &LedgerTarget,
+    model: Option<&str>,
+    since: Option<&str>,
+    probabilities: Probabilities,
+) -> Result<Vec<LabelledRow>, String> {
+    let since_ms = match since {
+        None => None,
+        Some(text) => Some(crate::quota::instant_ms(text).ok_or_else(|| {
+            format!("--since must be Unix milliseconds or a UTC date YYYY-MM-DD, got {text:?}")
+        })?),
+    };
+    let filter = Filter {
+        model: model.map(str::to_owned),
+        since_ms,
+        ..Filter::default()
+    };
+    let store = open(target).await?;
+    labelled(&store, &filter, probabilities)
+        .await
+        .map_err(|e| format!("--ledger {target:?}: {e}"))
+}
+
+/// Opens the ledger database `target` names.
+async fn open(target: &LedgerTarget) -> Result<Store, String> {
+    let opened = match target {
+        LedgerTarget::Sqlite(path) => Store::sqlite(path).await,
+        LedgerTarget::Postgres(url) => Store::postgres(url.expose()).await,
+        LedgerTarget::Off | LedgerTarget::Default => {
+            return Err("--ledger: name the database (sqlite:PATH or postgres://…)".into())
+        }
+    };
+    opened.map_err(|e| format!("--ledger {target:?}: {e}"))
+}

@@ -1,0 +1,135 @@
+//! The ledger step of the front-door flow: the record of every answered call is committed
+//! before its answer leaves ([`answered`], from `flow::run`), and every refusal of a door
+//! is recorded with its status and code before it leaves ([`refused`], from the request
+//! middleware, which sees refusals made before the flow: validation, body, auth).
+//!
+//! Building a record hashes the caller's text (HMAC-SHA256, a few ns a byte): a large
+//! request is hashed on the blocking pool, like its validation.
+
+use super::auth::Caller;
+use super::blocking::{self, Weight};
+use super::flow::Answered;
+use super::summary::{self, Identity, Summary};
+use super::AppState;
+use crate::engine::Usage;
+use crate::error::{ApiError, Code};
+use crate::ledger::draft::{self, Answers};
+use crate::ledger::record::{Decision, Tokens};
+use crate::request::ValidRequest;
+
+/// The routes whose requests the ledger records: the front doors.
+const DOORS: &[&str] = &["/v1/systemone", "/v1/decisions", "/v2/rerank", "/v1/rerank"];
+
+/// Commits the record of an answered call; under `fail_closed`, a record that is not
+/// committed in time refuses the call (503 `system_one_ledger_unavailable`).
+pub(super) async fn answered(
+    state: &AppState,
+    caller: &Caller,
+    requests: &[ValidRequest],
+    answered: &Answered,
+) -> Result<(), ApiError> {
+    let (Some(key), Some((who, _))) = (state.ledger.key(), summary::current()) else {
+        return Ok(());
+    };
+    let who = identity(&who, caller.name());
+    let model = requests[0].model().name.clone();
+    let usage = tokens(&answered.usage);
+    let full = state.ledger.keeps_inputs();
+    let bytes: usize = requests
+        .iter()
+        .map(|r| r.state_json().len() + r.images().iter().map(|i| i.len()).sum::<usize>())
+        .sum();
+    let decision = if bytes <= blocking::INLINE_LIGHT_BYTES {
+        build(key, who, &model, requests, &answered.outcomes, usage, full)
+    } else {
+        let (key, requests, outcomes) = (key.clone(), requests.to_vec(), answered.outcomes.clone());
+        blocking::run(bytes, Weight::Light, move || {
+            build(&key, who, &model, &requests, &outcomes, usage, full)
+        })
+        .await?
+    };
+    commit(state, decision).await
+}
+
+fn build(
+    key: &crate::ledger::key::LedgerKey,
+    who: draft::Identity,
+    model: &str,
+    requests: &[ValidRequest],
+    outcomes: &[crate::engine::Outcome],
+    usage: Tokens,
+    full_inputs: bool,
+) -> Decision {
+    let answers: Vec<Answers<'_>> = outcomes
+        .iter()
+        .map(|o| Answers {
+            decoded: &o.answers,
+            model: &o.model,
+        })
+        .collect();
+    draft::answered(
+        key,
+        who,
+        draft::Answered {
+            model,
+            requests,
+            answers: &answers,
+            usage,
+            full_inputs,
+        },
+    )
+}
+
+/// Records a door's refusal (status ≥ 400) that the flow has not recorded, before it
+/// leaves; a record that is not committed in time is counted, and the refusal goes out
+/// as it was.
+pub(super) async fn refused(state: &AppState, summary: &Summary, status: u16, code: Option<Code>) {
+    let (Some(key), Some(who)) = (state.ledger.key(), summary.identity()) else {
+        return;
+    };
+    let fields = summary.fields();
+    if fields.recorded || status < 400 || !DOORS.contains(&who.route.as_str()) {
+        return;
+    }
+    let name = fields.key.as_deref().unwrap_or("");
+    let decision = draft::refused(
+        key,
+        identity(who, name),
+        status,
+        code.map(Code::as_str),
+        fields.model.as_deref(),
+    );
+    let _ = state.ledger.commit(decision).await;
+}
+
+/// Commits `decision`: noted on the summary (so a refusal after it is not recorded again),
+/// and a refusal under `fail_closed` when it missed.
+async fn commit(state: &AppState, decision: Decision) -> Result<(), ApiError> {
+    summary::note_recorded();
+    state.ledger.commit(decision).await.map_err(|e| {
+        ApiError::new(
+            Code::LedgerUnavailable,
+            format!("{e}; the answer is withheld (--ledger-policy fail_closed): retry later"),
+        )
+        .retry_after(crate::quota::UNAVAILABLE_RETRY_SECS)
+    })
+}
+
+fn identity(who: &Identity, key: &str) -> draft::Identity {
+    draft::Identity {
+        request_id: who.request_id.clone(),
+        at_ms: who.at_ms,
+        key: key.to_owned(),
+        route: who.route.clone(),
+        latency_ms: who.started.elapsed().as_secs_f64() * 1e3,
+    }
+}
+
+fn tokens(usage: &Usage) -> Tokens {
+    Tokens {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        upstream_requests: usage.upstream_requests,
+        cached_tokens: usage.cached_tokens,
+    }
+}

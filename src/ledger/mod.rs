@@ -1,0 +1,301 @@
+//! The decision ledger: a record of every answered or refused request, committed before
+//! the answer leaves (README "Decision ledger").
+//!
+//! * [`record`]: what a record holds: numbers, bounded names and keyed hashes of the
+//!   caller's text ([`key`]: HMAC-SHA256 with the ledger key), never the text itself unless
+//!   the operator asks (`--ledger-inputs full`).
+//! * [`draft`]: a record made from a validated request and its answers.
+//! * [`store`]: the database (`sqlx`: an embedded SQLite file, or PostgreSQL for replicas),
+//!   migrations versioned in `migrations/`.
+//! * [`writer`]: group commit: one task writes whatever records are waiting as one
+//!   transaction.
+//!
+//! [`Ledger`] wraps them with what a request needs: a bounded wait for its commit
+//! (`--ledger-timeout-ms`) and the failure policy (`fail_closed`: the request is refused
+//! 503 `system_one_ledger_unavailable`; `fail_open`: it is answered and the miss counted),
+//! and a background task that deletes expired records.
+//!
+//! Beside `engine/` and `quota/` in the layers, below `http/`, which calls it from the
+//! front-door flow; it uses `request/` (validated requests) and the leaves.
+
+pub mod draft;
+pub mod key;
+pub mod quality;
+pub mod read;
+pub mod record;
+pub mod rows;
+pub mod store;
+mod writer;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::{FailurePolicy, LedgerInputs, LedgerSettings, LedgerTarget};
+use crate::metrics::Metrics;
+use key::LedgerKey;
+use record::Decision;
+use store::{Store, StoredRow};
+
+/// How often the outcome figures (`quality`) are recomputed.
+const QUALITY_EVERY: Duration = Duration::from_secs(60);
+/// How often the retention task runs.
+const RETENTION_EVERY: Duration = Duration::from_secs(3_600);
+/// Milliseconds in a day.
+const DAY_MS: i64 = 86_400_000;
+
+/// The ledger as requests see it: off, or open with its writer.
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    open: Option<Arc<Open>>,
+}
+
+/// An open ledger.
+#[derive(Debug)]
+struct Open {
+    /// The writer's queue.
+    writer: mpsc::Sender<writer::Pending>,
+    /// For reads.
+    store: Store,
+    /// The hashes' key.
+    key: LedgerKey,
+    /// The bound on a request's wait for its commit.
+    timeout: Duration,
+    policy: FailurePolicy,
+    inputs: LedgerInputs,
+    metrics: Arc<Metrics>,
+    /// When a miss was last logged (Unix ms): at most one warning a minute, the metric
+    /// counts them all.
+    last_warning_ms: std::sync::atomic::AtomicI64,
+}
+
+impl std::fmt::Debug for writer::Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pending")
+    }
+}
+
+/// The record is not on record and the policy is `fail_closed`: the request must be
+/// refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the decision ledger did not commit the record within {timeout_ms} ms")]
+pub struct Unrecorded {
+    /// The configured bound.
+    pub timeout_ms: u64,
+}
+
+impl Ledger {
+    /// No ledger.
+    pub fn off() -> Self {
+        Ledger::default()
+    }
+
+    /// Opens the ledger `settings` name (`state_dir`: where the default file goes), runs its
+    /// migrations and starts its writer and retention tasks. Needs a runtime.
+    pub async fn open(
+        settings: &LedgerSettings,
+        state_dir: Option<&Path>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, String> {
+        let (store, key) = match settings.target(state_dir).map_err(|e| e.to_string())? {
+            // `target` resolves the default to a file.
+            LedgerTarget::Off | LedgerTarget::Default => return Ok(Ledger::off()),
+            LedgerTarget::Sqlite(path) => {
+                let store = Store::sqlite(&path)
+                    .await
+                    .map_err(|e| format!("--ledger sqlite:{}: {e}", path.display()))?;
+                let key = match &settings.ledger_key {
+                    Some(secret) => LedgerKey::new(secret.clone())?,
+                    None => LedgerKey::load_or_make(path.parent().unwrap_or(Path::new(".")))?,
+                };
+                (store, key)
+            }
+            LedgerTarget::Postgres(url) => {
+                let secret = settings.ledger_key.clone().ok_or(
+                    "--ledger postgres://…: set SYSTEMONE_LEDGER_KEY (every replica must hash with the same key; none is made for a shared database)",
+                )?;
+                let key = LedgerKey::new(secret)?;
+                let store = Store::postgres(url.expose())
+                    .await
+                    .map_err(|e| format!("--ledger postgres://[redacted]: {e}"))?;
+                (store, key)
+            }
+        };
+        let open = Open {
+            writer: writer::start(store.clone(), metrics.clone()),
+            store,
+            key,
+            timeout: settings.timeout(),
+            policy: settings.ledger_policy,
+            inputs: settings.ledger_inputs,
+            metrics,
+            last_warning_ms: std::sync::atomic::AtomicI64::new(i64::MIN),
+        };
+        start_retention(
+            open.store.clone(),
+            settings.ledger_retention_days,
+            settings.ledger_inputs_retention_days,
+        );
+        let ledger = Ledger {
+            open: Some(Arc::new(open)),
+        };
+        ledger.start_quality();
+        Ok(ledger)
+    }
+
+    /// Whether records are kept.
+    pub fn is_on(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// The database kind (`sqlite`, `postgres`), when on.
+    pub fn store_kind(&self) -> Option<&'static str> {
+        self.open.as_ref().map(|o| o.store.driver().as_str())
+    }
+
+    /// The hashes' key, when on.
+    pub fn key(&self) -> Option<&LedgerKey> {
+        self.open.as_ref().map(|o| &o.key)
+    }
+
+    /// Whether records keep the validated request (`--ledger-inputs full`).
+    pub fn keeps_inputs(&self) -> bool {
+        self.open
+            .as_ref()
+            .is_some_and(|o| o.inputs == LedgerInputs::Full)
+    }
+
+    /// The database, when on (for reads).
+    pub fn store(&self) -> Option<&Store> {
+        self.open.as_ref().map(|o| &o.store)
+    }
+
+    /// Recomputes the outcome figures per model into `/metrics` (the background task's
+    /// step; tests call it to read them at once).
+    pub async fn refresh_quality(&self) {
+        let Some(open) = &self.open else {
+            return;
+        };
+        match quality::by_model(&open.store).await {
+            Ok(figures) => {
+                for (model, q) in figures {
+                    open.metrics
+                        .set_ledger_quality(&model, q.count, q.accuracy, q.brier);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "the ledger's outcome figures could not be read"),
+        }
+    }
+
+    /// Recomputes the outcome figures every [`QUALITY_EVERY`], in the background.
+    fn start_quality(&self) {
+        let ledger = self.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(QUALITY_EVERY);
+            loop {
+                every.tick().await;
+                ledger.refresh_quality().await;
+            }
+        });
+    }
+
+    /// Commits `decision` (waiting for its batch), within the timeout. A miss (timeout, a
+    /// database error) is counted; under `fail_closed` it is also [`Unrecorded`]. Off: Ok.
+    pub async fn commit(&self, decision: Decision) -> Result<(), Unrecorded> {
+        let Some(open) = &self.open else {
+            return Ok(());
+        };
+        let row = StoredRow::new(decision);
+        let outcome = tokio::time::timeout(open.timeout, open.send(row)).await;
+        let kind = open.store.driver().as_str();
+        let miss = match outcome {
+            Ok(Ok(())) => {
+                open.metrics.count_ledger_record(kind, "committed");
+                return Ok(());
+            }
+            Ok(Err(e)) => e,
+            Err(_) => "timed out".to_string(),
+        };
+        open.metrics.count_ledger_record(kind, open.policy.as_str());
+        open.warn_of_miss(&miss);
+        match open.policy {
+            FailurePolicy::FailOpen => Ok(()),
+            FailurePolicy::FailClosed => Err(Unrecorded {
+                timeout_ms: open.timeout.as_millis() as u64,
+            }),
+        }
+    }
+}
+
+/// Milliseconds between two warnings of a miss.
+const WARN_EVERY_MS: i64 = 60_000;
+
+impl Open {
+    /// Logs a miss, unless one was logged in the last minute.
+    fn warn_of_miss(&self, reason: &str) {
+        use std::sync::atomic::Ordering;
+        let now = now_ms();
+        let last = self.last_warning_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < WARN_EVERY_MS
+            || self
+                .last_warning_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        tracing::warn!(
+            store = self.store.driver().as_str(),
+            policy = self.policy.as_str(),
+            reason,
+            "a decision was not recorded (at most one such line a minute; systemone_ledger_records_total counts them all)"
+        );
+    }
+
+    /// Queues `row` and waits for its batch's commit.
+    async fn send(&self, row: StoredRow) -> Result<(), String> {
+        let (done, committed) = oneshot::channel();
+        self.writer
+            .send(writer::Pending { row, done })
+            .await
+            .map_err(|_| "the ledger writer stopped".to_string())?;
+        match committed.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the ledger writer stopped".to_string()),
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Deletes records older than `days` (0: never) and erases full inputs older than
+/// `inputs_days`, now and then every [`RETENTION_EVERY`].
+fn start_retention(store: Store, days: u64, inputs_days: u64) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(RETENTION_EVERY);
+        loop {
+            every.tick().await;
+            let now = now_ms();
+            let before = match days {
+                0 => i64::MIN,
+                d => now.saturating_sub((d as i64).saturating_mul(DAY_MS)),
+            };
+            let inputs_before = now.saturating_sub((inputs_days as i64).saturating_mul(DAY_MS));
+            match store.expire(before, inputs_before).await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, "expired ledger records deleted"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "ledger retention failed; it runs again within the hour")
+                }
+            }
+        }
+    });
+}

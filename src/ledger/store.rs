@@ -1,0 +1,310 @@
+//! The ledger's database through `sqlx`'s `Any` driver: one code path for the embedded
+//! SQLite file and PostgreSQL (the SQL below is the subset both speak, `$N` placeholders
+//! included), with each driver's own migrations (`migrations/sqlite`, `migrations/postgres`,
+//! embedded in the binary and applied at startup).
+//!
+//! SQLite runs in WAL mode with `synchronous=FULL`: a commit is on disk (the WAL fsynced)
+//! before it returns, so a crash or `kill -9` after the answer left loses nothing.
+
+use std::path::Path;
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::migrate::Migrator;
+use sqlx::{AnyPool, Executor, Row};
+
+use super::record::{Decision, Tokens};
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Connections of the pool: the writer's, and a few for reads and retention.
+const POOL_CONNECTIONS: u32 = 4;
+/// How long SQLite waits on a lock held by another connection before failing.
+const SQLITE_BUSY_MS: u32 = 5_000;
+
+/// Which database (a metrics label, and what the SQL must allow for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    Sqlite,
+    Postgres,
+}
+
+impl Driver {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Driver::Sqlite => "sqlite",
+            Driver::Postgres => "postgres",
+        }
+    }
+}
+
+/// The ledger's database.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    driver: Driver,
+}
+
+/// A database error, as text without the URL (which may hold a password).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreError(pub String);
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        StoreError(e.to_string())
+    }
+}
+
+impl Store {
+    /// Opens (creating it and its folder when missing) the SQLite file at `path`.
+    pub async fn sqlite(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        // The driver percent-decodes the file name: `%`, `?` and `#` in it are encoded.
+        let name = path
+            .display()
+            .to_string()
+            .replace('%', "%25")
+            .replace('?', "%3F")
+            .replace('#', "%23");
+        let url = format!("sqlite://{name}?mode=rwc");
+        Store::connect(&url, Driver::Sqlite).await
+    }
+
+    /// Connects to PostgreSQL at `url`.
+    pub async fn postgres(url: &str) -> Result<Self, StoreError> {
+        Store::connect(url, Driver::Postgres).await
+    }
+
+    async fn connect(url: &str, driver: Driver) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let pool = AnyPoolOptions::new()
+            .max_connections(POOL_CONNECTIONS)
+            .acquire_timeout(Duration::from_secs(5))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if driver == Driver::Sqlite {
+                        conn.execute(&*format!(
+                            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout={SQLITE_BUSY_MS};"
+                        ))
+                        .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(url)
+            .await?;
+        let migrations = match driver {
+            Driver::Sqlite => &SQLITE_MIGRATIONS,
+            Driver::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrations
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError(format!("migrations: {e}")))?;
+        Ok(Store { pool, driver })
+    }
+
+    /// Which database this is.
+    pub fn driver(&self) -> Driver {
+        self.driver
+    }
+
+    /// The pool, for reads.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Writes `rows` as one statement (one round trip, and one transaction of its own):
+    /// all of them are on record, or none.
+    pub async fn insert(&self, rows: &[StoredRow]) -> Result<(), StoreError> {
+        let placeholders: Vec<String> = (0..rows.len())
+            .map(|r| {
+                let slots: Vec<String> = (1..=ROW_PARAMETERS)
+                    .map(|c| format!("${}", r * ROW_PARAMETERS + c))
+                    .collect();
+                format!("({})", slots.join(", "))
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO decisions (request_id, at_ms, key_name, route, status, code, model, \
+             latency_ms, input_tokens, output_tokens, upstream_requests, cached_tokens, \
+             body_hash, hash_key_id, record, inputs) VALUES {} \
+             ON CONFLICT (request_id) DO NOTHING",
+            placeholders.join(", ")
+        );
+        let query = rows
+            .iter()
+            .fold(sqlx::query(&sql), |query, row| row.bind(query));
+        query.execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Deletes the records (and their outcomes) older than `before_ms`, and erases the
+    /// full inputs of those older than `inputs_before_ms`; returns the records deleted.
+    pub async fn expire(&self, before_ms: i64, inputs_before_ms: i64) -> Result<u64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "DELETE FROM outcomes WHERE request_id IN \
+             (SELECT request_id FROM decisions WHERE at_ms < $1)",
+        )
+        .bind(before_ms)
+        .execute(&mut *tx)
+        .await?;
+        let deleted = sqlx::query("DELETE FROM decisions WHERE at_ms < $1")
+            .bind(before_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query("UPDATE decisions SET inputs = NULL WHERE inputs IS NOT NULL AND at_ms < $1")
+            .bind(inputs_before_ms)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    /// One record by request id, if any.
+    pub async fn decision(&self, request_id: &str) -> Result<Option<Decision>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM decisions WHERE request_id = $1"
+        ))
+        .bind(request_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| decode(&r)).transpose()
+    }
+}
+
+/// The columns of `decisions`, in the order [`decode`] reads them.
+pub(super) const COLUMNS: &str = "request_id, at_ms, key_name, route, status, code, model, \
+    latency_ms, input_tokens, output_tokens, upstream_requests, cached_tokens, body_hash, \
+    hash_key_id, record, inputs";
+
+/// The part of a record kept as one JSON document.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Detail {
+    images: Vec<super::record::ImageRecord>,
+    questions: Vec<super::record::QuestionRecord>,
+}
+
+/// A record serialised for its row (done by the request, not the writer, which only
+/// writes).
+#[derive(Debug, Clone)]
+pub struct StoredRow {
+    decision: Decision,
+    detail: String,
+    inputs: Option<String>,
+}
+
+impl StoredRow {
+    /// Serialises `decision`'s JSON columns.
+    pub fn new(decision: Decision) -> Self {
+        let detail = serde_json::to_string(&Detail {
+            images: decision.images.clone(),
+            questions: decision.questions.clone(),
+        })
+        .unwrap_or_else(|_| "{}".into());
+        let inputs = decision.inputs.as_ref().map(|v| v.to_string());
+        StoredRow {
+            decision,
+            detail,
+            inputs,
+        }
+    }
+
+    /// The request id.
+    pub fn request_id(&self) -> &str {
+        &self.decision.request_id
+    }
+
+    /// Binds this row's [`ROW_PARAMETERS`] values, in the columns' order.
+    fn bind<'q>(&'q self, query: AnyQuery<'q>) -> AnyQuery<'q> {
+        let d = &self.decision;
+        query
+            .bind(&d.request_id)
+            .bind(d.at_ms)
+            .bind(&d.key)
+            .bind(&d.route)
+            .bind(i64::from(d.status))
+            .bind(d.code.as_deref())
+            .bind(d.model.as_deref())
+            .bind(d.latency_ms)
+            .bind(count(d.usage.input_tokens))
+            .bind(count(d.usage.output_tokens))
+            .bind(count(d.usage.upstream_requests))
+            .bind(count(d.usage.cached_tokens))
+            .bind(d.body_hash.as_deref())
+            .bind(&d.hash_key_id)
+            .bind(&self.detail)
+            .bind(self.inputs.as_deref())
+    }
+}
+
+/// A query over the `Any` driver.
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// Values one row binds (SQLite takes at most 32,766 a statement, PostgreSQL 65,535:
+/// [`super::writer`]'s batches of 256 rows bind 4,096).
+const ROW_PARAMETERS: usize = 16;
+
+fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn uncount(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// A `decisions` row (selected with [`COLUMNS`]) as a record.
+pub(super) fn decode(row: &AnyRow) -> Result<Decision, StoreError> {
+    let detail: String = row.try_get("record")?;
+    // Through a `Value`: its numbers keep their text (`arbitrary_precision`) and become
+    // `f64` by the standard library's exact parse, where a direct parse may be 1 ulp off.
+    let detail: Detail = serde_json::from_str::<serde_json::Value>(&detail)
+        .and_then(serde_json::from_value)
+        .map_err(|e| StoreError(format!("a stored record does not parse: {e}")))?;
+    let inputs: Option<String> = row.try_get("inputs")?;
+    Ok(Decision {
+        request_id: row.try_get("request_id")?,
+        at_ms: row.try_get("at_ms")?,
+        key: row.try_get("key_name")?,
+        route: row.try_get("route")?,
+        status: u16::try_from(row.try_get::<i64, _>("status")?).unwrap_or(0),
+        code: row.try_get("code")?,
+        model: row.try_get("model")?,
+        latency_ms: row.try_get("latency_ms")?,
+        usage: Tokens {
+            input_tokens: uncount(row.try_get("input_tokens")?),
+            output_tokens: uncount(row.try_get("output_tokens")?),
+            upstream_requests: uncount(row.try_get("upstream_requests")?),
+            cached_tokens: uncount(row.try_get("cached_tokens")?),
+        },
+        body_hash: row.try_get("body_hash")?,
+        images: detail.images,
+        questions: detail.questions,
+        hash_key_id: row.try_get("hash_key_id")?,
+        inputs: inputs.and_then(|t| serde_json::from_str(&t).ok()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_file_name_with_url_characters_opens_as_named() {
+        let dir = std::env::temp_dir().join(format!("ledger-store-{}", uuid::Uuid::new_v4()));
+        let path = dir.join("odd ?#% name.sqlite");
+        let store = Store::sqlite(&path).await.expect("opens");
+        assert_eq!(store.driver(), Driver::Sqlite);
+        assert!(path.exists(), "{} was created", path.display());
+        store.pool().close().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
