@@ -128,7 +128,8 @@ fn question(key: &LedgerKey, q: &LoweredQuestion, d: &Decoded, model: &str) -> Q
         confidence: d.confidence,
         temperature: d.temperature,
         option_mass: d.option_mass,
-        model: model.to_owned(),
+        // An escalated answer names the escalation model that gave it.
+        model: d.model.as_deref().unwrap_or(model).to_owned(),
         profile: d.profile.as_ref().map(|p| p.name.to_string()),
     }
 }

@@ -74,7 +74,8 @@ pub struct QuestionRecord {
     pub confidence: f64,
     pub temperature: f64,
     pub option_mass: Option<f64>,
-    /// The model as the backend reported it for this answer.
+    /// The model as the backend reported it for this answer; for an answer escalation
+    /// replaced, the escalation model's public name (as the answer's `model` says).
     pub model: String,
     /// The calibration profile that covered the answer (operator-configured name), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
