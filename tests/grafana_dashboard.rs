@@ -113,7 +113,7 @@ async fn metrics_after_traffic() -> String {
     let keys = common::temp_file(
         "keys.toml",
         &format!(
-            "[[key]]\nname = \"dash\"\nsha256 = \"{}\"\nrequests_per_minute = 4\n",
+            "[[key]]\nname = \"dash\"\nsha256 = \"{}\"\nrequests_per_minute = 5\n",
             common::sha256_hex(key)
         ),
     );

@@ -102,7 +102,8 @@ async fn a_request_is_forwarded_whole_and_the_answer_passes_through() {
     );
     assert_eq!(
         reply.body["usage"],
-        json!({"input_tokens": 300, "output_tokens": 3, "upstream_requests": 1, "cached_tokens": 0})
+        json!({"input_tokens": 300, "output_tokens": 3, "upstream_requests": 1,
+               "cached_tokens": 0, "evaluated_tokens": 300})
     );
 }
 
