@@ -190,7 +190,7 @@ async fn metrics_after_traffic() -> String {
             break;
         }
     }
-    assert!(refused.is_some(), "the key's 4 requests per minute refuse");
+    assert!(refused.is_some(), "the key's 5 requests per minute refuse");
     common::metrics(&service).await
 }
 
