@@ -519,7 +519,7 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
         write(path, &raw_rows(&scored))?;
     }
     let summary = summarise(&scored, args)?;
-    let mut table = summary.table;
+    let mut table = summary.table.clone();
     let questions = scored.len();
     table.push_str(&format!(
         "{questions} answers from {total} lines in {seconds:.2}s ({:.2} questions/s), {} failures\n",
@@ -541,14 +541,7 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
         "seed": args.seed,
         "families": summary.families,
     });
-    let mut body = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    body.push('\n');
-    if let Some(path) = &args.report {
-        write(path, &body)?;
-    }
-    if let Some(path) = &args.diagram {
-        write(path, &reliability_svg(&summary.rows, 10))?;
-    }
+    write_outputs(args, &report, &summary)?;
     Ok(Outcome { report, table })
 }
 
@@ -627,14 +620,7 @@ async fn run_ledger(args: &EvalArgs, target: &LedgerTarget) -> Result<Outcome, S
         "seed": args.seed,
         "families": summary.families,
     });
-    let mut body = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    body.push('\n');
-    if let Some(path) = &args.report {
-        write(path, &body)?;
-    }
-    if let Some(path) = &args.diagram {
-        write(path, &reliability_svg(&summary.rows, 10))?;
-    }
+    write_outputs(args, &report, &summary)?;
     let table = format!(
         "{}{} answers with outcomes from the ledger\n",
         summary.table,
@@ -856,6 +842,19 @@ fn reliability_json(rows: &[Row]) -> Vec<Value> {
         .iter()
         .map(|b| json!({"lo": b.lo, "hi": b.hi, "count": b.count, "confidence": b.confidence, "accuracy": b.accuracy}))
         .collect()
+}
+
+/// Writes the report (`--report`) and the reliability diagram (`--diagram`) when asked.
+fn write_outputs(args: &EvalArgs, report: &Value, summary: &Summary) -> Result<(), String> {
+    let mut body = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    body.push('\n');
+    if let Some(path) = &args.report {
+        write(path, &body)?;
+    }
+    if let Some(path) = &args.diagram {
+        write(path, &reliability_svg(&summary.rows, 10))?;
+    }
+    Ok(())
 }
 
 fn write(path: &Path, body: &str) -> Result<(), String> {
