@@ -333,35 +333,11 @@ impl Drop for Spawned {
 
 /// The real binary serving `db` against `backend_url`; returns it and its address.
 fn spawn_binary(db: &LedgerDb, backend_url: &str) -> (Spawned, std::net::SocketAddr) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--backend",
-            "vllm",
-            "--backend-url",
-        ])
-        .arg(backend_url)
-        .args(["--token-table", "golden-fake", "--model", "glm-5.3-flash"])
-        .args(db.flags())
-        .env("RUST_LOG", "warn,systemone::cli=info")
-        .env("NO_COLOR", "1")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    let addr = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            let at = line.split("address=").nth(1)?;
-            at.split_whitespace().next()?.parse().ok()
-        })
-        .expect("a listening line");
-    std::thread::spawn(move || lines.for_each(drop));
+    let flags = db.flags();
+    let mut args = vec!["--backend", "vllm", "--backend-url", backend_url];
+    args.extend(["--token-table", "golden-fake", "--model", "glm-5.3-flash"]);
+    args.extend(flags.iter().map(String::as_str));
+    let (child, addr) = common::spawn_serve(&args);
     (Spawned(child), addr)
 }
 

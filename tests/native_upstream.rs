@@ -17,7 +17,6 @@
 
 mod common;
 
-use std::io::BufRead;
 use std::net::SocketAddr;
 
 use serde_json::{json, Value};
@@ -44,47 +43,30 @@ impl Upstream {
     /// The binary serving Gemma through llama-server at `llama`, without the prompt cache,
     /// with `extra` flags; its address read from its `listening` log line.
     async fn start(llama: &str, extra: &[&str]) -> Upstream {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--backend", "llamacpp"])
-            .args([
-                "--backend-url",
-                llama,
-                "--model",
-                MODEL,
-                "--token-table",
-                "gemma-3",
-            ])
-            .args([
-                "--cache-prompt",
-                "false",
-                "--token-check-interval-secs",
-                "0",
-            ])
-            .args([
-                "--read-timeout-secs",
-                "300",
-                "--request-timeout-secs",
-                "900",
-            ])
-            .args(extra)
-            .env("RUST_LOG", "warn,systemone::cli=info")
-            .env("NO_COLOR", "1")
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("the binary starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let addr = tokio::task::spawn_blocking(move || {
-            let mut lines = std::io::BufReader::new(stderr).lines();
-            let addr = lines.by_ref().map_while(Result::ok).find_map(|line| {
-                let at = line.split("address=").nth(1)?;
-                at.split_whitespace().next()?.parse::<SocketAddr>().ok()
-            });
-            std::thread::spawn(move || lines.for_each(drop));
-            addr
+        let mut args = vec![
+            "--backend",
+            "llamacpp",
+            "--backend-url",
+            llama,
+            "--model",
+            MODEL,
+        ];
+        args.extend(["--token-table", "gemma-3", "--cache-prompt", "false"]);
+        args.extend(["--token-check-interval-secs", "0"]);
+        args.extend([
+            "--read-timeout-secs",
+            "300",
+            "--request-timeout-secs",
+            "900",
+        ]);
+        args.extend(extra);
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        let (child, addr) = tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            common::spawn_serve(&args)
         })
         .await
-        .expect("stderr reader")
-        .expect("the upstream's listening line");
+        .expect("stderr reader");
         Upstream { child, addr }
     }
 

@@ -485,3 +485,26 @@ pub fn sdk_python() -> PathBuf {
     );
     path
 }
+
+/// The real binary's `serve` with `args` after `--listen 127.0.0.1:0` (logging at `warn`
+/// but its own `listening` line), and the address that line names; the rest of its stderr
+/// is drained in a thread. Reads blocking: async tests call it from `spawn_blocking`.
+pub fn spawn_serve(args: &[&str]) -> (std::process::Child, SocketAddr) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("RUST_LOG", "warn,systemone::cli=info")
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let addr = lines.by_ref().map_while(Result::ok).find_map(|line| {
+        let at = line.split("address=").nth(1)?;
+        at.split_whitespace().next()?.parse::<SocketAddr>().ok()
+    });
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, addr.expect("the service's listening line"))
+}
