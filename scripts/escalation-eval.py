@@ -26,7 +26,8 @@ ln n as the service computes it), and the thresholds are their `--dev-quantile`s
 Data, by the project's scripts: SpamAssassin (`scripts/spam-data.py`: dev = `--split train`,
 evaluation = `--split heldout`, i.e. easy-ham-2, hard-ham-1, spam-2; subject plus the body
 cut to `--spam-chars`) and the State of the Union (`scripts/sotu-data.py --options K`: dev =
-even years, evaluation = odd years, `--sotu-per-president` addresses each).
+even years, evaluation = odd years, `--sotu-per-president` addresses each; `--sotu-lines N`
+keeps the first N lines of each split, which the script already shuffled with its seed).
 
 Reported per task and configuration: the scored answers, accuracy and ECE (equal-size 15
 bins and equal-width 10, from `eval`'s report), upstream requests per answer as the front
@@ -161,6 +162,8 @@ def main() -> int:
     ap.add_argument("--spam-chars", type=int, default=800)
     ap.add_argument("--sotu-options", type=int, default=4)
     ap.add_argument("--sotu-per-president", type=int, default=1)
+    ap.add_argument("--sotu-lines", type=int, default=0,
+                    help="keep only the first N lines of each sotu split (its own seeded shuffle); 0: all")
     ap.add_argument("--strong-permutations", type=int, default=4)
     ap.add_argument("--dev-quantile", type=float, action="append",
                     help="dev confidence quantiles for the two thresholds (default 0.25 and 0.5)")
@@ -208,6 +211,10 @@ def main() -> int:
             for split, cmd in tasks[task].items():
                 files[split] = os.path.join(out, f"{task}-{split}.jsonl")
                 subprocess.run(cmd + ["--out", files[split]], cwd=ROOT, check=True)
+                if task == "sotu" and args.sotu_lines:
+                    with open(files[split], encoding="utf-8") as f:
+                        kept = f.readlines()[: args.sotu_lines]
+                    write(out, os.path.basename(files[split]), "".join(kept))
             # Thresholds from the cheap model's confidences on the dev split only.
             front = Serve(binary, ["--config", write(out, f"{task}-dev.toml", cheap_model(llama, ""))] + TIMEOUTS,
                           os.path.join(out, f"{task}-dev-front.log"))
