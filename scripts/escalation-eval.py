@@ -289,17 +289,17 @@ def markdown(results: dict) -> str:
     for task, r in results["tasks"].items():
         lines.append(f"\n{task}: {r['rows'][0]['lines']} evaluation lines; thresholds from "
                      f"{r['dev_lines']} dev lines: {r['thresholds']}\n")
-        lines.append("| configuration | answers | accuracy | ECE (15 equal-size) | ECE (10 equal-width) "
+        lines.append("| configuration | answers | accuracy | macro F1 | ECE (15 equal-size) "
+                     "| ECE (10 equal-width) | mean top probability "
                      "| upstream requests / answer (front) | llama-server reads / answer (all) "
                      "| escalated | seconds |")
-        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for row in r["rows"]:
-            lines.append(f"| {row['config']} | {row['answers']} | {row['accuracy']:.3f} | {row['ece15']:.3f} "
-                         f"| {row['ece10w']:.3f} | {row['front_requests_per_answer']:.2f} "
-                         f"| {row['llama_reads_per_answer']:.2f} | {row['escalated_share']:.1%} "
-                         f"| {row['seconds']:.0f} |")
+            lines.append(f"| {row['config']} | {row['answers']} | {row['accuracy']:.3f} | {row['macro_f1']:.3f} "
+                         f"| {row['ece15']:.3f} | {row['ece10w']:.3f} | {row['mean_confidence']:.3f} "
+                         f"| {row['front_requests_per_answer']:.2f} | {row['llama_reads_per_answer']:.2f} "
+                         f"| {row['escalated_share']:.1%} | {row['seconds']:.0f} |")
     return "\n".join(lines) + "\n"
-
 
 if __name__ == "__main__":
     sys.exit(main())
