@@ -21,6 +21,8 @@ pub const DEFAULT_TOKEN_CHECK_INTERVAL_SECS: u64 = 600;
 pub const DEFAULT_TOKEN_CHECK_TIMEOUT_SECS: f64 = 30.0;
 /// Token ids read per upstream request, unless configured (flag and registry alike).
 pub const DEFAULT_MAX_IDS_PER_READ: usize = 128;
+/// Most rotated option orders a request (or a model's default) may ask for.
+pub const MAX_PERMUTATIONS: usize = 8;
 /// The noul `/v2/rerank` asks of each document, unless a model configures its own
 /// (`rerank_question`). The query is the state; the document follows it (README "Rerank").
 pub const DEFAULT_RERANK_QUESTION: &str =
@@ -842,6 +844,15 @@ pub struct ModelConfig {
     #[serde(default)]
     pub layout: Layout,
 
+    /// Option orders each question is asked in when a request does not say (1 to 8; a
+    /// request's own `permutations` overrides it). Each order is one more read; their
+    /// average cancels the model's preference for a label position, so a second
+    /// `systemone` over the same backend with `--permutations 2` or more is a stronger
+    /// native upstream to escalate to.
+    #[arg(long, env = "SYSTEMONE_PERMUTATIONS", default_value_t = 1)]
+    #[serde(default = "default_permutations")]
+    pub permutations: usize,
+
     /// Labels for questions with more options than the single-token labels.
     #[arg(long, env = "SYSTEMONE_LABEL_SCHEME", value_enum, default_value_t = LabelScheme::Numerals)]
     #[serde(default)]
@@ -905,6 +916,12 @@ impl ModelConfig {
         let invalid = |e: String| ConfigError::Invalid(format!("model {}: {e}", self.name));
         if let Some(date) = &self.release_date {
             checked_date(date).map_err(invalid)?;
+        }
+        if !(1..=MAX_PERMUTATIONS).contains(&self.permutations) {
+            return Err(invalid(format!(
+                "permutations must be from 1 to {MAX_PERMUTATIONS}, got {}",
+                self.permutations
+            )));
         }
         self.check_escalation().map_err(invalid)
     }
@@ -972,6 +989,10 @@ fn default_rerank_question() -> String {
 
 fn default_true() -> bool {
     true
+}
+
+fn default_permutations() -> usize {
+    1
 }
 
 fn default_max_ids() -> usize {
@@ -1114,6 +1135,30 @@ mod tests {
         for (got, want) in cases {
             let err = got.expect_err(want);
             assert!(err.contains(want), "{want}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_model_default_of_permutations_is_1_to_8() {
+        assert_eq!(
+            serve_flags(&[]).model.permutations,
+            1,
+            "the documented default"
+        );
+        let flags = serve_flags(&["--permutations", "8"]).model;
+        assert!(flags.check().is_ok());
+        for bad in [0, 9] {
+            let err = ModelConfig {
+                permutations: bad,
+                ..flags.clone()
+            }
+            .check()
+            .expect_err("refused")
+            .to_string();
+            assert!(
+                err.contains(&format!("permutations must be from 1 to 8, got {bad}")),
+                "{err}"
+            );
         }
     }
 
@@ -1313,6 +1358,7 @@ backend_url = "http://127.0.0.1:2/v1"
 upstream_model = "org/b"
 token_table = "golden-fake"
 layout = "cost"
+permutations = 4
 label_scheme = "letters"
 rerank_question = "Does the document answer the query?"
 fallback = "a"
@@ -1347,6 +1393,7 @@ escalate_below = 0.5
         );
         assert_eq!(models[0].flavor, Flavor::Typesafe, "the documented default");
         assert_eq!(models[1].layout, Layout::Cost);
+        assert_eq!((models[0].permutations, models[1].permutations), (1, 4));
         assert_eq!(models[0].label_scheme, LabelScheme::Numerals);
         assert_eq!(models[1].label_scheme, LabelScheme::Letters);
         assert_eq!(models[1].aliases, vec!["bee".to_string()]);

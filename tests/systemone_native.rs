@@ -107,6 +107,28 @@ async fn a_request_is_forwarded_whole_and_the_answer_passes_through() {
     );
 }
 
+/// A model's `--permutations` is what a request that sets none asks for (forwarded, as the
+/// caller's own would be); a request's own `permutations` wins, and 1 is not sent.
+#[tokio::test]
+async fn a_models_default_permutations_applies_when_the_request_sets_none() {
+    let fake = FakeNative::start(Flavor::TypeSafe).await;
+    let service = front(&fake, "typesafe", &["--permutations", "3"]).await;
+    for (set, want) in [(None, Some(3)), (Some(2), Some(2)), (Some(1), None)] {
+        let mut req = body();
+        if let Some(k) = set {
+            req["permutations"] = json!(k);
+        }
+        let reply = ask(&service, &req).await;
+        assert_eq!(reply.status, 200, "{set:?}: {}", reply.text);
+        let sent = fake.bodies().pop().expect("forwarded");
+        assert_eq!(
+            sent.get("permutations"),
+            want.map(|k| json!(k)).as_ref(),
+            "{set:?}"
+        );
+    }
+}
+
 /// Without the upstream's usage it is estimated and flagged; Ollama gets `keep_alive` from
 /// the configuration and images as raw base64.
 #[tokio::test]

@@ -57,6 +57,8 @@ pub struct Model {
     pub calibration: Calibration,
     /// Its default layout.
     pub layout: Layout,
+    /// Option orders a request that does not say is asked in (1: the caller's order).
+    pub permutations: usize,
     /// The live check of `table` against the serving tokenizer.
     pub verifier: Arc<Verifier>,
     /// Tokens in the preamble, counted once.
@@ -102,6 +104,7 @@ impl Model {
             counter: TokenCounter::Estimate,
             calibration: DEFAULT_FORMULA,
             layout: Layout::Accuracy,
+            permutations: 1,
             verifier: Arc::new(Verifier::new(DEFAULT_CHECK_INTERVAL, DEFAULT_CHECK_TIMEOUT)),
             preamble_tokens: OnceLock::new(),
             fallback: Vec::new(),
@@ -208,6 +211,7 @@ impl Models {
             counter,
             calibration,
             layout: c.layout,
+            permutations: c.permutations,
             vision: c.vision,
             release_date: c.release_date.clone(),
             rerank_question: c.rerank_question.clone(),

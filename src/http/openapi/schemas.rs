@@ -61,7 +61,8 @@ pub(super) struct SystemOneRequest {
     /// A server-side calibration profile's name.
     calibration: Option<String>,
     layout: Option<Layout>,
-    /// Rotated option orders to ask and average.
+    /// Rotated option orders to ask and average; absent: the model's default (1 unless
+    /// configured with `permutations`).
     #[schema(minimum = 1, maximum = 8)]
     permutations: Option<u32>,
     /// A record that grows across calls: one string, or question id → string.

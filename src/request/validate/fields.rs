@@ -205,11 +205,12 @@ pub(super) fn layout(value: Option<&Value>, model_default: Layout) -> Result<Lay
     }
 }
 
-/// `permutations`: absent or null is 1 (the caller's order only); otherwise an integer from
-/// 1 to [`MAX_PERMUTATIONS`]. The refusal names the number as sent, or the type sent.
-pub(super) fn permutations(value: Option<&Value>) -> Result<usize, ApiError> {
+/// `permutations`: absent or null is the model's default (1, the caller's order only,
+/// unless configured); otherwise an integer from 1 to [`MAX_PERMUTATIONS`]. The refusal
+/// names the number as sent, or the type sent.
+pub(super) fn permutations(value: Option<&Value>, model_default: usize) -> Result<usize, ApiError> {
     let got = match value {
-        None | Some(Value::Null) => return Ok(1),
+        None | Some(Value::Null) => return Ok(model_default),
         Some(Value::Number(n)) => match n.as_u64() {
             Some(k) if (1..=MAX_PERMUTATIONS as u64).contains(&k) => return Ok(k as usize),
             _ => n.as_str().to_string(),
@@ -353,6 +354,9 @@ mod tests {
             accept("permutations null is 1", top("permutations", Value::Null)).holds(|r| r.permutations() == 1),
             accept("permutations 1", top("permutations", json!(1))).holds(|r| r.permutations() == 1 && r.rendered()[0].shifts == [0]),
             accept("permutations 8, capped at 3 options", top("permutations", json!(8))).holds(|r| r.permutations() == 8 && r.rendered()[0].shifts == [0, 1, 2]),
+            accept("permutations absent is the model's", base()).models(two_order_models).holds(|r| r.permutations() == 2 && r.rendered()[0].shifts.len() == 2),
+            accept("permutations null is the model's", top("permutations", Value::Null)).models(two_order_models).holds(|r| r.permutations() == 2),
+            accept("permutations 1 overrides the model's", top("permutations", json!(1))).models(two_order_models).holds(|r| r.permutations() == 1 && r.rendered()[0].shifts == [0]),
         ]);
     }
 }

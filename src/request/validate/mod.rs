@@ -56,8 +56,7 @@ use crate::request::images::Parts;
 
 /// Most characters in a choice label.
 pub const MAX_LABEL_CHARS: usize = 128;
-/// Most rotated option orders a request may ask for.
-pub const MAX_PERMUTATIONS: usize = 8;
+pub use crate::config::MAX_PERMUTATIONS;
 
 /// Checks a JSON body against the contract and the model's capacity.
 pub fn validate(body: Value, models: &Routes, limits: &Limits) -> Result<ValidRequest, ApiError> {
@@ -81,7 +80,7 @@ pub fn validate_with_parts(
     let temperature = fields::temperature(body.get("temperature"))?;
     let calibration = fields::calibration(body.get("calibration"), models, temperature)?;
     let layout = fields::layout(body.get("layout"), model.layout)?;
-    let permutations = fields::permutations(body.get("permutations"))?;
+    let permutations = fields::permutations(body.get("permutations"), model.permutations)?;
     let (questions, question_tokens, first_orders) = questions::unzip(checked);
     let history = history::validate_history(body.get("history"), &questions)?;
     let images = images::validate_images(&body, parts, &model, limits)?;

@@ -75,6 +75,15 @@ pub(super) fn bare_models() -> Models {
     Models::new(list, 0).expect("distinct names")
 }
 
+/// [`TEXT`] alone, configured to ask every question in two orders unless a request says.
+pub(super) fn two_order_models() -> Models {
+    let text = Model {
+        permutations: 2,
+        ..model(TEXT, "golden-fake", 128, false)
+    };
+    Models::new(vec![Arc::new(text)], 0).expect("one name")
+}
+
 /// A valid choice question.
 pub(super) fn choice() -> Value {
     json!({"type": "choice", "instructions": "Which team handles this?",
