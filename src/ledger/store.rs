@@ -211,18 +211,21 @@ impl Store {
     /// full inputs of those older than `inputs_before_ms`; returns the records deleted.
     pub async fn expire(&self, before_ms: i64, inputs_before_ms: i64) -> Result<u64, StoreError> {
         let mut tx = self.begin_write().await?;
-        sqlx::query(
-            "DELETE FROM outcomes WHERE request_id IN \
-             (SELECT request_id FROM decisions WHERE at_ms < $1)",
-        )
-        .bind(before_ms)
-        .execute(&mut *tx)
-        .await?;
         let deleted = sqlx::query("DELETE FROM decisions WHERE at_ms < $1")
             .bind(before_ms)
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        // Every outcome whose record is gone, after the records: PostgreSQL reads each
+        // statement afresh (READ COMMITTED), so outcomes deleted by the records' old list
+        // first could miss a record the second statement deletes (the retention test saw
+        // one), and an outcome posted while a sweep runs is caught by the next.
+        sqlx::query(
+            "DELETE FROM outcomes WHERE NOT EXISTS \
+             (SELECT 1 FROM decisions d WHERE d.request_id = outcomes.request_id)",
+        )
+        .execute(&mut *tx)
+        .await?;
         sqlx::query("UPDATE decisions SET inputs = NULL WHERE inputs IS NOT NULL AND at_ms < $1")
             .bind(inputs_before_ms)
             .execute(&mut *tx)
