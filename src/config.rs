@@ -665,7 +665,15 @@ pub struct LedgerSettings {
     /// without it (replicas must hash alike). Redacted in every log and `Debug`.
     #[arg(long, env = "SYSTEMONE_LEDGER_KEY", hide_env_values = true)]
     pub ledger_key: Option<Secret>,
+
+    /// How often the retention sweep runs (at startup, then on this interval). Not a flag:
+    /// hourly in a service; tests shorten it to see a sweep happen.
+    #[arg(skip = LEDGER_RETENTION_EVERY)]
+    pub ledger_retention_every: Duration,
 }
+
+/// The retention sweep's interval in a service.
+pub const LEDGER_RETENTION_EVERY: Duration = Duration::from_secs(3_600);
 
 impl Default for LedgerSettings {
     /// The flags' defaults: the embedded file, `fail_closed`, 1 s, 400 days.

@@ -19,7 +19,10 @@
 //!   could not record;
 //! * `kill -9` of the real binary under 32 concurrent callers, then a restart on the same
 //!   ledger: every request id a caller received a 200 for is on record with the
-//!   probabilities it was answered, whole.
+//!   probabilities it was answered, whole;
+//! * retention: a sweep in the background deletes records older than
+//!   `--ledger-retention-days` with their outcomes and erases full inputs older than
+//!   `--ledger-inputs-retention-days`, and keeps the rest.
 
 mod common;
 
@@ -31,7 +34,7 @@ use serde_json::{json, Value};
 use sqlx::Executor;
 
 use common::fake_vllm::FakeVllm;
-use common::ledger::{start_with_ledger, Backend, LedgerDb, TEST_LEDGER_KEY};
+use common::ledger::{run_binary, start_with_ledger, Backend, LedgerDb, TEST_LEDGER_KEY};
 use common::{config, log::Captured, post, Reply, Service};
 use systemone::ledger::key::{Domain, LedgerKey};
 use systemone::ledger::record::Decision;
@@ -595,15 +598,95 @@ async fn postgres_keys_read_and_annotate_their_own_records() {
     keys_read_and_annotate_their_own_records(Backend::Postgres).await;
 }
 
-/// Runs the binary with `args`; returns its stdout, failing with its stderr.
-fn run_binary(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{args:?}: {stderr}");
-    String::from_utf8(out.stdout).expect("utf-8")
+/// A day in milliseconds.
+const DAY_MS: i64 = 86_400_000;
+
+/// Retention in the background: with `--ledger-retention-days 2` and
+/// `--ledger-inputs-retention-days 1`, a sweep on its interval (shortened to 20 ms; it runs
+/// hourly in a service) deletes a record made 3 days old and its outcome, erases the full
+/// inputs of one made 1.5 days old and keeps that record and its outcome, and leaves a
+/// record of now whole. The records are answered through the service after it started, so
+/// the startup sweep has nothing to do with them, then aged by moving their arrival time
+/// back; the test polls (bounded) until the sweep has run.
+async fn retention_deletes_old_records_in_the_background(backend: Backend) {
+    let db = LedgerDb::new(backend).await;
+    let fake = FakeVllm::start().await;
+    let mut flags = db.flags();
+    flags.extend(
+        [
+            "--ledger-inputs",
+            "full",
+            "--ledger-retention-days",
+            "2",
+            "--ledger-inputs-retention-days",
+            "1",
+        ]
+        .map(str::to_owned),
+    );
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut config = common::config(&fake.base_url(), &flags);
+    config.ledger.ledger_retention_every = Duration::from_millis(20);
+    let service = start_with_ledger(config).await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let body = three_questions(&format!("ticket {i}"), "team", "bug", "Which team?");
+        let reply = common::ask(&service, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let id = request_id(&reply);
+        let path = format!("/v1/ledger/decisions/{id}/outcomes");
+        let outcome = json!({"question": "team", "outcome": "bug"});
+        let reply = post(&service.client, &service.url(&path), &outcome).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        ids.push(id);
+    }
+    let (old, older_than_inputs, new) = (&ids[0], &ids[1], &ids[2]);
+    let store = service.state.ledger.store().expect("the ledger is on");
+    for (id, age_ms) in [(old, 3 * DAY_MS), (older_than_inputs, DAY_MS * 3 / 2)] {
+        let aged = sqlx::query("UPDATE decisions SET at_ms = at_ms - $1 WHERE request_id = $2")
+            .bind(age_ms)
+            .bind(id.as_str())
+            .execute(store.pool())
+            .await
+            .expect("aged");
+        assert_eq!(aged.rows_affected(), 1, "{id}");
+    }
+    let swept = async {
+        loop {
+            let gone = store.decision(old).await.expect("reads").is_none();
+            let erased = record(&service, older_than_inputs).await.inputs.is_none();
+            if gone && erased {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), swept)
+        .await
+        .expect("a sweep deletes the old record and erases the inputs within 30 s");
+    let outcomes = store
+        .outcomes(&[old.as_str(), older_than_inputs.as_str(), new.as_str()])
+        .await
+        .expect("reads");
+    let with_outcome: Vec<&str> = outcomes.iter().map(|o| o.request_id.as_str()).collect();
+    assert_eq!(
+        with_outcome,
+        [older_than_inputs.as_str(), new.as_str()],
+        "the deleted record's outcome went with it; the others' stay"
+    );
+    let kept = record(&service, new).await;
+    assert!(kept.inputs.is_some(), "a record of now keeps its inputs");
+    assert_eq!(kept.questions.len(), 3);
+    assert_eq!(record(&service, older_than_inputs).await.questions.len(), 3);
+}
+
+#[tokio::test]
+async fn sqlite_retention_deletes_old_records_in_the_background() {
+    retention_deletes_old_records_in_the_background(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn postgres_retention_deletes_old_records_in_the_background() {
+    retention_deletes_old_records_in_the_background(Backend::Postgres).await;
 }
 
 async fn calibrate_from_the_ledger_fits_as_its_export(backend: Backend) {

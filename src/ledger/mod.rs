@@ -7,8 +7,9 @@
 //! * [`draft`]: a record made from a validated request and its answers.
 //! * [`store`]: the database (`sqlx`: an embedded SQLite file, or PostgreSQL for replicas),
 //!   migrations versioned in `migrations/`.
-//! * [`writer`]: group commit: one task writes whatever records are waiting as one
-//!   transaction.
+//! * [`writer`]: group commit: whatever records are waiting are written as one
+//!   transaction on a connection of the writer's own, with batches overlapping (SQLite: the
+//!   WAL's fsync runs beside the next batch's write; PostgreSQL: two writer connections).
 //!
 //! [`Ledger`] wraps them with what a request needs: a bounded wait for its commit
 //! (`--ledger-timeout-ms`) and the failure policy (`fail_closed`: the request is refused
@@ -41,8 +42,6 @@ use store::{Store, StoredRow};
 
 /// How often the outcome figures (`quality`) are recomputed.
 const QUALITY_EVERY: Duration = Duration::from_secs(60);
-/// How often the retention task runs.
-const RETENTION_EVERY: Duration = Duration::from_secs(3_600);
 /// Milliseconds in a day.
 const DAY_MS: i64 = 86_400_000;
 
@@ -133,11 +132,7 @@ impl Ledger {
             metrics,
             last_warning_ms: std::sync::atomic::AtomicI64::new(i64::MIN),
         };
-        start_retention(
-            open.store.clone(),
-            settings.ledger_retention_days,
-            settings.ledger_inputs_retention_days,
-        );
+        start_retention(open.store.clone(), settings);
         let ledger = Ledger {
             open: Some(Arc::new(open)),
         };
@@ -276,11 +271,20 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Deletes records older than `days` (0: never) and erases full inputs older than
-/// `inputs_days`, now and then every [`RETENTION_EVERY`].
-fn start_retention(store: Store, days: u64, inputs_days: u64) {
+/// Deletes records older than `--ledger-retention-days` (0: never) and erases full inputs
+/// older than `--ledger-inputs-retention-days`, now and then every
+/// `settings.ledger_retention_every`.
+fn start_retention(store: Store, settings: &LedgerSettings) {
+    let (days, inputs_days) = (
+        settings.ledger_retention_days,
+        settings.ledger_inputs_retention_days,
+    );
+    let every = settings
+        .ledger_retention_every
+        .max(Duration::from_millis(1));
     tokio::spawn(async move {
-        let mut every = tokio::time::interval(RETENTION_EVERY);
+        let mut every = tokio::time::interval(every);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
             let now = now_ms();
@@ -293,7 +297,7 @@ fn start_retention(store: Store, days: u64, inputs_days: u64) {
                 Ok(0) => {}
                 Ok(deleted) => tracing::info!(deleted, "expired ledger records deleted"),
                 Err(e) => {
-                    tracing::warn!(error = %e, "ledger retention failed; it runs again within the hour")
+                    tracing::warn!(error = %e, "ledger retention failed; it runs again on its interval")
                 }
             }
         }

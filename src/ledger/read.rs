@@ -168,7 +168,7 @@ impl Store {
         new: &NewOutcome<'_>,
         replace: bool,
     ) -> Result<(), OutcomeError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let current = sqlx::query(
             "SELECT id FROM outcomes WHERE request_id = $1 AND question = $2 \
              AND replaced_at_ms IS NULL",

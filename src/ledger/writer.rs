@@ -1,12 +1,30 @@
-//! Group commit: one task writes every record, taking whatever requests are waiting as one
-//! transaction (up to [`MAX_BATCH`] rows), and tells each request when its batch is
-//! committed. Under load, one fsync (SQLite) or one round trip and WAL flush (PostgreSQL)
-//! then covers many answers; alone, a request waits for its own commit only.
+//! Group commit: the records waiting are written as one transaction (one multi-row INSERT of
+//! up to [`MAX_BATCH`] rows, on a connection the writer keeps), and each request is told
+//! when its batch is durable. Batches overlap, so under load a request does not wait for a
+//! whole commit that started without it to finish before its own can start:
+//!
+//! * **SQLite** (one writer at a time, by design): a batch is written into the WAL with
+//!   `synchronous=NORMAL` on the writer's connection (SQLite's write lock is not held
+//!   through an fsync), then a second stage fsyncs the WAL file (`fdatasync`) before any
+//!   request of the batch hears "committed". While that fsync runs, the next batch is
+//!   written; the next fsync covers every batch written before it started. Durable before
+//!   the answer as with `synchronous=FULL` (which fsyncs the WAL inside each commit): an
+//!   acknowledged record's WAL frames, commit frame included, reached the disk before the
+//!   acknowledgement.
+//! * **PostgreSQL**: [`PG_WRITERS`] writer tasks, each with its own connection, take turns
+//!   at the queue: while one batch's COMMIT is on its way (a round trip and a WAL flush),
+//!   another connection sends the next, and PostgreSQL's own group commit flushes them
+//!   together. A COMMIT returns once its WAL is flushed (`synchronous_commit` on).
+//!
+//! Alone, a request waits for its own commit only.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::{mpsc, oneshot};
+use sqlx::AnyConnection;
+use tokio::sync::{mpsc, oneshot, Mutex};
 
 use super::store::{Store, StoreError, StoredRow};
 use crate::metrics::Metrics;
@@ -16,6 +34,8 @@ pub(super) const MAX_BATCH: usize = 256;
 /// Records waiting for the writer before a request's send waits for room (bounded by the
 /// request's own timeout).
 pub(super) const QUEUE: usize = 4_096;
+/// PostgreSQL writer connections: two keep one batch in flight while the next is sent.
+const PG_WRITERS: usize = 2;
 
 /// A record and who waits for its commit.
 pub(super) struct Pending {
@@ -23,28 +43,152 @@ pub(super) struct Pending {
     pub(super) done: oneshot::Sender<Result<(), StoreError>>,
 }
 
+/// Who waits for one batch.
+type Waiting = Vec<oneshot::Sender<Result<(), StoreError>>>;
+
+/// A batch written into SQLite's WAL, waiting for its fsync.
+struct Written {
+    waiting: Waiting,
+    rows: usize,
+    started: Instant,
+}
+
+/// What a writer does with a batch its transaction wrote.
+enum Then {
+    /// Tell the waiting requests (PostgreSQL: the COMMIT is durable).
+    Answer,
+    /// Hand it to the fsync stage (SQLite).
+    Sync(mpsc::UnboundedSender<Written>),
+}
+
 /// Starts the writer for `store`; records sent to the returned sender are committed in
-/// batches. The task ends when every sender is dropped.
+/// batches. The tasks end when every sender is dropped.
 pub(super) fn start(store: Store, metrics: Arc<Metrics>) -> mpsc::Sender<Pending> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    tokio::spawn(write_batches(store, rx, metrics));
+    let queue = Arc::new(Mutex::new(rx));
+    match store.wal_file() {
+        Some(wal) => {
+            let (written, to_sync) = mpsc::unbounded_channel();
+            tokio::spawn(sync_batches(store.clone(), wal, to_sync, metrics.clone()));
+            tokio::spawn(write_batches(store, queue, metrics, Then::Sync(written)));
+        }
+        None => {
+            for _ in 0..PG_WRITERS {
+                let (store, queue, metrics) = (store.clone(), queue.clone(), metrics.clone());
+                tokio::spawn(write_batches(store, queue, metrics, Then::Answer));
+            }
+        }
+    }
     tx
 }
 
-async fn write_batches(store: Store, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>) {
+/// One writer: takes what waits in `queue` (its turn at it), writes it as one transaction on
+/// its own connection (opened again after an error), and does `then`.
+async fn write_batches(
+    store: Store,
+    queue: Arc<Mutex<mpsc::Receiver<Pending>>>,
+    metrics: Arc<Metrics>,
+    then: Then,
+) {
     let driver = store.driver().as_str();
+    let mut connection: Option<AnyConnection> = None;
+    // The INSERT text per row count: built once, so the driver's statement cache finds it.
+    let mut statements: HashMap<usize, String> = HashMap::new();
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let (rows, waiting): (Vec<StoredRow>, Vec<_>) =
-            batch.drain(..).map(|p| (p.row, p.done)).unzip();
+    loop {
+        if queue.lock().await.recv_many(&mut batch, MAX_BATCH).await == 0 {
+            return;
+        }
         let started = Instant::now();
-        let result = store.insert(&rows).await;
-        metrics.observe_ledger_commit(driver, rows.len(), started.elapsed());
+        let (rows, waiting): (Vec<StoredRow>, Waiting) =
+            batch.drain(..).map(|p| (p.row, p.done)).unzip();
+        let sql = statements
+            .entry(rows.len())
+            .or_insert_with(|| store.insert_sql(rows.len()));
+        let result = match &mut connection {
+            Some(conn) => Store::insert_on(conn, sql, &rows).await,
+            None => match store.writer_connection().await {
+                Ok(mut conn) => {
+                    let result = Store::insert_on(&mut conn, sql, &rows).await;
+                    connection = Some(conn);
+                    result
+                }
+                Err(e) => Err(e),
+            },
+        };
         if let Err(e) = &result {
             tracing::warn!(store = driver, rows = rows.len(), error = %e, "ledger commit failed");
+            // A broken connection is replaced; a sound one is cheap to open again.
+            connection = None;
         }
-        for done in waiting {
-            let _ = done.send(result.clone());
+        match (&then, result) {
+            (Then::Sync(stage), Ok(())) => {
+                let written = Written {
+                    waiting,
+                    rows: rows.len(),
+                    started,
+                };
+                if let Err(mpsc::error::SendError(w)) = stage.send(written) {
+                    answer(
+                        w.waiting,
+                        Err(StoreError("the ledger's fsync stage stopped".into())),
+                    );
+                }
+            }
+            (_, result) => {
+                if result.is_ok() {
+                    metrics.observe_ledger_commit(driver, rows.len(), started.elapsed());
+                }
+                answer(waiting, result);
+            }
         }
+    }
+}
+
+/// The fsync stage (SQLite): one `fdatasync` of the WAL for every batch written before it
+/// started, then their requests hear the result.
+async fn sync_batches(
+    store: Store,
+    wal: PathBuf,
+    mut written: mpsc::UnboundedReceiver<Written>,
+    metrics: Arc<Metrics>,
+) {
+    let driver = store.driver().as_str();
+    let mut batches = Vec::new();
+    // The WAL's directory entry is made durable once, with the first fsync.
+    let mut directory = wal.parent().map(std::path::Path::to_path_buf);
+    while written.recv_many(&mut batches, usize::MAX).await > 0 {
+        let (path, dir) = (wal.clone(), directory.clone());
+        let result = tokio::task::spawn_blocking(move || {
+            sync_file(&path)?;
+            dir.filter(|d| !d.as_os_str().is_empty())
+                .map_or(Ok(()), |d| sync_file(&d))
+        })
+        .await
+        .unwrap_or_else(|e| Err(StoreError(format!("the fsync task failed: {e}"))));
+        match &result {
+            Ok(()) => directory = None,
+            Err(e) => tracing::warn!(store = driver, error = %e, "ledger fsync failed"),
+        }
+        for batch in batches.drain(..) {
+            if result.is_ok() {
+                metrics.observe_ledger_commit(driver, batch.rows, batch.started.elapsed());
+            }
+            answer(batch.waiting, result.clone());
+        }
+    }
+}
+
+/// `fdatasync` of the file (or directory) at `path`, through a handle of its own each time
+/// (the WAL is SQLite's: the writer keeps nothing of it open).
+fn sync_file(path: &std::path::Path) -> Result<(), StoreError> {
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_data())
+        .map_err(|e| StoreError(format!("fsync of {}: {e}", path.display())))
+}
+
+fn answer(waiting: Waiting, result: Result<(), StoreError>) {
+    for done in waiting {
+        let _ = done.send(result.clone());
     }
 }

@@ -116,6 +116,17 @@ pub fn postgres_url() -> String {
     )
 }
 
+/// Runs the binary with `args`; returns its stdout, failing with its stderr.
+pub fn run_binary(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
 /// Starts the service with `config` and its configured ledger open.
 pub async fn start_with_ledger(config: ServeConfig) -> Service {
     let mut state = systemone::build_state(&config).expect("state builds");
