@@ -42,7 +42,7 @@ const MODEL: &str = "glm-5.3-flash";
 /// The vLLM dialect; never called: the URL points at the discard port.
 fn backend() -> VllmBackend {
     VllmBackend::new(
-        reqwest::Client::new(),
+        systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16).expect("a pool"),
         "http://127.0.0.1:9/v1",
         MODEL.into(),
         None,

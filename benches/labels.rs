@@ -559,7 +559,7 @@ fn main() {
     );
 
     let direct = LlamaCppBackend::new(
-        reqwest::Client::new(),
+        systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16).expect("a pool"),
         &llama_url,
         MODEL.to_string(),
         None,
@@ -568,7 +568,7 @@ fn main() {
     );
     // The service's root read of `body`: one read of the whole prompt, evaluated in full.
     let uncached = LlamaCppBackend::new(
-        reqwest::Client::new(),
+        systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16).expect("a pool"),
         &llama_url,
         MODEL.to_string(),
         None,

@@ -278,7 +278,8 @@ impl DirectBodies {
         // prefix cache on, no template arguments.
         let backend = || {
             LlamaCppBackend::new(
-                reqwest::Client::new(),
+                systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16)
+                    .expect("a pool"),
                 base_url,
                 MODEL.into(),
                 None,

@@ -289,7 +289,9 @@ fn reset_peak(pid: u32) -> bool {
 
 /// The vLLM body the service sends upstream for the 1 × 4 scenario, rendered by the library.
 fn direct_body(base_url: &str) -> Vec<u8> {
-    let backend = || VllmBackend::new(reqwest::Client::new(), base_url, MODEL.into(), None, 128);
+    let pool =
+        systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16).expect("a pool");
+    let backend = || VllmBackend::new(pool.clone(), base_url, MODEL.into(), None, 128);
     let model = Arc::new(Model::new(
         MODEL,
         Arc::new(backend()),

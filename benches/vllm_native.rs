@@ -1081,7 +1081,7 @@ async fn read_prompts(
         validate(body, &service.models.routes(), &service.limits).expect("the request is valid");
     let asks = plan(&request);
     let backend = VllmBackend::new(
-        reqwest::Client::new(),
+        systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16).expect("a pool"),
         vllm_url,
         request.model().upstream_model.clone(),
         None,

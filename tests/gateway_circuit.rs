@@ -527,6 +527,7 @@ async fn metrics_expose_the_gateway_series_with_bounded_labels() {
     assert_eq!(ask(&service, &body).await.status, 200);
     fake.set_fault(Fault::ServerError);
     assert_eq!(ask(&service, &body).await.status, 502);
+    common::slots_freed(&service).await;
     let text = metrics(&service).await;
     for series in [
         "systemone_questions_per_request_bucket{le=\"2\"} 2",

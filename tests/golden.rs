@@ -49,7 +49,13 @@ fn cases() -> Vec<Value> {
 
 /// The vLLM dialect at `base_url`, as the golden fake's model uses it.
 fn backend(base_url: &str) -> VllmBackend {
-    VllmBackend::new(reqwest::Client::new(), base_url, MODEL.into(), None, 128)
+    VllmBackend::new(
+        systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16).expect("a pool"),
+        base_url,
+        MODEL.into(),
+        None,
+        128,
+    )
 }
 
 fn model(base_url: &str) -> Arc<Model> {

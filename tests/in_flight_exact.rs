@@ -2,7 +2,8 @@
 //! connections with a request outstanding (tests/common/tcp_counter.rs), the most at once
 //! equals `--max-in-flight` under cancellation-heavy load: failing questions cancelling
 //! their siblings, read timeouts, and clients that hang up mid-request. A read whose
-//! caller stopped waiting keeps its slot until its exchange ends (src/backend/http.rs).
+//! caller stopped waiting keeps its slot until its connection's socket is closed
+//! (src/backend/pool.rs).
 
 mod common;
 
@@ -114,9 +115,8 @@ async fn the_backend_never_sees_more_requests_than_the_cap_under_cancellation() 
         CAP,
         "most connections with a request outstanding at once"
     );
-    assert!(
-        fake.max_in_flight() <= CAP,
-        "fake saw {}",
-        fake.max_in_flight()
-    );
+    // The fake's own count of running handlers is not the measure: when a client's close
+    // reaches it, hyper closes the fake's socket a few microseconds before it drops the
+    // handler, so a handler can outlive the connection the proxy saw end (and the slot
+    // that was freed after it).
 }

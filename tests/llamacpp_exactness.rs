@@ -70,7 +70,7 @@ async fn probabilities_are_the_renormalised_raw_logprobs_tempered_by_the_default
     let asks = plan(&request);
     let model = request.model();
     let direct = LlamaCppBackend::new(
-        reqwest::Client::new(),
+        systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16).expect("a pool"),
         &url,
         model.upstream_model.clone(),
         None,

@@ -126,7 +126,7 @@ async fn multi_token_answers_are_the_chain_rule_over_the_backends_logprobs() {
 /// bodies the service sends and send them here.
 fn direct_backend(url: &str) -> LlamaCppBackend {
     LlamaCppBackend::new(
-        reqwest::Client::new(),
+        systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16).expect("a pool"),
         url,
         "gemma-3-270m".to_string(),
         None,

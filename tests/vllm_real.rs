@@ -89,7 +89,7 @@ async fn direct_node_reads(
     let asks = plan(&request);
     let model = request.model();
     let direct = VllmBackend::new(
-        reqwest::Client::new(),
+        systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16).expect("a pool"),
         url,
         model.upstream_model.clone(),
         None,
@@ -881,7 +881,7 @@ async fn missing_from_top_20(service: &Service, url: &str, body: &Value) -> (usi
     let model = request.model();
     let node = &request.rendered()[0].reads.nodes[0];
     let direct = VllmBackend::new(
-        reqwest::Client::new(),
+        systemone::backend::pool::pool(std::time::Duration::from_secs(10), 16).expect("a pool"),
         url,
         model.upstream_model.clone(),
         None,

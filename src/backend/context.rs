@@ -33,9 +33,9 @@ impl ContextWindow {
     /// Sends `call` (a GET under a permit of `in_flight`) and keeps what `read` finds in
     /// its JSON answer. A host that answers with a 4xx or without the field does not report
     /// its window: not asked again. One that cannot answer now is asked again with backoff.
-    pub async fn refresh(
+    pub(crate) async fn refresh(
         &self,
-        call: reqwest::RequestBuilder,
+        call: super::http::Call,
         in_flight: &InFlight,
         read: impl FnOnce(&Value) -> Option<u64>,
     ) -> Due {

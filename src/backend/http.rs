@@ -1,49 +1,109 @@
 //! HTTP plumbing every dialect shares: the exchange under its in-flight permit, transport
 //! errors, capped bodies, status mapping.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use hyper::{Method, Request, Uri};
 use sha2::{Digest, Sha256};
 
+use super::pool::{Pool, RequestBody, Share};
 use super::BackendError;
 use crate::limits::InFlightPermit;
 use crate::secret::Secret;
 
-/// A POST to `url` on the shared pool, with the backend's bearer key when it has one: how
-/// every dialect starts a request.
-pub(crate) fn post(
-    client: &reqwest::Client,
-    url: impl reqwest::IntoUrl,
-    key: Option<&Secret>,
-) -> reqwest::RequestBuilder {
-    with_key(client.post(url), key)
+/// One request to a backend, built before it is sent: method, URL, headers, body.
+pub(crate) struct Call {
+    pool: Pool,
+    method: Method,
+    /// `None` when the URL is not a valid URI (reported on sending).
+    uri: Option<Uri>,
+    headers: HeaderMap,
+    body: Bytes,
+    /// Why the request cannot be sent (a body that did not serialize), reported on sending.
+    broken: Option<String>,
 }
 
-/// A GET of `url`, with the backend's bearer key when it has one.
-pub(crate) fn get(
-    client: &reqwest::Client,
-    url: impl reqwest::IntoUrl,
-    key: Option<&Secret>,
-) -> reqwest::RequestBuilder {
-    with_key(client.get(url), key)
-}
+impl Call {
+    fn new<U: TryInto<Uri>>(pool: &Pool, method: Method, url: U, key: Option<&Secret>) -> Self {
+        let mut call = Call {
+            pool: pool.clone(),
+            method,
+            uri: url.try_into().ok(),
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+            broken: None,
+        };
+        call.headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
+        if let Some(key) = key {
+            match HeaderValue::try_from(format!("Bearer {}", key.expose())) {
+                Ok(mut value) => {
+                    value.set_sensitive(true);
+                    call.headers.insert(AUTHORIZATION, value);
+                }
+                // Never the key itself: only that it cannot be a header.
+                Err(_) => call.broken = Some("the backend key cannot be sent as a header".into()),
+            }
+        }
+        call
+    }
 
-/// `call` with the bearer key, when there is one.
-fn with_key(call: reqwest::RequestBuilder, key: Option<&Secret>) -> reqwest::RequestBuilder {
-    match key {
-        Some(key) => call.bearer_auth(key.expose()),
-        None => call,
+    /// `value` as a JSON body.
+    pub(crate) fn json<T: serde::Serialize + ?Sized>(mut self, value: &T) -> Self {
+        match serde_json::to_vec(value) {
+            Ok(body) => {
+                self.headers
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                self.body = body.into();
+            }
+            Err(e) => self.broken = Some(format!("the request body did not serialize: {e}")),
+        }
+        self
+    }
+
+    /// The header `name: value`.
+    pub(crate) fn header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.insert(name, value);
+        self
+    }
+
+    /// `body` as the request body, as it is.
+    pub(crate) fn body(mut self, body: impl Into<Bytes>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    /// The request for the pool, or why there is none.
+    fn into_request(self) -> Result<(Pool, Request<RequestBody>), BackendError> {
+        if let Some(why) = self.broken {
+            return Err(BackendError::Protocol(why));
+        }
+        let Some(uri) = self.uri else {
+            return Err(BackendError::Protocol(
+                "the backend URL is not a valid URI".into(),
+            ));
+        };
+        let mut request = Request::new(RequestBody::new(self.body));
+        *request.method_mut() = self.method;
+        *request.uri_mut() = uri;
+        *request.headers_mut() = self.headers;
+        Ok((self.pool, request))
     }
 }
 
-/// How long an exchange whose caller stopped waiting may run on in the background before
-/// it is cut (a backend that never answers must not hold a slot forever).
-const ABANDONED_EXCHANGE_BOUND: Duration = Duration::from_secs(60);
+/// A POST to `url` on the shared pool, with the backend's bearer key when it has one: how
+/// every dialect starts a request.
+pub(crate) fn post<U: TryInto<Uri>>(pool: &Pool, url: U, key: Option<&Secret>) -> Call {
+    Call::new(pool, Method::POST, url, key)
+}
+
+/// A GET of `url`, with the backend's bearer key when it has one.
+pub(crate) fn get<U: TryInto<Uri>>(pool: &Pool, url: U, key: Option<&Secret>) -> Call {
+    Call::new(pool, Method::GET, url, key)
+}
 
 /// Sends `call` and reads its answer whole (a 2xx body, or the error its status stands
 /// for), holding a share of the read's in-flight slot until the backend can no longer be
@@ -51,13 +111,11 @@ const ABANDONED_EXCHANGE_BOUND: Duration = Duration::from_secs(60);
 /// holds one share throughout, each exchange another).
 ///
 /// If the caller stops waiting (a sibling read failed, the read timed out, the client
-/// left), the exchange is not cut: it runs on in a background task to its end (at most
-/// [`ABANDONED_EXCHANGE_BOUND`]) and only then returns the permit. Cutting it would free
-/// the slot while the backend still computes the answer (the HTTP client closes the
-/// connection in its own task, after the drop), so the backend could see more requests
-/// than the cap.
+/// left), the exchange is dropped and its connection closed; the share goes with the
+/// connection and is let go once its socket is closed ([`super::pool`]), not when the
+/// backend would have answered.
 pub(crate) async fn exchange(
-    call: reqwest::RequestBuilder,
+    call: Call,
     slot: &Arc<InFlightPermit>,
 ) -> Result<Vec<u8>, BackendError> {
     exchange_up_to(call, slot, MAX_RESPONSE_BYTES).await
@@ -66,54 +124,21 @@ pub(crate) async fn exchange(
 /// [`exchange`] for an answer that may be up to `max_bytes` (llama.cpp's whole-vocabulary
 /// read is ~26 MB for Gemma 3's 262,144 tokens).
 pub(crate) async fn exchange_up_to(
-    call: reqwest::RequestBuilder,
+    call: Call,
     slot: &Arc<InFlightPermit>,
     max_bytes: usize,
 ) -> Result<Vec<u8>, BackendError> {
-    let exchange = async move {
-        let mut response = call.send().await.map_err(transport_error)?;
-        read_success(&mut response, max_bytes).await
-    };
-    ToTheEnd {
-        exchange: Some(Box::pin(exchange)),
-        slot: Some(slot.clone()),
+    let answer = exchange_raw_up_to(call, slot, max_bytes).await?;
+    if (200..300).contains(&answer.status) {
+        return Ok(answer.body);
     }
-    .await
-}
-
-/// An exchange that, dropped before its end, finishes in the background with its permit.
-struct ToTheEnd<F: Future + Send + 'static> {
-    exchange: Option<Pin<Box<F>>>,
-    slot: Option<Arc<InFlightPermit>>,
-}
-
-impl<F: Future + Send + 'static> Future for ToTheEnd<F> {
-    type Output = F::Output;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let Some(exchange) = self.exchange.as_mut() else {
-            return Poll::Pending;
-        };
-        let out = std::task::ready!(exchange.as_mut().poll(cx));
-        self.exchange = None;
-        self.slot = None;
-        Poll::Ready(out)
-    }
-}
-
-impl<F: Future + Send + 'static> Drop for ToTheEnd<F> {
-    fn drop(&mut self) {
-        let (Some(exchange), slot) = (self.exchange.take(), self.slot.take()) else {
-            return;
-        };
-        // Without a runtime (the process is ending) there is nothing to finish it on.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = tokio::time::timeout(ABANDONED_EXCHANGE_BOUND, exchange).await;
-                drop(slot);
-            });
-        }
-    }
+    let retry_after = retry_after_secs(&answer.headers);
+    Err(match answer.status {
+        429 => BackendError::RateLimited { retry_after },
+        503 => BackendError::Overloaded { retry_after },
+        s @ 400..=499 => BackendError::Rejected { status: s },
+        s => BackendError::ServerError { status: s },
+    })
 }
 
 /// Whether a backend's error text may be logged (at `trace`): off unless the operator
@@ -130,58 +155,57 @@ pub fn set_log_error_text(on: bool) {
 /// Largest backend answer read into memory; anything bigger is a protocol error.
 const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
-/// The body of a 2xx answer, or the error its status stands for (logged once here).
-async fn read_success(
-    response: &mut reqwest::Response,
-    max_bytes: usize,
-) -> Result<Vec<u8>, BackendError> {
-    let status = response.status();
-    if status.is_success() {
-        return read_capped_up_to(response, max_bytes).await;
-    }
-    let retry_after = retry_after_secs(response.headers());
-    let text = read_capped(response).await.unwrap_or_default();
-    log_error_answer(status.as_u16(), &text);
-    Err(match status.as_u16() {
-        429 => BackendError::RateLimited { retry_after },
-        503 => BackendError::Overloaded { retry_after },
-        s @ 400..=499 => BackendError::Rejected { status: s },
-        s => BackendError::ServerError { status: s },
-    })
-}
-
 /// A whole answer, whatever its status: what a dialect with its own status rules reads.
 #[derive(Debug)]
 pub(crate) struct RawAnswer {
     pub status: u16,
-    pub headers: reqwest::header::HeaderMap,
+    pub headers: HeaderMap,
     pub body: Vec<u8>,
 }
 
 /// [`exchange`], but the answer comes back whole whatever its status (an error status is
-/// logged here, as [`read_success`] logs it), for a dialect that maps statuses itself.
+/// logged here), for a dialect that maps statuses itself.
 pub(crate) async fn exchange_raw(
-    call: reqwest::RequestBuilder,
+    call: Call,
     slot: &Arc<InFlightPermit>,
 ) -> Result<RawAnswer, BackendError> {
-    let exchange = async move {
-        let mut response = call.send().await.map_err(transport_error)?;
-        let (status, headers) = (response.status().as_u16(), response.headers().clone());
-        let body = read_capped(&mut response).await?;
-        if !(200..300).contains(&status) {
-            log_error_answer(status, &body);
+    exchange_raw_up_to(call, slot, MAX_RESPONSE_BYTES).await
+}
+
+/// Sends `call` under a [`Share`] of `slot` and reads the answer: a 2xx body up to
+/// `max_bytes` (more is a protocol error), an error body up to [`MAX_RESPONSE_BYTES`]
+/// (unreadable or longer: empty; the status says what matters), logged once.
+async fn exchange_raw_up_to(
+    call: Call,
+    slot: &Arc<InFlightPermit>,
+    max_bytes: usize,
+) -> Result<RawAnswer, BackendError> {
+    let (pool, mut request) = call.into_request()?;
+    let mut share = Share::new(slot, &mut request);
+    let response = match pool.request(request).await {
+        Ok(response) => response,
+        Err(e) => {
+            share.answered();
+            return Err(transport_error(e));
         }
-        Ok(RawAnswer {
-            status,
-            headers,
-            body,
-        })
     };
-    ToTheEnd {
-        exchange: Some(Box::pin(exchange)),
-        slot: Some(slot.clone()),
-    }
-    .await
+    let (parts, body) = response.into_parts();
+    let status = parts.status.as_u16();
+    let body = if parts.status.is_success() {
+        read_capped(body, max_bytes).await?
+    } else {
+        let text = read_capped(body, MAX_RESPONSE_BYTES)
+            .await
+            .unwrap_or_default();
+        log_error_answer(status, &text);
+        text
+    };
+    share.answered();
+    Ok(RawAnswer {
+        status,
+        headers: parts.headers,
+        body,
+    })
 }
 
 /// Logs a backend's error answer once, at `warn`: by status, length and a hash (to tell
@@ -204,8 +228,13 @@ fn log_error_answer(status: u16, text: &[u8]) {
     }
 }
 
-pub(crate) fn transport_error(e: reqwest::Error) -> BackendError {
-    if e.is_timeout() {
+/// What a failed send means: no connection (a connect that timed out is a timeout), or a
+/// broken exchange.
+fn transport_error(e: hyper_util::client::legacy::Error) -> BackendError {
+    let timed_out = std::iter::successors(std::error::Error::source(&e), |e| e.source())
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .any(|e| e.kind() == std::io::ErrorKind::TimedOut);
+    if timed_out {
         BackendError::Timeout
     } else if e.is_connect() {
         BackendError::Unreachable
@@ -214,16 +243,17 @@ pub(crate) fn transport_error(e: reqwest::Error) -> BackendError {
     }
 }
 
-pub(crate) async fn read_capped(response: &mut reqwest::Response) -> Result<Vec<u8>, BackendError> {
-    read_capped_up_to(response, MAX_RESPONSE_BYTES).await
-}
-
-async fn read_capped_up_to(
-    response: &mut reqwest::Response,
+/// A body read whole, up to `max_bytes` (more is a protocol error).
+async fn read_capped(
+    mut body: hyper::body::Incoming,
     max_bytes: usize,
 ) -> Result<Vec<u8>, BackendError> {
     let mut out = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BackendError::Protocol(format!("transport: {e}")))?;
+        let Ok(chunk) = frame.into_data() else {
+            continue;
+        };
         if out.len() + chunk.len() > max_bytes {
             return Err(BackendError::Protocol(format!(
                 "answer larger than {max_bytes} bytes"
@@ -235,9 +265,9 @@ async fn read_capped_up_to(
 }
 
 /// Retry-After in whole seconds from a response header (delta-seconds form only).
-pub(crate) fn retry_after_secs(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+pub(crate) fn retry_after_secs(headers: &HeaderMap) -> Option<u64> {
     headers
-        .get(reqwest::header::RETRY_AFTER)?
+        .get(hyper::header::RETRY_AFTER)?
         .to_str()
         .ok()?
         .trim()

@@ -72,7 +72,7 @@ const REASONING_OPENERS: &[&str] = &[
 #[derive(Debug)]
 pub struct LlamaCppBackend {
     /// Shared connection pool.
-    client: reqwest::Client,
+    client: crate::backend::Pool,
     /// `<base>/chat/completions`.
     chat_url: String,
     /// The server root (the base without `/v1`), for `/tokenize` and `/apply-template`.
@@ -115,7 +115,7 @@ pub struct ChatRequest<'a> {
 impl LlamaCppBackend {
     /// A backend at `base_url` (ending in `/v1`).
     pub fn new(
-        client: reqwest::Client,
+        client: crate::backend::Pool,
         base_url: &str,
         upstream_model: String,
         api_key: Option<Secret>,

@@ -7,6 +7,8 @@
 
 mod http;
 pub use http::set_log_error_text;
+pub mod pool;
+pub use pool::Pool;
 pub mod chat;
 pub mod context;
 pub mod llamacpp;

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::chat::ChatResponse;
 use super::chat::Positions;
 use super::context::ContextWindow;
-use super::http::{exchange, get, post};
+use super::http::{exchange, get, post, Call};
 use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest};
 use crate::limits::{InFlight, InFlightPermit};
 use crate::secret::Secret;
@@ -42,11 +42,11 @@ const MAX_TOP_LOGPROBS: usize = 20;
 #[derive(Debug)]
 pub struct VllmBackend {
     /// Shared connection pool.
-    client: reqwest::Client,
+    client: crate::backend::Pool,
     /// `<base>/chat/completions`.
     url: String,
     /// `url` parsed once, not per read; `None` when it does not parse.
-    parsed_url: Option<reqwest::Url>,
+    parsed_url: Option<hyper::Uri>,
     /// The backend's model id.
     upstream_model: String,
     /// Bearer key for the backend.
@@ -62,14 +62,14 @@ pub struct VllmBackend {
 impl VllmBackend {
     /// A backend at `base_url` (ending in `/v1`).
     pub fn new(
-        client: reqwest::Client,
+        client: crate::backend::Pool,
         base_url: &str,
         upstream_model: String,
         api_key: Option<Secret>,
         max_ids_per_read: usize,
     ) -> Self {
         let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
-        let parsed_url = reqwest::Url::parse(&url).ok();
+        let parsed_url = hyper::Uri::try_from(&url).ok();
         VllmBackend {
             client,
             url,
@@ -95,11 +95,11 @@ impl VllmBackend {
     }
 
     /// A POST to the chat URL, with the key.
-    fn post_chat(&self) -> reqwest::RequestBuilder {
+    fn post_chat(&self) -> Call {
         let key = self.api_key.as_ref();
         match &self.parsed_url {
             Some(url) => post(&self.client, url.clone(), key),
-            // reqwest reports the unparseable URL when the read is sent, as before.
+            // An unparseable URL is reported when the read is sent, as before.
             None => post(&self.client, &self.url, key),
         }
     }
@@ -168,7 +168,10 @@ impl VllmBackend {
         let body = self.encode(&request)?;
         let call = self
             .post_chat()
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            )
             .body(body);
         let bytes = exchange(call, slot).await?;
         parse_reply(&bytes, request.read_ids)

@@ -154,7 +154,7 @@ fn from_backend(args: &BuildArgs) -> Result<TokenTable, Box<dyn std::error::Erro
         .upstream_model
         .clone()
         .unwrap_or_else(|| args.name.clone());
-    let client = reqwest::Client::new();
+    let client = crate::backend::pool::pool(std::time::Duration::from_secs(10), 4)?;
     let key = args.backend_api_key.clone();
     let backend: Box<dyn Backend> =
         match kind {

@@ -96,11 +96,7 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
 }
 
 /// The HTTP client every backend shares: one connection pool, sized to the in-flight cap.
-pub fn upstream_client(settings: &UpstreamSettings) -> Result<reqwest::Client, ConfigError> {
-    reqwest::Client::builder()
-        .connect_timeout(settings.connect_timeout())
-        .pool_max_idle_per_host(settings.max_in_flight.max(1))
-        .tcp_nodelay(true)
-        .build()
-        .map_err(|e| ConfigError::Invalid(format!("cannot build the HTTP client: {e}")))
+pub fn upstream_client(settings: &UpstreamSettings) -> Result<crate::backend::Pool, ConfigError> {
+    crate::backend::pool::pool(settings.connect_timeout(), settings.max_in_flight.max(1))
+        .map_err(ConfigError::Invalid)
 }

@@ -169,7 +169,7 @@ impl Models {
     /// Builds the registry, loading each model's table and calibration.
     pub fn from_configs(
         configs: &[ModelConfig],
-        client: &reqwest::Client,
+        client: &crate::backend::Pool,
         check_timeout: Duration,
         circuit: CircuitSettings,
     ) -> Result<Self, ConfigError> {
@@ -188,7 +188,7 @@ impl Models {
     /// calibration and backend.
     fn build_model(
         c: &ModelConfig,
-        client: &reqwest::Client,
+        client: &crate::backend::Pool,
         check_timeout: Duration,
     ) -> Result<Model, ConfigError> {
         c.check()?;
@@ -293,7 +293,7 @@ impl Models {
     /// `table`, which it always has, and probes within `probe_timeout`).
     fn backend(
         c: &ModelConfig,
-        client: &reqwest::Client,
+        client: &crate::backend::Pool,
         upstream_model: &str,
         table: Option<&TokenTable>,
         probe_timeout: Duration,
@@ -335,7 +335,7 @@ impl Models {
     /// The native upstream of a `systemone` model.
     fn native_backend(
         c: &ModelConfig,
-        client: &reqwest::Client,
+        client: &crate::backend::Pool,
         upstream_model: &str,
     ) -> SystemOneBackend {
         SystemOneBackend::new(

@@ -62,6 +62,9 @@ pub enum Fault {
     /// from when the mode was set), which fail with a 500: a share of failures that land
     /// together, as read timeouts do when a stall ends.
     Bursts { period: usize, run: usize },
+    /// Answers correctly, but every `every`-th chat request (counted from when the mode was
+    /// set) only after `delay`: a few slow reads in a load, as a backend that stalls.
+    SlowEvery { every: usize, delay: Duration },
 }
 
 /// Shared state of one fake server.
@@ -98,7 +101,8 @@ pub struct FakeState {
     /// Whether chat bodies are kept in `chat_bodies` (default true; a long load run turns
     /// it off so the log does not grow).
     pub keep_bodies: AtomicBool,
-    /// Chat requests seen since [`Fault::Mixed`] or [`Fault::Bursts`] was set.
+    /// Chat requests seen since [`Fault::Mixed`], [`Fault::Bursts`] or [`Fault::SlowEvery`]
+    /// was set.
     pub mixed_seen: AtomicUsize,
     /// The faults [`Fault::Mixed`] injected: (the request's `messages` as JSON text, fault).
     pub mixed_hits: Mutex<Vec<(String, MixedFault)>>,
@@ -157,7 +161,10 @@ impl FakeVllm {
 
     /// Sets the fault mode.
     pub fn set_fault(&self, fault: Fault) {
-        if matches!(fault, Fault::Mixed { .. } | Fault::Bursts { .. }) {
+        if matches!(
+            fault,
+            Fault::Mixed { .. } | Fault::Bursts { .. } | Fault::SlowEvery { .. }
+        ) {
             self.state.mixed_seen.store(0, Ordering::SeqCst);
         }
         *self.state.fault.lock().expect("lock") = fault;
@@ -330,6 +337,7 @@ async fn chat(State(state): State<Arc<FakeState>>, body: axum::body::Bytes) -> R
     let fault = match fault {
         Fault::Mixed { every } => mixed_fault(&state, every, &body),
         Fault::Bursts { period, run } => burst_fault(&state, period, run),
+        Fault::SlowEvery { every, delay } => slow_every(&state, every, delay),
         other => other,
     };
     match &fault {
@@ -667,6 +675,16 @@ fn mixed_fault(state: &FakeState, every: usize, body: &Value) -> Fault {
 
 /// Under [`Fault::Bursts`]: a 500 for the last `run` of every `period` requests, else
 /// [`Fault::None`].
+/// [`Fault::Slow`] for every `every`-th request of [`Fault::SlowEvery`], else none.
+fn slow_every(state: &FakeState, every: usize, delay: Duration) -> Fault {
+    let n = state.mixed_seen.fetch_add(1, Ordering::SeqCst) + 1;
+    if every > 0 && n % every == 0 {
+        Fault::Slow(delay)
+    } else {
+        Fault::None
+    }
+}
+
 fn burst_fault(state: &FakeState, period: usize, run: usize) -> Fault {
     let n = state.mixed_seen.fetch_add(1, Ordering::SeqCst);
     if period > 0 && n % period >= period.saturating_sub(run) {

@@ -376,6 +376,19 @@ pub async fn get_as(service: &Service, path: &str, bearer: Option<&str>) -> Repl
     Reply::read(request.send().await.expect("service answers")).await
 }
 
+/// Waits (10 s at most) until every upstream in-flight slot is free: a read abandoned
+/// mid-exchange frees its slot only once its connection is closed at both ends, a moment
+/// after its request was answered.
+pub async fn slots_freed(service: &Service) {
+    let freed = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while service.state.pipeline.in_flight().in_use() > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(freed.is_ok(), "in-flight slots still taken after 10 s");
+}
+
 /// The service's `/metrics` text.
 pub async fn metrics(service: &Service) -> String {
     service

@@ -1,6 +1,7 @@
 //! A TCP proxy that counts what a backend is working on by connection: a connection is
-//! busy from the first byte of a request until its response has been relayed whole (by
-//! its `Content-Length`), or until either side closes it. What it sees is what a backend
+//! busy from the first byte of a request until its response has come from the backend whole
+//! (by its `Content-Length`), or until the backend has closed it (a client's close is
+//! passed on to the backend as a half-close, and the backend's close back). What it sees is what a backend
 //! sees: a request whose caller gave up still counts until its connection is gone.
 
 use std::net::SocketAddr;
@@ -95,6 +96,8 @@ async fn relay(client: TcpStream, target: SocketAddr, counts: Arc<Counts>) {
     let (mut client_read, mut client_write) = client.into_split();
     let (mut backend_read, mut backend_write) = backend.into_split();
     let outstanding = Arc::new(Outstanding::default());
+    // The client's close is passed on to the backend (a half-close, as a TCP proxy does);
+    // the connection ends when the backend has closed its side too.
     let up = {
         let (counts, outstanding) = (counts.clone(), outstanding.clone());
         async move {
@@ -109,35 +112,37 @@ async fn relay(client: TcpStream, target: SocketAddr, counts: Arc<Counts>) {
                     break;
                 }
             }
+            let _ = backend_write.shutdown().await;
+            std::future::pending::<()>().await;
         }
     };
-    let down = {
-        let (counts, outstanding) = (counts.clone(), outstanding.clone());
-        async move {
-            let mut buf = vec![0u8; 16 * 1024];
-            let mut response = Vec::new();
-            loop {
-                let n = backend_read.read(&mut buf).await.unwrap_or(0);
-                if n == 0 {
-                    break;
-                }
-                if client_write.write_all(&buf[..n]).await.is_err() {
-                    break;
-                }
-                response.extend_from_slice(&buf[..n]);
-                while let Some(len) = whole_response_len(&response) {
-                    response.drain(..len);
-                    outstanding.set(&counts, false);
-                }
+    let down = async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut response = Vec::new();
+        loop {
+            let n = backend_read.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            // The backend is done with a request once it has written the whole answer:
+            // counted before the last bytes reach the client, which may send the next.
+            response.extend_from_slice(&buf[..n]);
+            while let Some(len) = whole_response_len(&response) {
+                response.drain(..len);
+                outstanding.set(&counts, false);
+            }
+            if client_write.write_all(&buf[..n]).await.is_err() {
+                break;
             }
         }
+        // Not busy before the client can see the close (dropping `client_write` sends it).
+        outstanding.set(&counts, false);
+        drop(client_write);
     };
-    // Either side closing ends the connection for the backend.
     tokio::select! {
         () = up => {}
         () = down => {}
     }
-    outstanding.set(&counts, false);
 }
 
 /// The length of the first whole response in `bytes` (head plus `Content-Length` body).

@@ -38,7 +38,7 @@ def scenario(name):
 
 # No retries: a failure must show as a failure, not be papered over. Gemma on 2 cores can
 # queue behind other callers, so allow more than the SDK's 10 s default.
-with TypeSafeClient(timeout=120.0, retry=RetryPolicy(max_retries=0)) as client:
+with TypeSafeClient(timeout=300.0, retry=RetryPolicy(max_retries=0)) as client:
     r = client.system_one(
         state="Invoice 1042 was charged twice to my card.",
         questions={

@@ -204,7 +204,7 @@ impl LabelTexts {
 #[derive(Debug)]
 pub struct CompatBackend {
     /// Shared connection pool.
-    client: reqwest::Client,
+    client: crate::backend::Pool,
     /// `<base>/chat/completions`.
     url: String,
     /// The host's model id.
@@ -225,7 +225,7 @@ pub struct CompatBackend {
 impl CompatBackend {
     /// A backend at `base_url` (ending in `/v1`); `probe_timeout` bounds one probe.
     pub fn new(
-        client: reqwest::Client,
+        client: crate::backend::Pool,
         base_url: &str,
         upstream_model: String,
         api_key: Option<Secret>,

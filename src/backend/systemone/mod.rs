@@ -48,7 +48,7 @@ trait Quirks: Send + Sync + std::fmt::Debug {
         let _ = body;
     }
     /// Seconds to wait, from an error answer's headers.
-    fn retry_after(&self, headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    fn retry_after(&self, headers: &hyper::header::HeaderMap) -> Option<u64> {
         retry_after_secs(headers)
     }
     /// A status this flavor gives its own meaning (`None`: the common mapping).
@@ -61,7 +61,7 @@ trait Quirks: Send + Sync + std::fmt::Debug {
         false
     }
     /// Logs what the server says about one exchange (its request id), at `debug`.
-    fn note_answer(&self, headers: &reqwest::header::HeaderMap) {
+    fn note_answer(&self, headers: &hyper::header::HeaderMap) {
         let _ = headers;
     }
 }
@@ -99,7 +99,7 @@ pub struct NativeAsk<'a> {
 #[derive(Debug)]
 pub struct SystemOneBackend {
     /// Shared connection pool.
-    client: reqwest::Client,
+    client: crate::backend::Pool,
     /// `<base>/systemone`.
     url: String,
     /// The upstream's id for the model (the body's `model`).
@@ -115,7 +115,7 @@ pub struct SystemOneBackend {
 impl SystemOneBackend {
     /// A native server at `base_url` (ending in `/v1`) of `flavor`.
     pub fn new(
-        client: reqwest::Client,
+        client: crate::backend::Pool,
         base_url: &str,
         upstream_model: String,
         api_key: Option<Secret>,
@@ -138,7 +138,8 @@ impl SystemOneBackend {
     pub(crate) fn unreachable(model: &str) -> Self {
         let url = "http://127.0.0.1:9/v1";
         Self::new(
-            reqwest::Client::new(),
+            crate::backend::pool::pool(std::time::Duration::from_secs(1), 1)
+                .expect("a pool for tests"),
             url,
             model.into(),
             None,
@@ -171,7 +172,10 @@ impl SystemOneBackend {
             .map_err(|e| BackendError::Protocol(format!("cannot encode the request: {e}")))?;
         let sent = body.len();
         let call = post(&self.client, &self.url, self.api_key.as_ref())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            )
             .body(body);
         let answer = exchange_raw(call, &Arc::new(permit)).await?;
         self.quirks.note_answer(&answer.headers);

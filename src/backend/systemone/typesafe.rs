@@ -19,11 +19,11 @@ impl Quirks for TypeSafe {
         MAX_OPTIONS
     }
 
-    fn retry_after(&self, headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    fn retry_after(&self, headers: &hyper::header::HeaderMap) -> Option<u64> {
         retry_after_ms(headers).or_else(|| retry_after_secs(headers))
     }
 
-    fn note_answer(&self, headers: &reqwest::header::HeaderMap) {
+    fn note_answer(&self, headers: &hyper::header::HeaderMap) {
         if let Some(id) = headers
             .get("x-typesafe-request-id")
             .and_then(|v| v.to_str().ok())
@@ -34,7 +34,7 @@ impl Quirks for TypeSafe {
 }
 
 /// `retry-after-ms` in whole seconds, rounded up.
-fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+fn retry_after_ms(headers: &hyper::header::HeaderMap) -> Option<u64> {
     let ms: f64 = headers
         .get("retry-after-ms")?
         .to_str()
@@ -51,7 +51,7 @@ mod tests {
 
     #[test]
     fn retry_after_ms_wins_and_rounds_up() {
-        let mut h = reqwest::header::HeaderMap::new();
+        let mut h = hyper::header::HeaderMap::new();
         h.insert("retry-after", "9".parse().expect("header"));
         assert_eq!(TypeSafe.retry_after(&h), Some(9));
         h.insert("retry-after-ms", "1500".parse().expect("header"));

@@ -35,7 +35,7 @@ pub(super) const GIF: &[u8] = b"GIF89a\x01\0\x01\0";
 
 fn model(name: &str, table: &str, max_ids_per_read: usize, vision: bool) -> Model {
     let backend = VllmBackend::new(
-        reqwest::Client::new(),
+        crate::backend::pool::pool(std::time::Duration::from_secs(1), 1).expect("a pool for tests"),
         "http://127.0.0.1:9/v1",
         name.to_string(),
         None,
