@@ -36,13 +36,7 @@ impl Drop for Setup {
 
 async fn setup() -> Setup {
     let fake = FakeVllm::start().await;
-    let target: SocketAddr = fake
-        .base_url()
-        .trim_start_matches("http://")
-        .trim_end_matches("/v1")
-        .parse()
-        .expect("fake address");
-    let counter = TcpCounter::start(target).await;
+    let counter = TcpCounter::in_front_of(&fake.base_url()).await;
     let backend_url = counter.url("/v1");
     let (service, addr) = tokio::task::spawn_blocking(move || {
         let cap = CAP.to_string();

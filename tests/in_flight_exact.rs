@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -33,13 +32,7 @@ fn questions(k: usize) -> Value {
 
 async fn setup() -> (FakeVllm, TcpCounter, Service) {
     let fake = FakeVllm::start().await;
-    let target: SocketAddr = fake
-        .base_url()
-        .trim_start_matches("http://")
-        .trim_end_matches("/v1")
-        .parse()
-        .expect("fake address");
-    let counter = TcpCounter::start(target).await;
+    let counter = TcpCounter::in_front_of(&fake.base_url()).await;
     let cap = CAP.to_string();
     let config = common::config(
         &counter.url("/v1"),

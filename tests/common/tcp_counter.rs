@@ -50,6 +50,16 @@ impl TcpCounter {
         TcpCounter { addr, counts }
     }
 
+    /// The proxy in front of the server whose base URL is `base_url` (`http://addr/v1`).
+    pub async fn in_front_of(base_url: &str) -> Self {
+        let target: SocketAddr = base_url
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .parse()
+            .expect("the server's address");
+        Self::start(target).await
+    }
+
     /// The proxy's base URL with `path` (e.g. `/v1`).
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
