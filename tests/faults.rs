@@ -747,19 +747,20 @@ async fn single_option_questions_are_never_sent() {
 // ---------------------------------------------------------------------------------------
 
 /// Every response (200, 422, 502, 404, and the GET routes) carries
-/// `x-typesafe-request-id: req_<32 hex>` and the same `x-request-id`; each is distinct.
+/// `x-typesafe-request-id: req_<32 hex>` and the same `x-request-id`; each is distinct, and
+/// each sorts after the ones made before it (UUIDv7: the ledger's key grows in time order).
 #[tokio::test]
 async fn every_response_carries_a_request_id() {
     let (fake, service) = setup(&[]).await;
-    let mut seen = HashSet::new();
+    let mut seen = Vec::new();
 
     let ok = ask(&service, &one_choice(3)).await;
     assert_eq!(ok.status, 200, "{}", ok.text);
-    seen.insert(assert_request_id(&ok));
+    seen.push(assert_request_id(&ok));
 
     let invalid = ask(&service, &json!({"state": "x", "questions": {}})).await;
     assert_eq!(invalid.status, 422, "{}", invalid.text);
-    seen.insert(assert_request_id(&invalid));
+    seen.push(assert_request_id(&invalid));
 
     let not_found = get(&service, "/no/such/route").await;
     assert_eq!(not_found.status, 404);
@@ -767,22 +768,25 @@ async fn every_response_carries_a_request_id() {
         not_found.header("x-systemone-error-code"),
         Some("system_one_not_found")
     );
-    seen.insert(assert_request_id(&not_found));
+    seen.push(assert_request_id(&not_found));
 
     let health = get(&service, "/healthz").await;
     assert_eq!(health.status, 200);
-    seen.insert(assert_request_id(&health));
+    seen.push(assert_request_id(&health));
 
     let models = get(&service, "/v1/models").await;
     assert_eq!(models.status, 200);
-    seen.insert(assert_request_id(&models));
+    seen.push(assert_request_id(&models));
 
     fake.set_fault(Fault::ServerError);
     let failed = ask(&service, &one_choice(3)).await;
     assert_eq!(failed.status, 502, "{}", failed.text);
-    seen.insert(assert_request_id(&failed));
+    seen.push(assert_request_id(&failed));
 
-    assert_eq!(seen.len(), 6, "request ids repeat: {seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "request ids are not made in increasing order: {seen:?}"
+    );
 }
 
 /// `/healthz` is 200 and `/v1/models` holds both TypeSafe's and OpenAI's shapes naming the

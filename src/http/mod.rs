@@ -50,10 +50,13 @@ use summary::Summary;
 pub struct RequestId(pub String);
 
 impl RequestId {
-    /// A fresh id.
+    /// A fresh id: a UUIDv7 (RFC 9562), whose first 48 bits are the Unix time in ms and the
+    /// rest random, so ids made later sort later. The ledger's primary key is the request
+    /// id: in time order, a batch of records adds to one end of its index instead of
+    /// touching a random page of it per record, which SQLite writes whole into its WAL.
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
-        RequestId(format!("req_{}", uuid::Uuid::new_v4().simple()))
+        RequestId(format!("req_{}", uuid::Uuid::now_v7().simple()))
     }
 }
 
