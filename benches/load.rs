@@ -328,6 +328,8 @@ struct Measured {
     upstream: usize,
     /// The highest peak RSS of its phases (MiB).
     peak_mb: f64,
+    /// The ledger's commits in its phases: (rows, commits), from its `/metrics`.
+    commits: (f64, f64),
 }
 
 impl Measured {
@@ -341,6 +343,34 @@ impl Measured {
     fn upstream_per_answer(&self, s: &Scenario) -> f64 {
         self.upstream as f64 / self.answers(s)
     }
+    /// Records made durable per commit (SQLite: per fsync of the WAL).
+    fn rows_per_commit(&self) -> f64 {
+        self.commits.0 / self.commits.1.max(1.0)
+    }
+}
+
+/// `systemone_ledger_batch_rows`' sum and count at the service whose `url` this is (zero
+/// without a ledger), read over a plain HTTP/1.0 GET of `/metrics`.
+fn ledger_commits(url: &str) -> (f64, f64) {
+    use std::io::{Read, Write};
+    let rest = url.trim_start_matches("http://");
+    let addr = rest.split('/').next().unwrap_or(rest);
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return (0.0, 0.0);
+    };
+    let _ = write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    let value = |name: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    (
+        value("systemone_ledger_batch_rows_sum"),
+        value("systemone_ledger_batch_rows_count"),
+    )
 }
 
 /// A running service of one [`Config`].
@@ -534,11 +564,15 @@ fn main() {
                             "WARNING: cannot reset the peak RSS of pid {pid}: peaks are cumulative"
                         );
                     }
+                    let commits_before = ledger_commits(&services[c].url);
                     let cpu_before = cpu_time(pid);
                     let up_before = fake.state.chat_requests.load(Ordering::SeqCst);
                     let phase = run(post(&services[c].url, &bodies[si]), concurrency);
                     let m = &mut measured[row][c];
                     m.cpu += cpu_time(pid).saturating_sub(cpu_before);
+                    let commits_after = ledger_commits(&services[c].url);
+                    m.commits.0 += commits_after.0 - commits_before.0;
+                    m.commits.1 += commits_after.1 - commits_before.1;
                     m.upstream += fake.state.chat_requests.load(Ordering::SeqCst) - up_before;
                     m.peak_mb = m.peak_mb.max(memory(pid).1);
                     m.phase.merge(phase);
@@ -813,9 +847,9 @@ impl Table<'_> {
         );
         println!();
         println!(
-            "| scenario | callers | binary | ledger | CPU µs/answer | ÷ off (≤ {TARGET_LEDGER_CPU_RATIO}) | answers/s | p50 ms | added p50 ms (≤ {TARGET_LEDGER_ADDED_P50_MS} at 64) | p99 ms | added p99 ms | errors |"
+            "| scenario | callers | binary | ledger | CPU µs/answer | ÷ off (≤ {TARGET_LEDGER_CPU_RATIO}) | answers/s | p50 ms | added p50 ms (≤ {TARGET_LEDGER_ADDED_P50_MS} at 64) | p99 ms | added p99 ms | records per commit | errors |"
         );
-        println!("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (row, s, callers) in self.rows() {
             for binary in ["base", "new"] {
                 let Some(off) = self.find_ledger(binary, "quiet", "off") else {
@@ -832,7 +866,7 @@ impl Table<'_> {
                     let added = m.phase.percentile_ms(50.0) - off.phase.percentile_ms(50.0);
                     let cell = |text: String| if is_off { "–".to_string() } else { text };
                     println!(
-                        "| {} | {callers} | {binary} | {ledger} | {:.1} | {} | {:.0} | {:.3} | {} | {:.3} | {} | {} |",
+                        "| {} | {callers} | {binary} | {ledger} | {:.1} | {} | {:.0} | {:.3} | {} | {:.3} | {} | {} | {} |",
                         s.label(),
                         m.cpu_us_per_answer(s),
                         cell(format!("{ratio:.2} {}", mark(ratio <= TARGET_LEDGER_CPU_RATIO))),
@@ -848,6 +882,7 @@ impl Table<'_> {
                         )),
                         m.phase.percentile_ms(99.0),
                         cell(m.phase.added_ms(&off.phase, 99.0)),
+                        cell(format!("{:.1}", m.rows_per_commit())),
                         m.phase.errors,
                     );
                 }

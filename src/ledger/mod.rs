@@ -123,7 +123,7 @@ impl Ledger {
             }
         };
         let open = Open {
-            writer: writer::start(store.clone(), metrics.clone()),
+            writer: writer::start(store.clone(), settings.commit_delay(), metrics.clone()),
             store,
             key,
             timeout: settings.timeout(),

@@ -16,12 +16,15 @@
 //!   another connection sends the next, and PostgreSQL's own group commit flushes them
 //!   together. A COMMIT returns once its WAL is flushed (`synchronous_commit` on).
 //!
-//! Alone, a request waits for its own commit only.
+//! Alone, a request waits for its own commit only. With `--ledger-commit-delay-us`, a writer
+//! that finds more than one record waiting waits that long for more before it writes:
+//! fewer, larger commits (each has a fixed cost: a transaction, and an fsync or a WAL flush),
+//! so less CPU per answer under load (docs/benchmarks.md, "The decision ledger").
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sqlx::AnyConnection;
 use tokio::sync::{mpsc, oneshot, Mutex};
@@ -62,24 +65,47 @@ enum Then {
 }
 
 /// Starts the writer for `store`; records sent to the returned sender are committed in
-/// batches. The tasks end when every sender is dropped.
-pub(super) fn start(store: Store, metrics: Arc<Metrics>) -> mpsc::Sender<Pending> {
+/// batches (`delay`: `--ledger-commit-delay-us`). The tasks end when every sender is dropped.
+pub(super) fn start(store: Store, delay: Duration, metrics: Arc<Metrics>) -> mpsc::Sender<Pending> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let queue = Arc::new(Mutex::new(rx));
     match store.wal_file() {
         Some(wal) => {
             let (written, to_sync) = mpsc::unbounded_channel();
             tokio::spawn(sync_batches(store.clone(), wal, to_sync, metrics.clone()));
-            tokio::spawn(write_batches(store, queue, metrics, Then::Sync(written)));
+            let then = Then::Sync(written);
+            tokio::spawn(write_batches(store, queue, delay, metrics, then));
         }
         None => {
             for _ in 0..PG_WRITERS {
                 let (store, queue, metrics) = (store.clone(), queue.clone(), metrics.clone());
-                tokio::spawn(write_batches(store, queue, metrics, Then::Answer));
+                tokio::spawn(write_batches(store, queue, delay, metrics, Then::Answer));
             }
         }
     }
     tx
+}
+
+/// Takes what waits in `queue` into `batch` (at most [`MAX_BATCH`]); when that is more than
+/// one record and `delay` is set, waits `delay` and takes what arrived meanwhile too.
+/// Returns 0 once every sender is gone.
+async fn take_batch(
+    queue: &Mutex<mpsc::Receiver<Pending>>,
+    delay: Duration,
+    batch: &mut Vec<Pending>,
+) -> usize {
+    let mut queue = queue.lock().await;
+    let taken = queue.recv_many(batch, MAX_BATCH).await;
+    if taken > 1 && !delay.is_zero() && batch.len() < MAX_BATCH {
+        tokio::time::sleep(delay).await;
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(pending) => batch.push(pending),
+                Err(_) => break,
+            }
+        }
+    }
+    batch.len()
 }
 
 /// One writer: takes what waits in `queue` (its turn at it), writes it as one transaction on
@@ -87,6 +113,7 @@ pub(super) fn start(store: Store, metrics: Arc<Metrics>) -> mpsc::Sender<Pending
 async fn write_batches(
     store: Store,
     queue: Arc<Mutex<mpsc::Receiver<Pending>>>,
+    delay: Duration,
     metrics: Arc<Metrics>,
     then: Then,
 ) {
@@ -96,7 +123,7 @@ async fn write_batches(
     let mut statements: HashMap<usize, String> = HashMap::new();
     let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
-        if queue.lock().await.recv_many(&mut batch, MAX_BATCH).await == 0 {
+        if take_batch(&queue, delay, &mut batch).await == 0 {
             return;
         }
         let started = Instant::now();
@@ -146,7 +173,8 @@ async fn write_batches(
 }
 
 /// The fsync stage (SQLite): one `fdatasync` of the WAL for every batch written before it
-/// started, then their requests hear the result.
+/// started, then their requests hear the result. The metrics count each fsync as one
+/// commit of all the rows it made durable.
 async fn sync_batches(
     store: Store,
     wal: PathBuf,
@@ -170,10 +198,13 @@ async fn sync_batches(
             Ok(()) => directory = None,
             Err(e) => tracing::warn!(store = driver, error = %e, "ledger fsync failed"),
         }
+        // One commit in the metrics per fsync (the point where its rows became durable),
+        // timed from the start of its oldest batch.
+        if let (Ok(()), Some(oldest)) = (&result, batches.first()) {
+            let rows = batches.iter().map(|b| b.rows).sum();
+            metrics.observe_ledger_commit(driver, rows, oldest.started.elapsed());
+        }
         for batch in batches.drain(..) {
-            if result.is_ok() {
-                metrics.observe_ledger_commit(driver, batch.rows, batch.started.elapsed());
-            }
             answer(batch.waiting, result.clone());
         }
     }
@@ -190,5 +221,83 @@ fn sync_file(path: &std::path::Path) -> Result<(), StoreError> {
 fn answer(waiting: Waiting, result: Result<(), StoreError>) {
     for done in waiting {
         let _ = done.send(result.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::draft::{refused, Identity};
+    use crate::ledger::key::LedgerKey;
+    use crate::secret::Secret;
+
+    /// A record for request `n`, and the receiver its commit would be told on.
+    fn pending(n: usize) -> (Pending, oneshot::Receiver<Result<(), StoreError>>) {
+        let key = LedgerKey::new(Secret::new("0123456789abcdef")).expect("long enough");
+        let who = Identity {
+            request_id: format!("req_{n}"),
+            at_ms: 0,
+            key: "k".into(),
+            route: "/v1/systemone".into(),
+            latency_ms: 1.0,
+        };
+        let row = StoredRow::new(refused(&key, who, 503, Some("code"), None));
+        let (done, heard) = oneshot::channel();
+        (Pending { row, done }, heard)
+    }
+
+    /// The batch's request ids.
+    fn ids(batch: &[Pending]) -> Vec<&str> {
+        batch.iter().map(|p| p.row.request_id()).collect()
+    }
+
+    /// Sends record `n` to `tx` after `after` (paused time).
+    fn send_later(tx: &mpsc::Sender<Pending>, n: usize, after: Duration) {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let _ = tx.send(pending(n).0).await;
+        });
+    }
+
+    /// Case table: (records waiting, delay, a record arriving after this long, the batch
+    /// taken, the time taking it took).
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_waits_for_more_only_when_it_is_not_alone() {
+        const MS: Duration = Duration::from_millis(1);
+        let cases: [(usize, Duration, Duration, &[&str], Duration); 4] = [
+            // A lone record never waits: the late one is not in its batch.
+            (1, 4 * MS, 2 * MS, &["req_0"], Duration::ZERO),
+            // Two waiting: the writer waits 4 ms, and the one that came at 2 ms joins.
+            (2, 4 * MS, 2 * MS, &["req_0", "req_1", "req_9"], 4 * MS),
+            // One that comes after the delay does not.
+            (2, 4 * MS, 6 * MS, &["req_0", "req_1"], 4 * MS),
+            // No delay: what waits is written at once.
+            (
+                2,
+                Duration::ZERO,
+                2 * MS,
+                &["req_0", "req_1"],
+                Duration::ZERO,
+            ),
+        ];
+        for (waiting, delay, late, want, took) in cases {
+            let (tx, rx) = mpsc::channel(QUEUE);
+            let mut heard = Vec::new();
+            for n in 0..waiting {
+                let (p, h) = pending(n);
+                tx.send(p).await.expect("room");
+                heard.push(h);
+            }
+            send_later(&tx, 9, late);
+            let queue = Mutex::new(rx);
+            let started = tokio::time::Instant::now();
+            let mut batch = Vec::new();
+            let taken = take_batch(&queue, delay, &mut batch).await;
+            let case = format!("{waiting} waiting, delay {delay:?}, one more at {late:?}");
+            assert_eq!(ids(&batch), want, "{case}");
+            assert_eq!(taken, want.len(), "{case}");
+            assert_eq!(started.elapsed(), took, "{case}");
+        }
     }
 }
