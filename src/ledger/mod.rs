@@ -98,6 +98,13 @@ impl Ledger {
         state_dir: Option<&Path>,
         metrics: Arc<Metrics>,
     ) -> Result<Self, String> {
+        if settings.commit_delay() >= settings.timeout() {
+            return Err(format!(
+                "--ledger-commit-delay-us {} is not below --ledger-timeout-ms {}: every \
+                 batched record would miss its commit",
+                settings.ledger_commit_delay_us, settings.ledger_timeout_ms
+            ));
+        }
         let (store, key) = match settings.target(state_dir).map_err(|e| e.to_string())? {
             // `target` resolves the default to a file.
             LedgerTarget::Off | LedgerTarget::Default => return Ok(Ledger::off()),
