@@ -36,13 +36,17 @@ use std::sync::Arc;
 #[cfg(test)]
 use std::time::Duration;
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::HeaderValue;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
+use super::summary;
 use crate::config::ConfigError;
 use crate::error::{ApiError, Code};
+use crate::metrics::Metrics;
 use crate::quota::{Admission, KeyLimits, KeyQuota, QuotaError, Quotas, Refusal};
 use crate::secret::Secret;
 
@@ -300,6 +304,44 @@ impl Caller {
                 .map_err(AuthError::from),
             None => Ok(()),
         }
+    }
+}
+
+/// What authenticating a caller needs of the router's state. The state implements it, so
+/// that the keys do not name the state that holds them.
+pub trait CallerChecks: Send + Sync {
+    /// The configured API keys.
+    fn keys(&self) -> &Keys;
+    /// Where the keys' limits are counted.
+    fn quotas(&self) -> &Quotas;
+    /// The per-key request and rejection counters.
+    fn metrics(&self) -> &Metrics;
+}
+
+/// The caller of a `/v1` route: authenticated by its bearer and counted against its key's
+/// requests per minute, before the body is read. The key's name (never the key) goes into
+/// the request's summary line and the per-key metrics.
+impl<S: CallerChecks> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let caller = state
+            .keys()
+            .authenticate(parts.headers.get(axum::http::header::AUTHORIZATION))?;
+        summary::note_key(caller.name());
+        state.metrics().count_key_request(caller.name());
+        caller
+            .check_request(state.quotas())
+            .await
+            .inspect_err(|e| count_rejection(state.metrics(), &caller, e))?;
+        Ok(caller)
+    }
+}
+
+/// Counts a refusal by one of the key's limits (per key and kind).
+pub(crate) fn count_rejection(metrics: &Metrics, caller: &Caller, e: &AuthError) {
+    if let Some(kind) = e.limit_kind() {
+        metrics.count_rejection(caller.name(), kind.as_str());
     }
 }
 

@@ -10,7 +10,7 @@ use crate::metrics::Metrics;
 use crate::models::Models;
 use crate::quota::Quotas;
 
-use super::auth::Keys;
+use super::auth::{CallerChecks, Keys};
 use super::budget::BodyBudget;
 
 /// Everything handlers share, built once at startup.
@@ -37,6 +37,18 @@ pub struct AppState {
     /// The decision ledger. Off in the state [`build_state`] makes (which needs no
     /// runtime); `serve` opens the configured one ([`crate::ledger::Ledger::open`]).
     pub ledger: Ledger,
+}
+
+impl CallerChecks for AppState {
+    fn keys(&self) -> &Keys {
+        &self.keys
+    }
+    fn quotas(&self) -> &Quotas {
+        &self.quotas
+    }
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
 }
 
 /// Builds the shared state from a serve configuration.

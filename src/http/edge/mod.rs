@@ -5,17 +5,17 @@
 //! - a [`guard`] on each connection's bytes: request heads are checked before hyper parses
 //!   them (bad bytes, too many or too large headers get the contract's JSON error with a
 //!   request id), a slow head gets a 408, an idle keep-alive connection is closed;
-//! - a body read deadline on each request ([`body::DeadlineBody`]; the handler answers
+//! - a body read deadline on each request ([`deadline_body::DeadlineBody`]; the handler answers
 //!   408 when it passes);
 //! - graceful shutdown: no new connections, in-flight requests finish within the grace.
 //!
 //! The cap on concurrent API requests is a router layer ([`crate::http::router`]).
 
-mod body;
+mod deadline_body;
 mod guard;
 mod refusal;
 
-pub use body::BodyTimedOut;
+pub use deadline_body::BodyTimedOut;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -212,13 +212,14 @@ impl Connection {
             let (app, activity) = (app.clone(), activity.clone());
             async move {
                 let (head, incoming) = request.into_parts();
-                let (body, read_to_end) = body::DeadlineBody::new(incoming, body_timeout);
+                let (body, read_to_end) = deadline_body::DeadlineBody::new(incoming, body_timeout);
                 let request = hyper::Request::from_parts(head, axum::body::Body::new(body));
                 let mut response = app.oneshot(request).await?;
                 if !read_to_end.load(Ordering::SeqCst) {
                     close_after(&mut response, &activity);
                 }
-                Ok(response.map(|b| axum::body::Body::new(body::Tracked::new(b, in_service))))
+                Ok(response
+                    .map(|b| axum::body::Body::new(deadline_body::Tracked::new(b, in_service))))
             }
         })
     }

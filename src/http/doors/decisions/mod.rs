@@ -13,17 +13,18 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::auth::Caller;
-use super::blocking::{self, Weight};
-use super::flow::{self, say_escalation, say_ignored, say_model};
-use super::{body, wire, AppState};
 use crate::error::{ApiError, Code};
+use crate::http::auth::Caller;
+use crate::http::blocking::{self, Weight};
+use crate::http::flow;
+use crate::http::flow::headers::{set_escalation_headers, set_ignored_header, set_model_header};
+use crate::http::{body, wire, AppState};
 use crate::request::validate;
 use crate::request::validate::is_token_limit;
 use answer::{error_response, DecisionBody};
 use translate::{in_decision_terms, translate};
 
-pub(super) async fn handle(
+pub(in crate::http) async fn handle(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     headers: HeaderMap,
@@ -84,8 +85,8 @@ async fn answer(
         answers: &answered.outcomes[0].answers,
         usage: answered.usage,
     })?;
-    say_ignored(&translated.ignored, response.headers_mut());
-    say_model(&request.model().name, response.headers_mut());
-    say_escalation(&answered, response.headers_mut());
+    set_ignored_header(&translated.ignored, response.headers_mut());
+    set_model_header(&request.model().name, response.headers_mut());
+    set_escalation_headers(&answered, response.headers_mut());
     Ok(response)
 }

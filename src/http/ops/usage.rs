@@ -12,17 +12,22 @@ use axum::extract::{Query, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::auth::{Caller, ANONYMOUS};
-use super::AppState;
 use crate::engine::Usage;
 use crate::error::{ApiError, Code};
+use crate::http::auth::{Caller, ANONYMOUS};
+use crate::http::AppState;
 use crate::quota::{date_of, day_of, UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
 
 /// Most days one usage query may span.
-pub(super) const MAX_DAYS: u64 = 366;
+const MAX_DAYS: u64 = 366;
 
 /// Adds one answered request to its key's usage today.
-pub(super) async fn record(state: &AppState, caller: &Caller, questions: usize, usage: &Usage) {
+pub(in crate::http) async fn record(
+    state: &AppState,
+    caller: &Caller,
+    questions: usize,
+    usage: &Usage,
+) {
     let counts = UsageCounts {
         requests: 1,
         questions: questions as u64,
@@ -76,7 +81,7 @@ fn keys_to_read(
     }
 }
 
-pub(super) async fn handle(
+pub(in crate::http) async fn handle(
     State(state): State<AppState>,
     caller: Caller,
     Query(query): Query<HashMap<String, String>>,

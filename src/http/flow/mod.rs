@@ -3,7 +3,7 @@
 //!
 //! A door parses and translates its body into [`ValidRequest`]s (rerank: one per batch of
 //! documents), hands them to [`run`], and writes the [`Answered`] outcomes in its client's
-//! shape, with [`say_model`] and [`say_ignored`] on the response. The flow owns the rest,
+//! shape, with the [`headers`] on the response. The flow owns the rest,
 //! in this order:
 //!
 //! 1. note the model and question count for the summary line, observe the request;
@@ -17,40 +17,29 @@
 //! 6. escalation when unsure ([`escalate`]): the serving model's unsure answers asked
 //!    again of its escalation model, within what is left of the deadline;
 //! 7. on success, the key's usage, the answers' metrics and the upstream requests noted;
-//! 8. the ledger's record of the call, committed before the answer leaves (`record.rs`;
+//! 8. the ledger's record of the call, committed before the answer leaves ([`ledger_step`];
 //!    under `fail_closed` a record not committed in time withholds the answer: 503).
+
+mod answered;
+mod escalate;
+pub(super) mod headers;
+pub(super) mod ledger_step;
+
+pub(super) use answered::Answered;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use axum::http::{HeaderMap, HeaderValue};
 use futures::future::try_join_all;
 
-use super::auth::Caller;
-use super::escalate::{self, escalate};
-use super::{count_rejection, record, summary, usage, AppState};
 use crate::engine::{Outcome, PipelineError, Usage};
 use crate::error::{ApiError, Code};
+use crate::http::auth::{count_rejection, Caller};
+use crate::http::ops::usage;
+use crate::http::{summary, AppState};
 use crate::models::circuit::Ticket;
 use crate::quota::Admission;
-use crate::request::{Ignored, ValidRequest};
-
-/// What the flow returns to a door: one outcome per request, in order, and their sum.
-#[derive(Debug)]
-pub(super) struct Answered {
-    /// One per request handed in, in order.
-    pub outcomes: Vec<Outcome>,
-    /// Every request's usage added up.
-    pub usage: Usage,
-    /// What escalation when unsure did, for [`say_escalation`].
-    pub escalation: escalate::Report,
-}
-
-impl Answered {
-    /// The model the backend reported for the first request.
-    pub(super) fn model(&self) -> &str {
-        self.outcomes.first().map_or("", |o| o.model.as_str())
-    }
-}
+use crate::request::ValidRequest;
+use escalate::escalate;
 
 /// Runs a call's requests (at least one) through the steps in the module doc.
 pub(super) async fn run(
@@ -73,7 +62,7 @@ pub(super) async fn run(
     let admission = caller
         .admit_questions(&state.quotas, questions)
         .await
-        .inspect_err(|e| count_rejection(state, caller, e))?;
+        .inspect_err(|e| count_rejection(&state.metrics, caller, e))?;
     let sent: Vec<AtomicU64> = requests.iter().map(|_| AtomicU64::new(0)).collect();
     let ran = if requests.len() == 1 {
         // The pipeline bounds one request by the deadline itself: no second timer.
@@ -104,7 +93,7 @@ pub(super) async fn run(
         usage: total,
         escalation,
     };
-    record::answered(state, caller, requests, &answered).await?;
+    ledger_step::answered(state, caller, requests, &answered).await?;
     Ok(answered)
 }
 
@@ -161,51 +150,5 @@ fn observe_answers(state: &AppState, model: &str, outcome: &Outcome) {
         state
             .metrics
             .observe_answer(model, answer.option_mass, profile);
-    }
-}
-
-/// The header that names the configured model that served (its public name; the fallback
-/// while the requested model's circuit is open), which a later request may use. The body's
-/// `model` is the backend's own id, as the contract says.
-pub(super) const MODEL_HEADER: &str = "x-systemone-model";
-
-/// Names the model that served in [`MODEL_HEADER`].
-pub(super) fn say_model(name: &str, headers: &mut HeaderMap) {
-    if let Ok(value) = HeaderValue::from_str(name) {
-        headers.insert(MODEL_HEADER, value);
-    }
-}
-
-/// Says what escalation when unsure did ([`escalate::ESCALATED_HEADER`], and
-/// [`escalate::ESCALATION_HEADER`] when it failed).
-pub(super) fn say_escalation(answered: &Answered, headers: &mut HeaderMap) {
-    escalate::say_escalation(&answered.escalation, headers);
-}
-
-/// The header that names the top-level fields a request held and this service ignored.
-pub(super) const IGNORED_FIELDS_HEADER: &str = "x-systemone-ignored-fields";
-
-/// Names the ignored top-level fields in [`IGNORED_FIELDS_HEADER`] (to the caller, who sent
-/// them) and counts them in a debug line (the log gets no names: they are the caller's).
-pub(super) fn say_ignored(ignored: &Ignored, headers: &mut HeaderMap) {
-    if ignored.count == 0 {
-        return;
-    }
-    tracing::debug!(
-        ignored_fields = ignored.count,
-        "the body has top-level fields this service does not read"
-    );
-    let listed = ignored.names.join(", ");
-    let value = if ignored.names.len() == ignored.count {
-        listed
-    } else {
-        let unlisted = ignored.count - ignored.names.len();
-        format!(
-            "{listed}{}({unlisted} more)",
-            if listed.is_empty() { "" } else { ", " }
-        )
-    };
-    if let Ok(value) = HeaderValue::from_str(&value) {
-        headers.insert(IGNORED_FIELDS_HEADER, value);
     }
 }

@@ -6,13 +6,13 @@
 //! Building a record hashes the caller's text (HMAC-SHA256, a few ns a byte): a large
 //! request is hashed on the blocking pool, like its validation.
 
-use super::auth::Caller;
-use super::blocking::{self, Weight};
-use super::flow::Answered;
-use super::summary::{self, Identity, Summary};
-use super::AppState;
+use super::Answered;
 use crate::engine::Usage;
 use crate::error::{ApiError, Code};
+use crate::http::auth::Caller;
+use crate::http::blocking::{self, Weight};
+use crate::http::summary::{self, Identity, Summary};
+use crate::http::AppState;
 use crate::ledger::draft::{self, Answers};
 use crate::ledger::record::{Decision, Tokens};
 use crate::request::ValidRequest;
@@ -83,7 +83,12 @@ fn build(
 /// Records a door's refusal (status ≥ 400) that the flow has not recorded, before it
 /// leaves; a record that is not committed in time is counted, and the refusal goes out
 /// as it was.
-pub(super) async fn refused(state: &AppState, summary: &Summary, status: u16, code: Option<Code>) {
+pub(in crate::http) async fn refused(
+    state: &AppState,
+    summary: &Summary,
+    status: u16,
+    code: Option<Code>,
+) {
     let (Some(key), Some(who)) = (state.ledger.key(), summary.identity()) else {
         return;
     };

@@ -5,16 +5,17 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
-use super::auth::Caller;
-use super::blocking::{self, Weight};
-use super::body::{self, RequestBody};
-use super::flow::{self, say_escalation, say_ignored, say_model};
-use super::{wire, AppState};
 use crate::error::ApiError;
+use crate::http::auth::Caller;
+use crate::http::blocking::{self, Weight};
+use crate::http::body::{self, RequestBody};
+use crate::http::flow;
+use crate::http::flow::headers::{set_escalation_headers, set_ignored_header, set_model_header};
+use crate::http::{wire, AppState};
 use crate::models::Models;
 use crate::request::validate_with_parts;
 
-pub(super) async fn handle(
+pub(in crate::http) async fn handle(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
@@ -54,9 +55,9 @@ async fn answer(
     let answered = flow::run(state, caller, std::slice::from_ref(&request)).await?;
     let outcome = &answered.outcomes[0];
     let mut response = wire::json_ok(&wire::SystemOneResponse::new(request.questions(), outcome))?;
-    say_ignored(request.ignored(), response.headers_mut());
-    say_model(&request.model().name, response.headers_mut());
-    say_escalation(&answered, response.headers_mut());
+    set_ignored_header(request.ignored(), response.headers_mut());
+    set_model_header(&request.model().name, response.headers_mut());
+    set_escalation_headers(&answered, response.headers_mut());
     Ok(response)
 }
 

@@ -4,32 +4,25 @@
 //! each naming the model that gave it (an extension field `model`: the escalation model's
 //! public name), and the usage adds up. One hop (the escalation model's own escalation is
 //! not followed), under the escalation model's circuit, within what is left of the request's
-//! deadline. When it fails, the first answers stand and [`ESCALATION_HEADER`] says so,
+//! deadline. When it fails, the first answers stand and [`super::headers::ESCALATION_HEADER`] says so,
 //! unless the model sets `escalate_required`: then the request fails with its error.
 //! Counted per model pair and outcome (`systemone_escalations_total`).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, HeaderValue};
 use futures::future::join_all;
 use tokio::time::Instant;
 
-use super::AppState;
 use crate::engine::{Outcome, PipelineError};
 use crate::error::{ApiError, Code};
+use crate::http::AppState;
 use crate::models::escalation::Escalation;
 use crate::request::ValidRequest;
 
-/// The header with the count of answers another model gave (sent when the serving model
-/// escalates, 0 included).
-pub(super) const ESCALATED_HEADER: &str = "x-systemone-escalated";
-/// The header that says an escalation failed and the first answers stand (`failed`).
-pub(super) const ESCALATION_HEADER: &str = "x-systemone-escalation";
-
 /// What the escalations of a call did, for its headers.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Report {
+pub(in crate::http) struct Report {
     /// Whether some request's model escalates.
     pub configured: bool,
     /// Answers replaced by an escalation model's.
@@ -151,15 +144,4 @@ async fn ask_again(
     Ok(tokio::time::timeout(left, run)
         .await
         .unwrap_or(Err(PipelineError::Deadline))?)
-}
-
-/// Writes [`ESCALATED_HEADER`] (and [`ESCALATION_HEADER`] when one failed).
-pub(super) fn say_escalation(report: &Report, headers: &mut HeaderMap) {
-    if !report.configured {
-        return;
-    }
-    headers.insert(ESCALATED_HEADER, HeaderValue::from(report.answers));
-    if report.failed {
-        headers.insert(ESCALATION_HEADER, HeaderValue::from_static("failed"));
-    }
 }

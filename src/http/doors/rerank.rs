@@ -26,13 +26,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use serde_json::{json, Map, Value};
 
-use super::auth::Caller;
-use super::blocking::{self, Weight};
-use super::flow::{self, say_escalation, say_model, Answered};
-use super::{body, wire, AppState, RequestId};
 use crate::config::Limits;
 use crate::engine::Outcome;
 use crate::error::{ApiError, Code};
+use crate::http::auth::Caller;
+use crate::http::blocking::{self, Weight};
+use crate::http::flow::headers::{set_escalation_headers, set_model_header};
+use crate::http::flow::{self, Answered};
+use crate::http::{body, wire, AppState, RequestId};
 use crate::json::write_python_str;
 use crate::models::{Model, Routes};
 use crate::request::validate::{is_token_limit, loc, refuse_type, requested_model, type_name};
@@ -43,7 +44,7 @@ pub(super) const DEFAULT_MAX_TOKENS_PER_DOC: usize = 4096;
 /// Documents per search unit, as Cohere bills them.
 const DOCUMENTS_PER_SEARCH_UNIT: usize = 100;
 
-pub(super) async fn handle(
+pub(in crate::http) async fn handle(
     State(state): State<AppState>,
     Extension(id): Extension<RequestId>,
     caller: Caller,
@@ -90,8 +91,8 @@ async fn answer(
         .await
         .map_err(|e| exact_refusal_in_rerank_terms(e, &plan.batches))?;
     let mut response = wire::json_ok(&response_body(id, &plan, &answered))?;
-    say_model(&plan.batches[0].model().name, response.headers_mut());
-    say_escalation(&answered, response.headers_mut());
+    set_model_header(&plan.batches[0].model().name, response.headers_mut());
+    set_escalation_headers(&answered, response.headers_mut());
     Ok(response)
 }
 

@@ -18,9 +18,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
-use super::auth::Caller;
-use super::AppState;
 use crate::error::{ApiError, Code};
+use crate::http::auth::Caller;
+use crate::http::AppState;
 use crate::ledger::key::{Domain, LedgerKey};
 use crate::ledger::read::{Filter, NewOutcome, OutcomeError, OutcomeRow};
 use crate::ledger::record::{Decision, QuestionRecord};
@@ -65,7 +65,7 @@ fn is_admin(state: &AppState, caller: &Caller) -> bool {
 }
 
 /// `GET /v1/ledger/decisions`.
-pub(super) async fn list(
+pub(in crate::http) async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Query(pairs): Query<Vec<(String, String)>>,
@@ -88,7 +88,7 @@ pub(super) async fn list(
 }
 
 /// `GET /v1/ledger/decisions/{request_id}`.
-pub(super) async fn one(
+pub(in crate::http) async fn one(
     State(state): State<AppState>,
     caller: Caller,
     Path(request_id): Path<String>,
@@ -265,7 +265,7 @@ fn render_question(q: &QuestionRecord, outcomes: &[&OutcomeRow], names: &Names) 
 }
 
 /// `POST /v1/ledger/decisions/{request_id}/outcomes`.
-pub(super) async fn add_outcome(
+pub(in crate::http) async fn add_outcome(
     State(state): State<AppState>,
     caller: Caller,
     Path(request_id): Path<String>,

@@ -1,0 +1,22 @@
+//! What the flow hands back to a door, and the ledger step records: the answered call.
+
+use super::escalate;
+use crate::engine::{Outcome, Usage};
+
+/// What the flow returns to a door: one outcome per request, in order, and their sum.
+#[derive(Debug)]
+pub(in crate::http) struct Answered {
+    /// One per request handed in, in order.
+    pub outcomes: Vec<Outcome>,
+    /// Every request's usage added up.
+    pub usage: Usage,
+    /// What escalation when unsure did, for [`super::headers::set_escalation_headers`].
+    pub escalation: escalate::Report,
+}
+
+impl Answered {
+    /// The model the backend reported for the first request.
+    pub(in crate::http) fn model(&self) -> &str {
+        self.outcomes.first().map_or("", |o| o.model.as_str())
+    }
+}

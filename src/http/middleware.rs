@@ -1,0 +1,151 @@
+//! The request middleware: each request's id, tracing span, summary line and metrics, the
+//! ledger's record of a door's refusal, and the count of a request its client abandoned.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument;
+
+use super::context::{RequestId, REQUEST_ID, TYPESAFE_REQUEST_ID};
+use super::flow::ledger_step;
+use super::summary::{self, Summary};
+use super::AppState;
+use crate::error::Code;
+
+/// Gives each request an id, a tracing span and one summary log line; puts the id on the
+/// response. The log names the route and outcome only, never the caller's content.
+pub(super) async fn request_context(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let RequestId(id) = RequestId::new();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_owned();
+    request.extensions_mut().insert(RequestId(id.clone()));
+    let span = tracing::info_span!("request", request_id = %id);
+    let summary = Arc::new(Summary::for_request(&id, &route));
+    let started = Instant::now();
+    let mut abandoned = Abandoned {
+        state: &state,
+        route: &route,
+        started,
+        span: &span,
+        summary: &summary,
+    };
+    let mut response = summary
+        .scope(next.run(request))
+        .instrument(span.clone())
+        .await;
+    let code = response.extensions().get::<Code>().copied();
+    ledger_step::refused(&state, &summary, response.status().as_u16(), code).await;
+    abandoned.disarm();
+    let code = response.extensions().get::<Code>().map(|c| c.as_str());
+    let latency = started.elapsed();
+    state.metrics.count_request(
+        &route,
+        response.status().as_u16(),
+        code.unwrap_or(""),
+        latency,
+    );
+    let status = response.status().as_u16();
+    let fields = summary.fields();
+    span.in_scope(|| {
+        let code = code.unwrap_or("");
+        log_summary(Ending::Finished, &route, status, code, latency, &fields)
+    });
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        let headers = response.headers_mut();
+        headers.insert(TYPESAFE_REQUEST_ID.clone(), value.clone());
+        headers.insert(REQUEST_ID.clone(), value);
+    }
+    response
+}
+
+/// How a request ended, as its summary line says.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Finished,
+    Abandoned,
+}
+
+/// The one summary line of a request (inside its span, which names its id): route,
+/// outcome, latency and what the handler noted ([`summary`]); never the caller's content.
+fn log_summary(
+    ending: Ending,
+    route: &str,
+    status: u16,
+    code: &str,
+    latency: std::time::Duration,
+    fields: &summary::Fields,
+) {
+    let message = match ending {
+        Ending::Finished => "request finished",
+        Ending::Abandoned => "request abandoned by the client",
+    };
+    tracing::info!(
+        route,
+        key = fields.key.as_deref(),
+        model = fields.model.as_deref(),
+        questions = fields.questions,
+        upstream_requests = fields.upstream_requests,
+        status,
+        error_code = code,
+        latency_ms = latency.as_secs_f64() * 1e3,
+        "{message}"
+    );
+}
+
+/// The status a request the client abandoned is counted with (nginx's "client closed
+/// request"); it is never sent, there being no one to send it to.
+const CLIENT_CLOSED_STATUS: u16 = 499;
+
+/// While armed, counts and logs the request as abandoned when dropped: hyper drops a
+/// request's handler when its client closes the connection before the response is made.
+struct Abandoned<'a> {
+    state: &'a AppState,
+    route: &'a str,
+    started: Instant,
+    span: &'a tracing::Span,
+    summary: &'a Summary,
+}
+
+impl Abandoned<'_> {
+    /// The response was made: nothing to count here.
+    fn disarm(&mut self) {
+        self.route = "";
+    }
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if self.route.is_empty() {
+            return;
+        }
+        let elapsed = self.started.elapsed();
+        self.state.metrics.count_request(
+            self.route,
+            CLIENT_CLOSED_STATUS,
+            "client_closed",
+            elapsed,
+        );
+        let fields = self.summary.fields();
+        self.span.in_scope(|| {
+            log_summary(
+                Ending::Abandoned,
+                self.route,
+                CLIENT_CLOSED_STATUS,
+                "client_closed",
+                elapsed,
+                &fields,
+            )
+        });
+    }
+}

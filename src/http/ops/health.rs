@@ -1,0 +1,75 @@
+//! `GET /healthz` (the process answers) and `GET /readyz` (every model can serve).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use crate::http::AppState;
+use crate::models::circuit::CircuitState;
+use crate::models::tokens::verify::Verdict;
+
+/// Always 200 while the process serves.
+pub(in crate::http) async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+/// 200 only when every model is ready: its backend answered its last health probe (the
+/// token-table check, whose concluding counts as an answer; one that could not conclude, by
+/// a 429, a timeout or a malformed body, does not) and its token table is verified (or its
+/// checks are off), its circuit is not open (half-open, when a probe may go through, counts
+/// as ready), and a dialect that probes its host found a way to read it (`host`: what the
+/// probe found, or what the host lacks). Answers from memory: the checks run in each
+/// model's upkeep task, and a table not yet verified while its first check runs reads
+/// `"checking"`.
+pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
+    let models: Vec<(bool, serde_json::Value)> =
+        state.models.iter().map(|m| model_readiness(m)).collect();
+    let mut ready = models.iter().all(|(r, _)| *r);
+    // A store that cannot answer makes the service unready only under `fail_closed`.
+    let limits = state.quotas.status().await;
+    ready &= limits.ready;
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let models: Vec<serde_json::Value> = models.into_iter().map(|(_, m)| m).collect();
+    (
+        status,
+        Json(serde_json::json!({"ready": ready, "models": models, "limits": limits})),
+    )
+        .into_response()
+}
+
+/// One model's line of `/readyz`, and whether it is ready; from memory only.
+fn model_readiness(model: &crate::models::Model) -> (bool, serde_json::Value) {
+    let status = model.verifier.status();
+    let circuit = model.circuit.state();
+    let host = model.backend.host_report();
+    let ready = match status.verdict {
+        Verdict::Verified => status.last_check_concluded == Some(true),
+        Verdict::Disabled => true,
+        Verdict::Unchecked | Verdict::Mismatch => false,
+    } && circuit != CircuitState::Open
+        && host.as_ref().is_none_or(|h| h.ready());
+    let token_table = match status.verdict {
+        Verdict::Unchecked if status.checking => "checking",
+        verdict => verdict.as_str(),
+    };
+    let last_check = status.last_check.map(|t| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
+    let line = serde_json::json!({
+        "name": model.name,
+        "ready": ready,
+        "token_table": token_table,
+        "backend_answered": status.last_check_concluded,
+        "circuit": circuit.as_str(),
+        "last_check_unix": last_check,
+        "dialect": model.backend.dialect(),
+        "host": host,
+    });
+    (ready, line)
+}

@@ -1,0 +1,40 @@
+//! `GET /metrics`: the Prometheus text, with each model's gauges read at scrape time.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+
+use crate::http::AppState;
+use crate::metrics::ModelGauges;
+
+/// The metrics, each model's token table, circuit and host read now.
+pub(in crate::http) async fn render(State(state): State<AppState>) -> Response {
+    let gauges = state.models.iter().map(|model| {
+        let status = model.verifier.status();
+        ModelGauges {
+            name: &model.name,
+            verdict: status.verdict.as_metric(),
+            last_check: status.last_check,
+            circuit: model.circuit.state().as_metric(),
+            read_strategy: model
+                .backend
+                .host_report()
+                .map(|h| h.strategy.unwrap_or(h.probe)),
+        }
+    });
+    if state.quotas.store_kind() != "memory" {
+        state
+            .metrics
+            .set_limit_store_up(state.quotas.store_kind(), state.quotas.connected());
+    }
+    let body = state
+        .metrics
+        .render(gauges, state.pipeline.in_flight().in_use());
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        body,
+    )
+        .into_response()
+}

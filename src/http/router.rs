@@ -1,0 +1,97 @@
+//! The service's routes: the front doors and the key-holders' reads under one cap on
+//! requests handled at once, the operations routes beside them, and the request middleware
+//! around all.
+
+use axum::extract::Request;
+use axum::middleware;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+
+use super::doors::{decisions, rerank, systemone};
+use super::middleware::request_context;
+use super::ops::{health, ledger, metrics, models, usage};
+use super::{openapi, playground, AppState};
+use crate::error::{ApiError, Code};
+
+/// The service's router. Starts the models' background upkeep when called in a runtime.
+pub fn router(state: AppState) -> Router {
+    state.models.start_upkeep(state.pipeline.in_flight());
+    let api = Router::new()
+        .route("/v1/systemone", post(systemone::handle))
+        .route("/v1/decisions", post(decisions::handle))
+        .route("/v2/rerank", post(rerank::handle))
+        .route("/v1/rerank", post(rerank::handle))
+        .route("/v1/models", get(models::list))
+        .route("/v1/usage", get(usage::handle))
+        .route("/v1/ledger/decisions", get(ledger::list))
+        .route("/v1/ledger/decisions/{request_id}", get(ledger::one))
+        .route(
+            "/v1/ledger/decisions/{request_id}/outcomes",
+            post(ledger::add_outcome),
+        )
+        .layer(shed_over_cap(&state));
+    Router::new()
+        .merge(api)
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::render))
+        .route("/openapi.json", get(openapi::handle))
+        .route("/playground", get(playground::page))
+        .route("/", get(playground::root))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            request_context,
+        ))
+        .with_state(state)
+}
+
+/// The cap on API requests being handled at once (`--max-concurrent-requests`): beyond
+/// it a request is answered 503 `system_one_overloaded` with `Retry-After` at once, rather
+/// than queued without bound. One tower semaphore for all the API routes, with load
+/// shedding; a request holds its place until its response is made.
+fn shed_over_cap(
+    state: &AppState,
+) -> impl tower::Layer<
+    axum::routing::Route,
+    Service = impl tower::Service<
+        Request,
+        Response = Response,
+        Error = std::convert::Infallible,
+        Future = impl Send + 'static,
+    > + Clone
+                  + Send
+                  + Sync
+                  + 'static,
+> + Clone
+       + Send
+       + Sync
+       + 'static {
+    let max = state.edge.max_concurrent_requests;
+    let metrics = state.metrics.clone();
+    tower::ServiceBuilder::new()
+        .layer(axum::error_handling::HandleErrorLayer::new(
+            move |_: tower::BoxError| {
+                metrics.count_request_shed();
+                std::future::ready(
+                    ApiError::new(
+                        Code::Overloaded,
+                        format!("the service is handling its limit of {max} requests; retry later"),
+                    )
+                    .retry_after(1),
+                )
+            },
+        ))
+        .load_shed()
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(max))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(Code::NotFound, "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(Code::MethodNotAllowed, "method not allowed on this route")
+}
