@@ -43,7 +43,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
-use super::summary;
+use super::context::RequestContext;
 use crate::config::ConfigError;
 use crate::error::{ApiError, Code};
 use crate::metrics::Metrics;
@@ -328,7 +328,7 @@ impl<S: CallerChecks> FromRequestParts<S> for Caller {
         let caller = state
             .keys()
             .authenticate(parts.headers.get(axum::http::header::AUTHORIZATION))?;
-        summary::note_key(caller.name());
+        RequestContext::of(parts)?.summary.note_key(caller.name());
         state.metrics().count_key_request(caller.name());
         caller
             .check_request(state.quotas())

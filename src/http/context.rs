@@ -1,6 +1,15 @@
-//! Which request this is: its id, as every response and the ledger name it.
+//! Which request this is: its id, as every response and the ledger name it, and the
+//! [`RequestContext`] the middleware makes for it and hands down to every step.
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::HeaderName;
+
+use super::summary::Summary;
+use crate::error::{ApiError, Code};
 
 /// The request id every response carries (`req_<32 hex>`).
 #[derive(Debug, Clone)]
@@ -21,3 +30,51 @@ impl RequestId {
 pub static TYPESAFE_REQUEST_ID: HeaderName = HeaderName::from_static("x-typesafe-request-id");
 /// `x-request-id`, the same value for everything else.
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// One request as the middleware made it: which it is, where it came in, when, and the
+/// summary its steps note into. A request extension, taken by a door's handler as an
+/// argument and passed down by reference, so that no step (the ledger's record above all)
+/// can run without knowing which request it serves.
+#[derive(Debug, Clone)]
+pub(super) struct RequestContext {
+    /// `req_<hex>`.
+    pub id: RequestId,
+    /// The matched route (`"unmatched"` for none).
+    pub route: String,
+    /// When it arrived.
+    pub started: Instant,
+    /// When it arrived, in milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// What its summary line will say beyond status and latency.
+    pub summary: Arc<Summary>,
+}
+
+impl RequestContext {
+    /// A fresh request on `route`, arriving now.
+    pub(super) fn arriving(route: String) -> Self {
+        RequestContext {
+            id: RequestId::new(),
+            route,
+            started: Instant::now(),
+            at_ms: crate::ledger::now_ms(),
+            summary: Arc::default(),
+        }
+    }
+
+    /// The context of the request `parts` belong to; the middleware made it before any
+    /// handler runs, so missing it is a bug (refused as an internal error).
+    pub(super) fn of(parts: &Parts) -> Result<&Self, ApiError> {
+        parts
+            .extensions
+            .get::<RequestContext>()
+            .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestContext {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        RequestContext::of(parts).cloned()
+    }
+}

@@ -1,67 +1,58 @@
 //! The request middleware: each request's id, tracing span, summary line and metrics, the
 //! ledger's record of a door's refusal, and the count of a request its client abandoned.
 
-use std::sync::Arc;
-use std::time::Instant;
-
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
 
-use super::context::{RequestId, REQUEST_ID, TYPESAFE_REQUEST_ID};
+use super::context::{RequestContext, REQUEST_ID, TYPESAFE_REQUEST_ID};
 use super::flow::ledger_step;
-use super::summary::{self, Summary};
+use super::summary;
 use super::AppState;
 use crate::error::Code;
 
-/// Gives each request an id, a tracing span and one summary log line; puts the id on the
-/// response. The log names the route and outcome only, never the caller's content.
+/// Gives each request its [`RequestContext`] (id, route, arrival, summary) as an extension
+/// for the handlers, a tracing span and one summary log line; records a door's refusal in
+/// the ledger; puts the id on the response. The log names the route and outcome only, never
+/// the caller's content.
 pub(super) async fn request_context(
     State(state): State<AppState>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let RequestId(id) = RequestId::new();
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or("unmatched", |p| p.as_str())
         .to_owned();
-    request.extensions_mut().insert(RequestId(id.clone()));
-    let span = tracing::info_span!("request", request_id = %id);
-    let summary = Arc::new(Summary::for_request(&id, &route));
-    let started = Instant::now();
+    let context = RequestContext::arriving(route);
+    request.extensions_mut().insert(context.clone());
+    let span = tracing::info_span!("request", request_id = %context.id.0);
     let mut abandoned = Abandoned {
         state: &state,
-        route: &route,
-        started,
+        context: &context,
         span: &span,
-        summary: &summary,
+        armed: true,
     };
-    let mut response = summary
-        .scope(next.run(request))
-        .instrument(span.clone())
-        .await;
+    let mut response = next.run(request).instrument(span.clone()).await;
     let code = response.extensions().get::<Code>().copied();
-    ledger_step::refused(&state, &summary, response.status().as_u16(), code).await;
-    abandoned.disarm();
+    ledger_step::refused(&state, &context, response.status().as_u16(), code).await;
+    abandoned.armed = false;
     let code = response.extensions().get::<Code>().map(|c| c.as_str());
-    let latency = started.elapsed();
-    state.metrics.count_request(
-        &route,
-        response.status().as_u16(),
-        code.unwrap_or(""),
-        latency,
-    );
+    let latency = context.started.elapsed();
+    let route = context.route.as_str();
     let status = response.status().as_u16();
-    let fields = summary.fields();
+    state
+        .metrics
+        .count_request(route, status, code.unwrap_or(""), latency);
+    let fields = context.summary.fields();
     span.in_scope(|| {
         let code = code.unwrap_or("");
-        log_summary(Ending::Finished, &route, status, code, latency, &fields)
+        log_summary(Ending::Finished, route, status, code, latency, &fields)
     });
-    if let Ok(value) = HeaderValue::from_str(&id) {
+    if let Ok(value) = HeaderValue::from_str(&context.id.0) {
         let headers = response.headers_mut();
         headers.insert(TYPESAFE_REQUEST_ID.clone(), value.clone());
         headers.insert(REQUEST_ID.clone(), value);
@@ -108,39 +99,30 @@ fn log_summary(
 const CLIENT_CLOSED_STATUS: u16 = 499;
 
 /// While armed, counts and logs the request as abandoned when dropped: hyper drops a
-/// request's handler when its client closes the connection before the response is made.
+/// request's handler when its client closes the connection before the response is made
+/// (the middleware disarms it once the response is made).
 struct Abandoned<'a> {
     state: &'a AppState,
-    route: &'a str,
-    started: Instant,
+    context: &'a RequestContext,
     span: &'a tracing::Span,
-    summary: &'a Summary,
-}
-
-impl Abandoned<'_> {
-    /// The response was made: nothing to count here.
-    fn disarm(&mut self) {
-        self.route = "";
-    }
+    armed: bool,
 }
 
 impl Drop for Abandoned<'_> {
     fn drop(&mut self) {
-        if self.route.is_empty() {
+        if !self.armed {
             return;
         }
-        let elapsed = self.started.elapsed();
-        self.state.metrics.count_request(
-            self.route,
-            CLIENT_CLOSED_STATUS,
-            "client_closed",
-            elapsed,
-        );
-        let fields = self.summary.fields();
+        let route = self.context.route.as_str();
+        let elapsed = self.context.started.elapsed();
+        self.state
+            .metrics
+            .count_request(route, CLIENT_CLOSED_STATUS, "client_closed", elapsed);
+        let fields = self.context.summary.fields();
         self.span.in_scope(|| {
             log_summary(
                 Ending::Abandoned,
-                self.route,
+                route,
                 CLIENT_CLOSED_STATUS,
                 "client_closed",
                 elapsed,

@@ -8,7 +8,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 
-use super::doors::{decisions, rerank, systemone};
+use super::doors::{self, decisions::Decisions, rerank::Rerank, systemone::SystemOne};
 use super::middleware::request_context;
 use super::ops::{health, ledger, metrics, models, usage};
 use super::{openapi, playground, AppState};
@@ -18,10 +18,10 @@ use crate::error::{ApiError, Code};
 pub fn router(state: AppState) -> Router {
     state.models.start_upkeep(state.pipeline.in_flight());
     let api = Router::new()
-        .route("/v1/systemone", post(systemone::handle))
-        .route("/v1/decisions", post(decisions::handle))
-        .route("/v2/rerank", post(rerank::handle))
-        .route("/v1/rerank", post(rerank::handle))
+        .route("/v1/systemone", post(doors::serve::<SystemOne>))
+        .route("/v1/decisions", post(doors::serve::<Decisions>))
+        .route("/v2/rerank", post(doors::serve::<Rerank>))
+        .route("/v1/rerank", post(doors::serve::<Rerank>))
         .route("/v1/models", get(models::list))
         .route("/v1/usage", get(usage::handle))
         .route("/v1/ledger/decisions", get(ledger::list))

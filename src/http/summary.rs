@@ -6,32 +6,13 @@
 //! into every line of the span; a line at the end that carries them once costs less. The
 //! span keeps the request id alone, so a warning inside the request still names it.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
-tokio::task_local! {
-    /// The summary of the request whose task this is.
-    static CURRENT: Arc<Summary>;
-}
-
-/// The summary fields of one request; each stays out of the line until noted.
+/// The summary fields of one request, noted as the steps learn them (the request's
+/// [`super::context::RequestContext`] carries it); each stays out of the line until noted.
 #[derive(Debug, Default)]
 pub(super) struct Summary {
     fields: Mutex<Fields>,
-    /// Which request this is (the ledger's record names it).
-    identity: Option<Identity>,
-}
-
-/// The request a summary belongs to.
-#[derive(Debug, Clone)]
-pub(super) struct Identity {
-    /// `req_<hex>`.
-    pub request_id: String,
-    /// The matched route.
-    pub route: String,
-    /// When it arrived.
-    pub started: std::time::Instant,
-    /// When it arrived, in milliseconds since the Unix epoch.
-    pub at_ms: i64,
 }
 
 /// The fields, as plain values.
@@ -50,32 +31,31 @@ pub(super) struct Fields {
 }
 
 impl Summary {
-    /// The summary of the request `request_id` on `route`, arriving now.
-    pub(super) fn for_request(request_id: &str, route: &str) -> Self {
-        Summary {
-            fields: Mutex::default(),
-            identity: Some(Identity {
-                request_id: request_id.to_owned(),
-                route: route.to_owned(),
-                started: std::time::Instant::now(),
-                at_ms: crate::ledger::now_ms(),
-            }),
-        }
-    }
-
-    /// Which request this is (none outside the request middleware).
-    pub(super) fn identity(&self) -> Option<&Identity> {
-        self.identity.as_ref()
-    }
-
-    /// Runs `request` with this summary as its task's current one.
-    pub(super) async fn scope<F: std::future::Future>(self: &Arc<Self>, request: F) -> F::Output {
-        CURRENT.scope(self.clone(), request).await
-    }
-
     /// What was noted so far.
     pub(super) fn fields(&self) -> Fields {
         self.lock().clone()
+    }
+
+    /// Notes that the ledger holds the request's record.
+    pub(super) fn note_recorded(&self) {
+        self.lock().recorded = true;
+    }
+
+    /// Notes the caller's key name.
+    pub(super) fn note_key(&self, name: &str) {
+        self.lock().key = Some(name.to_owned());
+    }
+
+    /// Notes the model that serves and how many questions it is asked.
+    pub(super) fn note_model(&self, name: &str, questions: usize) {
+        let mut fields = self.lock();
+        fields.model = Some(name.to_owned());
+        fields.questions = Some(questions);
+    }
+
+    /// Notes the upstream requests sent.
+    pub(super) fn note_upstream_requests(&self, count: u64) {
+        self.lock().upstream_requests = Some(count);
     }
 
     fn lock(&self) -> MutexGuard<'_, Fields> {
@@ -84,63 +64,22 @@ impl Summary {
     }
 }
 
-/// Notes a field on the current request's summary; outside a request (a test calling a
-/// handler directly) there is none, and nothing happens.
-fn note(set: impl FnOnce(&mut Fields)) {
-    let _ = CURRENT.try_with(|summary| set(&mut summary.lock()));
-}
-
-/// The current request's identity and what was noted so far (none outside a request).
-pub(super) fn current() -> Option<(Identity, Fields)> {
-    CURRENT
-        .try_with(|summary| Some((summary.identity.clone()?, summary.fields())))
-        .ok()
-        .flatten()
-}
-
-/// Notes that the ledger holds the current request's record.
-pub(super) fn note_recorded() {
-    note(|f| f.recorded = true);
-}
-
-/// Notes the caller's key name.
-pub(super) fn note_key(name: &str) {
-    note(|f| f.key = Some(name.to_owned()));
-}
-
-/// Notes the model that serves and how many questions it is asked.
-pub(super) fn note_model(name: &str, questions: usize) {
-    note(|f| {
-        f.model = Some(name.to_owned());
-        f.questions = Some(questions);
-    });
-}
-
-/// Notes the upstream requests sent.
-pub(super) fn note_upstream_requests(count: u64) {
-    note(|f| f.upstream_requests = Some(count));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn notes_reach_the_scoped_summary_only() {
-        note_key("outside");
-        let summary = Arc::new(Summary::default());
-        summary
-            .scope(async {
-                note_key("acme");
-                note_model("gemma", 3);
-                note_upstream_requests(6);
-            })
-            .await;
+    #[test]
+    fn notes_reach_their_summary_only() {
+        let summary = Summary::default();
+        summary.note_key("acme");
+        summary.note_model("gemma", 3);
+        summary.note_upstream_requests(6);
         let fields = summary.fields();
         assert_eq!(fields.key.as_deref(), Some("acme"));
         assert_eq!(fields.model.as_deref(), Some("gemma"));
         assert_eq!(fields.questions, Some(3));
         assert_eq!(fields.upstream_requests, Some(6));
-        assert!(Arc::new(Summary::default()).fields().key.is_none());
+        assert!(!fields.recorded);
+        assert!(Summary::default().fields().key.is_none());
     }
 }

@@ -19,23 +19,21 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
-use axum::Extension;
+use axum::response::Response;
 use serde_json::{json, Map, Value};
 
+use super::Door;
 use crate::config::Limits;
 use crate::engine::Outcome;
 use crate::error::{ApiError, Code};
-use crate::http::auth::Caller;
-use crate::http::blocking::{self, Weight};
-use crate::http::flow::headers::{set_escalation_headers, set_model_header};
-use crate::http::flow::{self, Answered};
-use crate::http::{body, wire, AppState, RequestId};
+use crate::http::blocking::Weight;
+use crate::http::body::RequestBody;
+use crate::http::context::{RequestContext, RequestId};
+use crate::http::flow::Answered;
+use crate::http::wire;
 use crate::json::write_python_str;
-use crate::models::{Model, Routes};
+use crate::models::{Model, Models, Routes};
+use crate::request::images::Parts;
 use crate::request::validate::{is_token_limit, loc, refuse_type, requested_model, type_name};
 use crate::request::{validate, ValidRequest};
 
@@ -44,60 +42,51 @@ pub(super) const DEFAULT_MAX_TOKENS_PER_DOC: usize = 4096;
 /// Documents per search unit, as Cohere bills them.
 const DOCUMENTS_PER_SEARCH_UNIT: usize = 100;
 
-pub(in crate::http) async fn handle(
-    State(state): State<AppState>,
-    Extension(id): Extension<RequestId>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    match answer(&state, &caller, &id, &headers, body).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
+/// The rerank door.
+pub(in crate::http) struct Rerank;
+
+impl Door for Rerank {
+    type Plan = Plan;
+
+    /// Documents are text: only exact token counting makes the plan heavy.
+    fn weight(_body: &RequestBody, models: &Models) -> Weight {
+        if models.any_counts_exactly() {
+            Weight::Heavy
+        } else {
+            Weight::Light
+        }
+    }
+
+    /// The rerank rules and truncation, then validated batches, all before anything is sent.
+    fn plan(
+        json: Value,
+        _parts: &Parts,
+        routes: &Routes<'_>,
+        limits: &Limits,
+    ) -> Result<Plan, ApiError> {
+        plan(json, routes, limits)
+    }
+
+    fn requests(plan: &Plan) -> &[ValidRequest] {
+        &plan.batches
+    }
+
+    fn in_door_terms(e: ApiError, plan: &Plan) -> ApiError {
+        exact_refusal_in_rerank_terms(e, &plan.batches)
+    }
+
+    /// Cohere's shape.
+    fn respond(
+        plan: &Plan,
+        answered: &Answered,
+        context: &RequestContext,
+    ) -> Result<Response, ApiError> {
+        wire::json_ok(&response_body(&context.id, plan, answered))
     }
 }
 
-/// Body → the rerank rules and truncation → validated batches (all before anything is
-/// sent) → the circuit's ticket and the key's question limits → pipeline → Cohere's shape.
-async fn answer(
-    state: &AppState,
-    caller: &Caller,
-    id: &RequestId,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let body = body::read_request(
-        headers,
-        body,
-        state.limits.max_body_bytes,
-        &state.body_budget,
-    )
-    .await?;
-    state.models.tables_built().await;
-    let (models, limits) = (state.models.clone(), state.limits.clone());
-    // Documents are text: only exact token counting makes the plan heavy.
-    let weight = if models.any_counts_exactly() {
-        Weight::Heavy
-    } else {
-        Weight::Light
-    };
-    let plan = blocking::run(body.len, weight, move || {
-        plan(body.json, &models.routes(), &limits)
-    })
-    .await??;
-    // Validated: the body's memory goes back to the budget before the upstream reads.
-    drop(body.share);
-    let answered = flow::run(state, caller, &plan.batches)
-        .await
-        .map_err(|e| exact_refusal_in_rerank_terms(e, &plan.batches))?;
-    let mut response = wire::json_ok(&response_body(id, &plan, &answered))?;
-    set_model_header(&plan.batches[0].model().name, response.headers_mut());
-    set_escalation_headers(&answered, response.headers_mut());
-    Ok(response)
-}
-
 /// A rerank call that passed every rule, ready to run.
-struct Plan {
+pub(in crate::http) struct Plan {
     /// One validated System One request per batch of documents, in document order.
     batches: Vec<ValidRequest>,
     /// Documents in the call.

@@ -1,75 +1,64 @@
-//! `POST /v1/systemone`: TypeSafe's typed-decision request.
+//! `POST /v1/systemone`: TypeSafe's typed-decision request, validated as it comes (its body
+//! is the System One body) and answered in its own wire shape.
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use serde_json::Value;
 
+use super::Door;
+use crate::config::Limits;
 use crate::error::ApiError;
-use crate::http::auth::Caller;
-use crate::http::blocking::{self, Weight};
-use crate::http::body::{self, RequestBody};
-use crate::http::flow;
-use crate::http::flow::headers::{set_escalation_headers, set_ignored_header, set_model_header};
-use crate::http::{wire, AppState};
-use crate::models::Models;
-use crate::request::validate_with_parts;
+use crate::http::blocking::Weight;
+use crate::http::body::RequestBody;
+use crate::http::context::RequestContext;
+use crate::http::flow::headers::set_ignored_header;
+use crate::http::flow::Answered;
+use crate::http::wire;
+use crate::models::{Models, Routes};
+use crate::request::images::Parts;
+use crate::request::{validate_with_parts, ValidRequest};
 
-pub(in crate::http) async fn handle(
-    State(state): State<AppState>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    match answer(&state, &caller, &headers, body).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
+/// The System One door.
+pub(in crate::http) struct SystemOne;
+
+impl Door for SystemOne {
+    type Plan = ValidRequest;
+
+    /// Validation is light work (a few ns a byte) unless it counts tokens with a real
+    /// tokenizer or decodes images (parts, or the `images` and `assets` fields).
+    fn weight(body: &RequestBody, models: &Models) -> Weight {
+        let images = !body.parts.is_empty()
+            || body.json.get("images").is_some()
+            || body.json.get("assets").is_some();
+        if images || models.any_counts_exactly() {
+            Weight::Heavy
+        } else {
+            Weight::Light
+        }
     }
-}
 
-/// Body → validation (against the serving model, fallback included) → [`flow::run`]
-/// → wire.
-async fn answer(
-    state: &AppState,
-    caller: &Caller,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let body = body::read_request(
-        headers,
-        body,
-        state.limits.max_body_bytes,
-        &state.body_budget,
-    )
-    .await?;
-    state.models.tables_built().await;
-    let weight = validation_weight(&body, &state.models);
-    let (models, limits) = (state.models.clone(), state.limits.clone());
-    // The image parts are dropped with the closure: they live on, re-encoded, in the request.
-    let request = blocking::run(body.len, weight, move || {
-        validate_with_parts(body.json, &body.parts, &models.routes(), &limits)
-    })
-    .await??;
-    // Validated: the body's memory goes back to the budget before the upstream reads.
-    drop(body.share);
-    let answered = flow::run(state, caller, std::slice::from_ref(&request)).await?;
-    let outcome = &answered.outcomes[0];
-    let mut response = wire::json_ok(&wire::SystemOneResponse::new(request.questions(), outcome))?;
-    set_ignored_header(request.ignored(), response.headers_mut());
-    set_model_header(&request.model().name, response.headers_mut());
-    set_escalation_headers(&answered, response.headers_mut());
-    Ok(response)
-}
+    /// Validation against the serving model, fallback included.
+    fn plan(
+        json: Value,
+        parts: &Parts,
+        routes: &Routes<'_>,
+        limits: &Limits,
+    ) -> Result<ValidRequest, ApiError> {
+        validate_with_parts(json, parts, routes, limits)
+    }
 
-/// Validation is light work (a few ns a byte) unless it counts tokens with a real
-/// tokenizer or decodes images (parts, or the `images` and `assets` fields).
-fn validation_weight(body: &RequestBody, models: &Models) -> Weight {
-    let images = !body.parts.is_empty()
-        || body.json.get("images").is_some()
-        || body.json.get("assets").is_some();
-    if images || models.any_counts_exactly() {
-        Weight::Heavy
-    } else {
-        Weight::Light
+    fn requests(request: &ValidRequest) -> &[ValidRequest] {
+        std::slice::from_ref(request)
+    }
+
+    fn respond(
+        request: &ValidRequest,
+        answered: &Answered,
+        _context: &RequestContext,
+    ) -> Result<Response, ApiError> {
+        let outcome = &answered.outcomes[0];
+        let mut response =
+            wire::json_ok(&wire::SystemOneResponse::new(request.questions(), outcome))?;
+        set_ignored_header(request.ignored(), response.headers_mut());
+        Ok(response)
     }
 }

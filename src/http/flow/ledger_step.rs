@@ -11,7 +11,7 @@ use crate::engine::Usage;
 use crate::error::{ApiError, Code};
 use crate::http::auth::Caller;
 use crate::http::blocking::{self, Weight};
-use crate::http::summary::{self, Identity, Summary};
+use crate::http::context::RequestContext;
 use crate::http::AppState;
 use crate::ledger::draft::{self, Answers};
 use crate::ledger::record::{Decision, Tokens};
@@ -24,14 +24,15 @@ const DOORS: &[&str] = &["/v1/systemone", "/v1/decisions", "/v2/rerank", "/v1/re
 /// committed in time refuses the call (503 `system_one_ledger_unavailable`).
 pub(super) async fn answered(
     state: &AppState,
+    context: &RequestContext,
     caller: &Caller,
     requests: &[ValidRequest],
     answered: &Answered,
 ) -> Result<(), ApiError> {
-    let (Some(key), Some((who, _))) = (state.ledger.key(), summary::current()) else {
+    let Some(key) = state.ledger.key() else {
         return Ok(());
     };
-    let who = identity(&who, caller.name());
+    let who = identity(context, caller.name());
     let model = requests[0].model().name.clone();
     let usage = tokens(&answered.usage);
     let full = state.ledger.keeps_inputs();
@@ -48,7 +49,7 @@ pub(super) async fn answered(
         })
         .await?
     };
-    commit(state, decision).await
+    commit(state, context, decision).await
 }
 
 fn build(
@@ -85,21 +86,21 @@ fn build(
 /// as it was.
 pub(in crate::http) async fn refused(
     state: &AppState,
-    summary: &Summary,
+    context: &RequestContext,
     status: u16,
     code: Option<Code>,
 ) {
-    let (Some(key), Some(who)) = (state.ledger.key(), summary.identity()) else {
+    let Some(key) = state.ledger.key() else {
         return;
     };
-    let fields = summary.fields();
-    if fields.recorded || status < 400 || !DOORS.contains(&who.route.as_str()) {
+    let fields = context.summary.fields();
+    if fields.recorded || status < 400 || !DOORS.contains(&context.route.as_str()) {
         return;
     }
     let name = fields.key.as_deref().unwrap_or("");
     let decision = draft::refused(
         key,
-        identity(who, name),
+        identity(context, name),
         status,
         code.map(Code::as_str),
         fields.model.as_deref(),
@@ -109,8 +110,12 @@ pub(in crate::http) async fn refused(
 
 /// Commits `decision`: noted on the summary (so a refusal after it is not recorded again),
 /// and a refusal under `fail_closed` when it missed.
-async fn commit(state: &AppState, decision: Decision) -> Result<(), ApiError> {
-    summary::note_recorded();
+async fn commit(
+    state: &AppState,
+    context: &RequestContext,
+    decision: Decision,
+) -> Result<(), ApiError> {
+    context.summary.note_recorded();
     state.ledger.commit(decision).await.map_err(|e| {
         ApiError::new(
             Code::LedgerUnavailable,
@@ -120,13 +125,14 @@ async fn commit(state: &AppState, decision: Decision) -> Result<(), ApiError> {
     })
 }
 
-fn identity(who: &Identity, key: &str) -> draft::Identity {
+/// Which request a record is of, and who asked.
+fn identity(context: &RequestContext, key: &str) -> draft::Identity {
     draft::Identity {
-        request_id: who.request_id.clone(),
-        at_ms: who.at_ms,
+        request_id: context.id.0.clone(),
+        at_ms: context.at_ms,
         key: key.to_owned(),
-        route: who.route.clone(),
-        latency_ms: who.started.elapsed().as_secs_f64() * 1e3,
+        route: context.route.clone(),
+        latency_ms: context.started.elapsed().as_secs_f64() * 1e3,
     }
 }
 

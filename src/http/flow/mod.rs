@@ -34,8 +34,9 @@ use futures::future::try_join_all;
 use crate::engine::{Outcome, PipelineError, Usage};
 use crate::error::{ApiError, Code};
 use crate::http::auth::{count_rejection, Caller};
+use crate::http::context::RequestContext;
 use crate::http::ops::usage;
-use crate::http::{summary, AppState};
+use crate::http::AppState;
 use crate::models::circuit::Ticket;
 use crate::quota::Admission;
 use crate::request::ValidRequest;
@@ -44,6 +45,7 @@ use escalate::escalate;
 /// Runs a call's requests (at least one) through the steps in the module doc.
 pub(super) async fn run(
     state: &AppState,
+    context: &RequestContext,
     caller: &Caller,
     requests: &[ValidRequest],
 ) -> Result<Answered, ApiError> {
@@ -52,7 +54,7 @@ pub(super) async fn run(
         .first()
         .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
     let questions: usize = requests.iter().map(|r| r.questions().len()).sum();
-    summary::note_model(&first.model().name, questions);
+    context.summary.note_model(&first.model().name, questions);
     state.metrics.observe_request(
         requests
             .iter()
@@ -86,14 +88,16 @@ pub(super) async fn run(
         total.add(&outcome.usage);
         observe_answers(state, &request.model().name, outcome);
     }
-    summary::note_upstream_requests(total.upstream_requests);
+    context
+        .summary
+        .note_upstream_requests(total.upstream_requests);
     usage::record(state, caller, questions, &total).await;
     let answered = Answered {
         outcomes,
         usage: total,
         escalation,
     };
-    ledger_step::answered(state, caller, requests, &answered).await?;
+    ledger_step::answered(state, context, caller, requests, &answered).await?;
     Ok(answered)
 }
 

@@ -8,85 +8,101 @@
 mod answer;
 mod translate;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
+use serde_json::Value;
 
+use super::Door;
+use crate::config::Limits;
 use crate::error::{ApiError, Code};
-use crate::http::auth::Caller;
-use crate::http::blocking::{self, Weight};
-use crate::http::flow;
-use crate::http::flow::headers::{set_escalation_headers, set_ignored_header, set_model_header};
-use crate::http::{body, wire, AppState};
+use crate::http::blocking::Weight;
+use crate::http::body::RequestBody;
+use crate::http::context::RequestContext;
+use crate::http::flow::headers::set_ignored_header;
+use crate::http::flow::Answered;
+use crate::http::wire;
+use crate::models::{Models, Routes};
+use crate::request::images::Parts;
 use crate::request::validate;
 use crate::request::validate::is_token_limit;
+use crate::request::ValidRequest;
 use answer::{error_response, DecisionBody};
-use translate::{in_decision_terms, translate};
+use translate::{in_decision_terms, translate, Translated};
 
-pub(in crate::http) async fn handle(
-    State(state): State<AppState>,
-    caller: Result<Caller, ApiError>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let answered = match caller {
-        Ok(caller) => answer(&state, &caller, &headers, body).await,
-        Err(e) => Err(e),
-    };
-    answered.unwrap_or_else(|e| error_response(&e))
+/// The Decisions API door.
+pub(in crate::http) struct Decisions;
+
+/// A Decisions call translated and validated: the System One request that asks the same,
+/// and what the translation keeps to write the `Decision`.
+pub(in crate::http) struct Plan {
+    request: ValidRequest,
+    translated: Translated,
 }
 
-/// Body → translation and validation (before anything is sent) → [`flow::run`] → the
-/// `Decision`.
-async fn answer(
-    state: &AppState,
-    caller: &Caller,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let body = body::read_request(
-        headers,
-        body,
-        state.limits.max_body_bytes,
-        &state.body_budget,
-    )
-    .await?;
-    if !body.parts.is_empty() {
-        return Err(ApiError::new(
+impl Door for Decisions {
+    type Plan = Plan;
+
+    fn admit(body: &RequestBody) -> Result<(), ApiError> {
+        if body.parts.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::new(
             Code::InvalidMultipart,
             "the Decisions API takes a JSON body; send images as data URLs in input_image parts",
-        ));
+        ))
     }
-    state.models.tables_built().await;
-    let (models, limits) = (state.models.clone(), state.limits.clone());
-    // Its images come as data URLs inside `input`: heavy, as the body is not searched for them.
-    let (request, translated) = blocking::run(body.len, Weight::Heavy, move || {
-        let (systemone_body, translated) = translate(body.json, &limits)?;
-        match validate(systemone_body, &models.routes(), &limits) {
-            Ok(request) => Ok((request, translated)),
+
+    /// Its images come as data URLs inside `input`: heavy, as the body is not searched for
+    /// them.
+    fn weight(_body: &RequestBody, _models: &Models) -> Weight {
+        Weight::Heavy
+    }
+
+    /// Translation, then validation, whose refusals are said in the Decisions body's terms.
+    fn plan(
+        json: Value,
+        _parts: &Parts,
+        routes: &Routes<'_>,
+        limits: &Limits,
+    ) -> Result<Plan, ApiError> {
+        let (systemone_body, translated) = translate(json, limits)?;
+        match validate(systemone_body, routes, limits) {
+            Ok(request) => Ok(Plan {
+                request,
+                translated,
+            }),
             Err(e) => Err(in_decision_terms(e, &translated)),
         }
-    })
-    .await??;
-    // Validated: the body's memory goes back to the budget before the upstream reads.
-    drop(body.share);
-    // A token limit the byte estimate could not settle is checked exactly in the engine:
-    // said in this body's terms like validation's refusals.
-    let answered = flow::run(state, caller, std::slice::from_ref(&request))
-        .await
-        .map_err(|e| match is_token_limit(e.code) {
-            true => in_decision_terms(e, &translated),
+    }
+
+    fn requests(plan: &Plan) -> &[ValidRequest] {
+        std::slice::from_ref(&plan.request)
+    }
+
+    /// A token limit the byte estimate could not settle is checked exactly in the engine:
+    /// said in this body's terms like validation's refusals.
+    fn in_door_terms(e: ApiError, plan: &Plan) -> ApiError {
+        match is_token_limit(e.code) {
+            true => in_decision_terms(e, &plan.translated),
             false => e,
+        }
+    }
+
+    fn respond(
+        plan: &Plan,
+        answered: &Answered,
+        _context: &RequestContext,
+    ) -> Result<Response, ApiError> {
+        let mut response = wire::json_ok(&DecisionBody {
+            model: &plan.request.model().name,
+            asked: &plan.translated.asked,
+            answers: &answered.outcomes[0].answers,
+            usage: answered.usage,
         })?;
-    let mut response = wire::json_ok(&DecisionBody {
-        model: &request.model().name,
-        asked: &translated.asked,
-        answers: &answered.outcomes[0].answers,
-        usage: answered.usage,
-    })?;
-    set_ignored_header(&translated.ignored, response.headers_mut());
-    set_model_header(&request.model().name, response.headers_mut());
-    set_escalation_headers(&answered, response.headers_mut());
-    Ok(response)
+        set_ignored_header(&plan.translated.ignored, response.headers_mut());
+        Ok(response)
+    }
+
+    fn refuse(e: ApiError) -> Response {
+        error_response(&e)
+    }
 }
