@@ -14,8 +14,11 @@
 //!
 //! ```text
 //! cli/          every command (serve, tokens, eval, calibrate) and its arguments; fitting maths
-//! http/         routes (one file per front door), request ids, body extraction, wire types, API keys and their limits,
-//!               the shared state, serving with graceful shutdown, the playground page
+//! http/         by role: doors/ (one file or folder per front door, one Door trait and handler), flow/ (the
+//!               steps every door shares: run, escalate, ledger_step, headers), ops/ (health, metrics,
+//!               models, usage, ledger routes); the router, the request middleware and context, API keys,
+//!               body extraction, wire types, the shared state, the edge (serving, graceful shutdown),
+//!               the playground page
 //! engine/       the orchestrator (fan-out, staging, in-flight cap, timeouts) and decoding
 //! quota/        beside engine/: per-key limits, daily caps and usage behind one LimitStore
 //!               (memory, an embedded redb file, or Redis shared by replicas) and its failure policy
@@ -32,13 +35,15 @@
 //! ```
 //!
 //! # Request lifecycle
-//! 1. [`http`] assigns `req_<hex>`; before the body is read the bearer is checked against
-//!    the API keys and counted against its key's requests per minute ([`http::auth`]);
-//!    then content type and size are checked and the body parsed strictly, on the blocking
-//!    pool when it is large (a multipart body: its `request` part, the other parts kept as
-//!    image bytes).
+//! 1. [`http`]'s middleware (`http/middleware.rs`) gives the request its context
+//!    (`http/context.rs`: `req_<hex>`, route, arrival, summary), which the door's handler
+//!    (`http/doors/mod.rs`) takes and passes down; before the body is read the bearer is
+//!    checked against the API keys and counted against its key's requests per minute
+//!    ([`http::auth`]); then content type and size are checked and the body parsed strictly
+//!    (`http/body.rs`), on the blocking pool when it is large (a multipart body: its
+//!    `request` part, the other parts kept as image bytes).
 //! 2. The other front doors first turn their body into the System One body that asks the
-//!    same (`http/decisions/translate.rs`; `http/rerank.rs`, in batches), checking only
+//!    same (`http/doors/decisions/translate.rs`; `http/doors/rerank.rs`, in batches), checking only
 //!    what that body cannot say. Then [`request::validate()`] applies every schema and size
 //!    rule and lowers the questions ([`question`]), against the model that will serve: the
 //!    requested one, or its fallback while its [`models::circuit`] is open
@@ -46,11 +51,11 @@
 //!    blocking pool too ([`http`]'s `blocking.rs` weighs each step's work per byte against
 //!    the hop).
 //! 3. Every door hands its validated requests to the one front-door flow
-//!    (`http/flow.rs`): it takes the circuit's ticket (an open circuit refuses the request
+//!    (`http/flow/mod.rs`): it takes the circuit's ticket (an open circuit refuses the request
 //!    here), counts the key's questions per minute and per day, runs
 //!    [`engine::Pipeline::run`], gives back the questions of whatever sent no read, asks
-//!    the serving model's unsure answers again of its escalation model (`http/escalate.rs`),
-//!    and records usage and metrics. A model served by a native System One upstream
+//!    the serving model's unsure answers again of its escalation model (`http/flow/escalate.rs`),
+//!    and records usage, metrics and the ledger's record (`http/flow/ledger_step.rs`). A model served by a native System One upstream
 //!    ([`backend::systemone`]) is not read: the pipeline forwards its requests whole
 //!    (`engine/native.rs`) under the same cap, deadline and circuit. The model's token-table check and host probe are not on
 //!    this path: they run in its background upkeep task ([`models::upkeep`]), and a
@@ -65,10 +70,11 @@
 //!    joins them into one log-probability per option.
 //! 5. [`engine::decode`] turns log-probabilities into answers calibrated by
 //!    [`calibration`] (the model's temperature formula, or a named profile).
-//! 6. The door writes the answers in its own client's shape ([`http::wire`] for
-//!    `/v1/systemone`: question order, full `f64` precision; a noul is P(option 1), a score
-//!    Σ i·p, both [`calibration::Decoded`]'s); every failure on the way became one
-//!    [`error::ApiError`], whose code decides the status.
+//! 6. The door writes the answers in its own client's shape (its `Door::respond`;
+//!    [`http::wire`] for `/v1/systemone`: question order, full `f64` precision; a noul is
+//!    P(option 1), a score Σ i·p, both [`calibration::Decoded`]'s) with the flow's headers
+//!    (`http/flow/headers.rs`); every failure on the way became one [`error::ApiError`],
+//!    whose code decides the status, said in the door's shape (`Door::refuse`).
 
 // Nothing is `pub` that no one outside its module tree can reach: the public surface is
 // what `main.rs`, the benches and the tests use (the tests and benches, being other
