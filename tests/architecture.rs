@@ -29,7 +29,9 @@ const LAYERS: &[&[&str]] = &[
     &["backend", "calibration"],
     &["question"],
     &["config"],
-    &["error", "json", "limits", "metrics", "secret", "shipped"],
+    &[
+        "days", "error", "json", "limits", "metrics", "secret", "shipped",
+    ],
 ];
 
 /// The folders a request passes through.

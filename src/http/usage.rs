@@ -14,9 +14,10 @@ use serde_json::{json, Value};
 
 use super::auth::{Caller, ANONYMOUS};
 use super::AppState;
+use crate::days::{date_of, day_of};
 use crate::engine::Usage;
 use crate::error::{ApiError, Code};
-use crate::quota::{date_of, day_of, UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
+use crate::quota::{UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
 
 /// Most days one usage query may span.
 pub(super) const MAX_DAYS: u64 = 366;
