@@ -48,6 +48,9 @@ pub struct TokenizerSource {
     pub sha256: Option<String>,
 }
 
+/// The prefix every table asks after.
+pub(super) const PREFIX: &str = "answer=";
+
 /// The name of [`TokenTable::native`]'s tables.
 pub const NATIVE_TABLE: &str = "native";
 
@@ -189,7 +192,7 @@ impl TokenTable {
                 name: "the native upstream's own".into(),
                 sha256: None,
             },
-            prefix: super::served::PREFIX.into(),
+            prefix: PREFIX.into(),
             prefix_ids: Vec::new(),
             labels,
             multi_token: Vec::new(),
