@@ -13,7 +13,7 @@
 //! `tests/architecture.rs` fails on one that climbs):
 //!
 //! ```text
-//! cli/          every command (serve, tokens, eval, calibrate) and its arguments; fitting maths
+//! cli/          every command (serve, tokens, eval, calibrate) and its arguments
 //! http/         by role: doors/ (one file or folder per front door, one Door trait and handler), flow/ (the
 //!               steps every door shares: run, escalate, ledger_step, headers), ops/ (health, metrics,
 //!               models, usage, ledger routes); the router, the request middleware and context, API keys,
@@ -28,10 +28,12 @@
 //! models/       the registry at run time, failover, the circuit breaker, token tables and
 //!               their live check
 //! backend/      the trait, the shared OpenAI chat wire types, one file per dialect
-//! calibration/  temperatures, profiles (apply, prediction sets), the calibrated answer
+//! calibration/  temperatures, profiles (apply, prediction sets), the calibrated answer; fit/:
+//!               the fitting maths (optimisers, temperature fits, conformal sets, metrics)
 //! question.rs   the domain vocabulary: lowering questions to numbered options, the preamble
-//! config.rs     serve flags and the TOML registry
-//! error.rs json.rs limits.rs metrics.rs secret.rs shipped.rs   leaves
+//! config/       serve flags (one file per flag group), one model's config, the TOML registry
+//! days.rs error.rs json.rs limits.rs metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
+//!               day numbers and dates)
 //! ```
 //!
 //! # Request lifecycle
@@ -85,6 +87,7 @@ pub mod backend;
 pub mod calibration;
 pub mod cli;
 pub mod config;
+pub mod days;
 pub mod engine;
 pub mod error;
 pub mod http;

@@ -9,6 +9,14 @@
 //! * **Short functions.** No function (free, method or trait default) is longer than
 //!   [`REQUEST_PATH_MAX_LINES`] lines in a request-path folder ([`REQUEST_PATH`]), or than
 //!   [`ANYWHERE_MAX_LINES`] anywhere; tests are exempt.
+//! * **No sibling cycles.** Within one folder, the files (and subfolders) are siblings; a
+//!   path from one into another (`crate::…` or `super::…`, resolved to the sibling it lands
+//!   in, through the folder's `mod.rs` re-exports) is an edge, and no edges may form a
+//!   cycle. Like the layer rule, comments, doc links and test modules do not count.
+//! * **Small `mod.rs`.** A `mod.rs` holds the folder's doc, its `mod` declarations and
+//!   re-exports, and at most the folder's one main type: outside test modules, at most one
+//!   `struct`, `enum`, `union` or `trait` definition, and no free function longer than
+//!   [`MOD_RS_MAX_FN_LINES`] lines.
 //!
 //! Each rule is tested on planted violations too, so a blind spot in the check shows.
 
@@ -29,7 +37,9 @@ const LAYERS: &[&[&str]] = &[
     &["backend", "calibration"],
     &["question"],
     &["config"],
-    &["error", "json", "limits", "metrics", "secret", "shipped"],
+    &[
+        "days", "error", "json", "limits", "metrics", "secret", "shipped",
+    ],
 ];
 
 /// The folders a request passes through.
@@ -38,6 +48,28 @@ const REQUEST_PATH: &[&str] = &["http", "engine", "request", "backend"];
 const REQUEST_PATH_MAX_LINES: usize = 60;
 /// Most lines of one function anywhere.
 const ANYWHERE_MAX_LINES: usize = 100;
+
+/// Most lines of a free function in a `mod.rs` (a one-line helper beside the main type).
+const MOD_RS_MAX_FN_LINES: usize = 5;
+
+/// `mod.rs` files that still hold more than one main type or long free
+/// functions; each is to be split into files of one idea and removed from this list.
+const MOD_RS_NOT_YET_SPLIT: &[&str] = &[
+    "backend/mod.rs",
+    "backend/openai/mod.rs",
+    "backend/systemone/mod.rs",
+    "calibration/mod.rs",
+    "cli/mod.rs",
+    "http/doors/decisions/mod.rs",
+    "http/doors/mod.rs",
+    "http/edge/mod.rs",
+    "http/flow/mod.rs",
+    "http/openapi/mod.rs",
+    "http/playground/mod.rs",
+    "ledger/mod.rs",
+    "request/mod.rs",
+    "request/validate/mod.rs",
+];
 
 fn rank(module: &str) -> Option<usize> {
     LAYERS.iter().position(|row| row.contains(&module))
@@ -433,4 +465,258 @@ fn the_check_catches_a_long_function_wherever_it_is() {
     assert!(!found.iter().any(|f| f.starts_with(want[1])), "{found:#?}");
     assert!(found[1].starts_with(want[2]), "{found:#?}");
     assert!(found[2].starts_with(want[3]), "{found:#?}");
+}
+
+/// The module path a crate path lands in, resolved from the module `from`: `crate::a::b` →
+/// `[a, b]`, `super::x` → `from` minus its last segment plus `x`; `None` for other paths.
+fn absolute(segments: &[String], from: &[String]) -> Option<Vec<String>> {
+    let first = segments.first()?;
+    if first == "crate" {
+        return Some(segments[1..].to_vec());
+    }
+    if first != "super" {
+        return None;
+    }
+    let mut at = from.to_vec();
+    let mut rest = segments;
+    while rest.first().is_some_and(|s| s == "super") {
+        at.pop()?;
+        rest = &rest[1..];
+    }
+    at.extend(rest.iter().cloned());
+    Some(at)
+}
+
+/// Each folder's re-exports from its own children: `(folder, name)` → child, from its
+/// `mod.rs` (`pub use child::{A, B as C}` names `A` and `C` in `child`).
+fn reexports(
+    files: &[(PathBuf, String)],
+) -> std::collections::HashMap<(Vec<String>, String), String> {
+    let mut map = std::collections::HashMap::new();
+    for (path, text) in files {
+        if path.file_name().is_none_or(|n| n != "mod.rs") {
+            continue;
+        }
+        let folder = module_path(path);
+        for item in parse(path, text).items {
+            let syn::Item::Use(u) = item else { continue };
+            let mut paths = Paths::default();
+            paths.use_tree(&mut Vec::new(), &u.tree);
+            for (segments, _) in paths.found {
+                let segments: Vec<&String> = segments.iter().skip_while(|s| *s == "self").collect();
+                if let (Some(child), Some(name)) = (segments.first(), segments.last()) {
+                    if segments.len() >= 2 {
+                        map.insert((folder.clone(), (*name).clone()), (*child).clone());
+                    }
+                }
+            }
+        }
+    }
+    map
+}
+
+/// Each cycle between siblings: `folder: a <-> b` for every pair of siblings that reach
+/// each other (`crate` for the top-level modules), with one import of each direction.
+fn sibling_cycles(files: &[(PathBuf, String)]) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|(p, _)| module_path(p)).collect();
+    let is_child = |folder: &[String], name: &str| {
+        modules
+            .iter()
+            .any(|m| m.len() > folder.len() && m.starts_with(folder) && m[folder.len()] == name)
+    };
+    let reexported = reexports(files);
+    // folder → (from sibling, to sibling) → where.
+    let mut edges: BTreeMap<Vec<String>, BTreeMap<(String, String), String>> = BTreeMap::new();
+    for (path, text) in files {
+        let from = module_path(path);
+        let mut paths = Paths::default();
+        paths.visit_file(&parse(path, text));
+        for (segments, line) in paths.found {
+            let Some(to) = absolute(&segments, &from) else {
+                continue;
+            };
+            let shared = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            let (Some(a), Some(b)) = (from.get(shared), to.get(shared)) else {
+                continue;
+            };
+            let folder = from[..shared].to_vec();
+            let b = if is_child(&folder, b) {
+                b.clone()
+            } else if let Some(child) = reexported.get(&(folder.clone(), b.clone())) {
+                child.clone()
+            } else {
+                continue;
+            };
+            if *a != b {
+                let at = format!("{}:{line}", path.display());
+                edges
+                    .entry(folder)
+                    .or_default()
+                    .entry((a.clone(), b))
+                    .or_insert(at);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for (folder, edges) in &edges {
+        let reaches = |start: &str, goal: &str| {
+            let mut seen = BTreeSet::new();
+            let mut stack = vec![start.to_string()];
+            while let Some(at) = stack.pop() {
+                for (a, b) in edges.keys().filter(|(a, _)| *a == at) {
+                    if b == goal {
+                        return true;
+                    }
+                    if seen.insert(b.clone()) {
+                        stack.push(b.clone());
+                    }
+                    let _ = a;
+                }
+            }
+            false
+        };
+        for ((a, b), at) in edges {
+            if a < b && reaches(b, a) {
+                let name = if folder.is_empty() {
+                    "crate".to_string()
+                } else {
+                    folder.join("/")
+                };
+                let back = edges
+                    .get(&(b.clone(), a.clone()))
+                    .map_or("(through others)", String::as_str);
+                found.push(format!("{name}: {a} <-> {b} ({at}; {back})"));
+            }
+        }
+    }
+    found
+}
+
+/// Each `mod.rs` that holds more than its doc, declarations, re-exports and one main type.
+fn crowded_mod_rs(files: &[(PathBuf, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, text) in files {
+        if path.file_name().is_none_or(|n| n != "mod.rs") {
+            continue;
+        }
+        let mut types = 0;
+        let mut long_fns = Vec::new();
+        for item in parse(path, text).items {
+            match &item {
+                syn::Item::Struct(_)
+                | syn::Item::Enum(_)
+                | syn::Item::Union(_)
+                | syn::Item::Trait(_) => types += 1,
+                syn::Item::Fn(f) if !is_test(&f.attrs) => {
+                    let lines = f.span().end().line + 1 - f.span().start().line;
+                    if lines > MOD_RS_MAX_FN_LINES {
+                        long_fns.push(f.sig.ident.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+        if types > 1 || !long_fns.is_empty() {
+            found.push(format!(
+                "{}: {types} types, free functions over {MOD_RS_MAX_FN_LINES} lines: [{}]",
+                path.display(),
+                long_fns.join(", ")
+            ));
+        }
+    }
+    found.sort();
+    found
+}
+
+fn is_allowed(found: &str, allowed: &[&str]) -> bool {
+    allowed.iter().any(|a| found.starts_with(a))
+}
+
+#[test]
+fn no_sibling_files_import_each_other_in_a_cycle() {
+    let found = sibling_cycles(&sources());
+    assert!(found.is_empty(), "sibling cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn every_mod_rs_holds_at_most_one_main_type() {
+    let found: Vec<String> = crowded_mod_rs(&sources())
+        .into_iter()
+        .filter(|f| !is_allowed(f, MOD_RS_NOT_YET_SPLIT))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "crowded mod.rs files:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_cycle_check_catches_a_planted_cycle_and_passes_a_chain() {
+    let files = planted(&[
+        // A cycle through `super::` and a re-export, and one through `crate::`.
+        (
+            "engine/mod.rs",
+            "mod a;\nmod b;\nmod c;\npub use b::Thing;\n",
+        ),
+        (
+            "engine/a.rs",
+            "use super::Thing;\n// crate::engine::c in a comment is no edge\n",
+        ),
+        ("engine/b.rs", "fn f() { let _ = crate::engine::a::x(); }\n"),
+        // c uses a, nothing uses c: a chain, not a cycle.
+        (
+            "engine/c.rs",
+            "use super::a::x;\n/// [`crate::engine::c`]\nfn g() {}\n",
+        ),
+        // Nested: two files of one subfolder.
+        ("models/tokens/p.rs", "use super::q::Q;\n"),
+        ("models/tokens/q.rs", "use crate::models::tokens::p::P;\n"),
+        // Test modules may build fixtures from a sibling.
+        ("request/x.rs", "use super::y::Y;\n"),
+        (
+            "request/y.rs",
+            "#[cfg(test)]\nmod tests { use super::super::x::X; }\n",
+        ),
+    ]);
+    let found = sibling_cycles(&files);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(
+        found[0].starts_with("engine: a <-> b (engine/a.rs:1; engine/b.rs:1)"),
+        "{found:#?}"
+    );
+    assert!(found[1].starts_with("models/tokens: p <-> q"), "{found:#?}");
+}
+
+#[test]
+fn the_mod_rs_check_counts_types_and_long_free_functions() {
+    let long = format!(
+        "fn long() {{\n{}}}\n",
+        "    let x = 1;\n".repeat(MOD_RS_MAX_FN_LINES)
+    );
+    let files = planted(&[
+        // One main type with its impl and a one-line helper: fine.
+        (
+            "ledger/mod.rs",
+            "mod a;\npub use a::A;\npub struct Main;\nimpl Main { fn f() {} }\nfn tiny() {}\n",
+        ),
+        // Two types.
+        ("backend/mod.rs", "pub struct One;\npub enum Two { A }\n"),
+        // A long free function; a test module does not count.
+        (
+            "request/mod.rs",
+            &format!("{long}#[cfg(test)]\nmod tests {{ struct A; struct B; }}\n"),
+        ),
+        // Not a mod.rs.
+        ("cli/serve.rs", "struct A;\nstruct B;\n"),
+    ]);
+    let found = crowded_mod_rs(&files);
+    assert_eq!(
+        found,
+        [
+            "backend/mod.rs: 2 types, free functions over 5 lines: []",
+            "request/mod.rs: 0 types, free functions over 5 lines: [long]",
+        ],
+    );
 }

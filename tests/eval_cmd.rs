@@ -214,7 +214,7 @@ async fn a_fitted_profile_is_served_and_evaluated_in_process() {
         .iter()
         .map(|r| {
             (
-                systemone::cli::fit::apply(&r.probs, profile.temperature, &profile.bias),
+                systemone::calibration::fit::apply(&r.probs, profile.temperature, &profile.bias),
                 r.label,
             )
         })
@@ -222,7 +222,7 @@ async fn a_fitted_profile_is_served_and_evaluated_in_process() {
     let covered = recalibrated
         .iter()
         .filter(|(p, label)| {
-            systemone::cli::fit::prediction_set(p, &profile.cutoffs).contains(label)
+            systemone::calibration::fit::prediction_set(p, &profile.cutoffs).contains(label)
         })
         .count();
     assert!((coverage - covered as f64 / 60.0).abs() < 1e-12, "{stats}");

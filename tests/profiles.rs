@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use common::fake_vllm::FakeVllm;
 use serde_json::{json, Value};
-use systemone::cli::fit;
+use systemone::calibration::fit;
 
 /// A profiles directory holding one profile for the test model's noul questions.
 fn profiles_dir(tag: &str, profile: &Value) -> PathBuf {

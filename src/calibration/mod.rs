@@ -6,9 +6,10 @@
 //! * [`profile`]: server-side profiles a request names (temperature, bias, conformal
 //!   prediction sets, the automation threshold).
 //!
-//! Fitting these numbers is offline work: it lives with the commands that fit
-//! (`cli::fit`, `cli::calibrate`).
+//! * [`fit`]: fitting these numbers offline (optimisers, temperature fits, conformal sets,
+//!   metrics); the `calibrate` and `eval` commands read and write the files.
 
+pub mod fit;
 pub mod profile;
 pub mod temperature;
 

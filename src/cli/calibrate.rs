@@ -22,9 +22,9 @@ use sha2::{Digest, Sha256};
 
 use clap::Args;
 
+use crate::calibration::fit::{self, GroupFit, Row};
 use crate::calibration::profile::QuestionShape;
 use crate::calibration::Calibration;
-use crate::cli::fit::{self, GroupFit, Row};
 use crate::config::LedgerTarget;
 
 /// `systemone calibrate …`
@@ -243,9 +243,9 @@ pub fn today_utc() -> String {
     civil_date((secs / 86_400) as i64)
 }
 
-/// Days since 1970-01-01 → `YYYY-MM-DD` (the usage records' dates, [`crate::quota::date_of`]).
+/// Days since 1970-01-01 → `YYYY-MM-DD` (the usage records' dates, [`crate::days::date_of`]).
 fn civil_date(days: i64) -> String {
-    crate::quota::date_of(u64::try_from(days).unwrap_or(0))
+    crate::days::date_of(u64::try_from(days).unwrap_or(0))
 }
 
 /// Fits a server-side profile for one group: temperature (and bias), conformal cutoffs and
@@ -600,7 +600,7 @@ fn summary(out: &Path, file: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::fit::SplitMix64;
+    use crate::calibration::fit::SplitMix64;
 
     fn args(data: &Path, model: &str, out: &Path) -> CalibrateArgs {
         CalibrateArgs {

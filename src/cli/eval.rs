@@ -1,7 +1,7 @@
 //! `systemone eval`: send labelled System One requests to a service with raw
 //! probabilities (`"temperature": 1`), or with a named server-side calibration profile
 //! (`--profile`), join the answers with the gold labels, and report
-//! [`crate::cli::fit::Metrics`] per question family (the question id).
+//! [`crate::calibration::fit::Metrics`] per question family (the question id).
 //!
 //! Input: JSON lines, each a System One request body plus `"gold"`, an object from question
 //! id to the gold answer: the option label (choice), `true`/`false` (noul), or the level
@@ -27,7 +27,7 @@ use tower::ServiceExt;
 
 use clap::Args;
 
-use crate::cli::fit::{self, Row};
+use crate::calibration::fit::{self, Row};
 use crate::config::{LedgerTarget, ServeConfig};
 use crate::secret::Secret;
 

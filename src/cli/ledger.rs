@@ -67,7 +67,7 @@ pub(super) async fn rows(
 ) -> Result<Vec<LabelledRow>, String> {
     let since_ms = match since {
         None => None,
-        Some(text) => Some(crate::quota::instant_ms(text).ok_or_else(|| {
+        Some(text) => Some(crate::days::instant_ms(text).ok_or_else(|| {
             format!("--since must be Unix milliseconds or a UTC date YYYY-MM-DD, got {text:?}")
         })?),
     };

@@ -4,7 +4,6 @@
 
 pub mod calibrate;
 pub mod eval;
-pub mod fit;
 pub mod ledger;
 mod log;
 pub mod serve;

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::pipeline::PipelineError;
+use super::outcome::PipelineError;
 use crate::backend::EncodedContent;
 use crate::limits::InFlight;
 use crate::models::Model;

@@ -5,11 +5,14 @@
 //!   cancels everything on the first failure;
 //! * `native`: forwards a request whole to a model's native System One upstream instead;
 //! * [`context`]: refuses reads that cannot fit the backend's context window;
-//! * [`decode`]: log-probabilities become option mass and calibrated probabilities.
+//! * [`decode`]: log-probabilities become option mass and calibrated probabilities;
+//! * `outcome`: what a run gives, its answers and token accounting or why it failed.
 
 pub mod context;
 pub mod decode;
 mod native;
+mod outcome;
 pub mod pipeline;
 
-pub use pipeline::{Outcome, Pipeline, PipelineError, Usage};
+pub use outcome::{Outcome, PipelineError, Usage};
+pub use pipeline::Pipeline;

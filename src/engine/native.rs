@@ -19,7 +19,8 @@ use serde_json::{Map, Value};
 use tokio::time::{timeout_at, Instant};
 
 use super::decode::{certain, Decoded};
-use super::pipeline::{status_class, Outcome, Pipeline, PipelineError, Usage};
+use super::outcome::{Outcome, PipelineError, Usage};
+use super::pipeline::{status_class, Pipeline};
 use crate::backend::systemone::{NativeAnswer, NativeAsk, NativeReply, SystemOneBackend};
 use crate::backend::{Backend, BackendError};
 use crate::calibration::{confidence, temper};

@@ -17,11 +17,11 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 
+use super::outcome::{Outcome, PipelineError, Usage};
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
 use crate::config::UpstreamSettings;
-use crate::engine::decode::{certain, decode, DecodeError, Decoded, OrderRead};
+use crate::engine::decode::{certain, decode, Decoded, OrderRead};
 use crate::error::MAX_RETRY_AFTER_SECS;
-use crate::error::{ApiError, Code};
 use crate::limits::InFlight;
 use crate::metrics::Metrics;
 use crate::models::circuit::{Health, Ticket};
@@ -30,84 +30,6 @@ use crate::models::tokens::verify::Verdict;
 use crate::request::prompt::{plan, Ask};
 use crate::request::trie::ReadPlan;
 use crate::request::ValidRequest;
-
-/// Token accounting of one request.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Prompt tokens over every upstream request.
-    pub input_tokens: u64,
-    /// Generated tokens (one per upstream request).
-    pub output_tokens: u64,
-    /// Upstream requests sent.
-    pub upstream_requests: u64,
-    /// Prompt tokens served from the backend's prefix cache.
-    pub cached_tokens: u64,
-    /// Prompt tokens the backend evaluated (by its own counters): what the request cost
-    /// it, where `input_tokens` repeats every read's whole prompt.
-    pub evaluated_tokens: u64,
-    /// Whether some counts are estimates because the backend reported none.
-    pub estimated: bool,
-}
-
-/// The answers of one request.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    /// One per question, in request order.
-    pub answers: Vec<Decoded>,
-    /// Token accounting.
-    pub usage: Usage,
-    /// The model as the backend reported it (or the configured upstream id).
-    pub model: String,
-}
-
-/// Why a request failed after validation.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PipelineError {
-    #[error(transparent)]
-    Backend(#[from] BackendError),
-    #[error("backend answer breaks the protocol: {0}")]
-    Decode(#[from] DecodeError),
-    #[error("the request ran out of time")]
-    Deadline,
-    /// The model's token table failed its live check; retry after this many seconds.
-    #[error("the model's token table does not match the serving tokenizer")]
-    TableMismatch(u64),
-    /// Over a token limit on an exact count (or on the estimate, when none could be had).
-    #[error("the request is over a token limit")]
-    TooLarge(ApiError),
-    /// A read's prompt (`tokens`) would not fit the backend's context window.
-    #[error("a read of {tokens} tokens would not fit the backend's context of {window}")]
-    ContextExceeded { tokens: usize, window: usize },
-}
-
-impl PipelineError {
-    /// What this failure says about the backend's health, for its circuit breaker: only
-    /// the backend's own 429/5xx, read timeouts and lost connections count against it.
-    pub fn health(&self) -> Health {
-        match self {
-            PipelineError::Backend(
-                BackendError::RateLimited { .. }
-                | BackendError::Overloaded { .. }
-                | BackendError::ServerError { .. }
-                | BackendError::Timeout
-                | BackendError::Unreachable,
-            ) => Health::Failure,
-            _ => Health::Neutral,
-        }
-    }
-}
-
-impl Usage {
-    /// Adds another part's counts.
-    pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.upstream_requests += other.upstream_requests;
-        self.cached_tokens += other.cached_tokens;
-        self.evaluated_tokens += other.evaluated_tokens;
-        self.estimated |= other.estimated;
-    }
-}
 
 /// Decodes question `q`'s reads: with the named profile when it covers the question
 /// (decoded at T = 1, then recalibrated), else at the request's temperature or the
@@ -375,33 +297,6 @@ impl Pipeline {
         self.metrics
             .observe_upstream(backend.dialect(), started.elapsed(), status_class(&result));
         result
-    }
-}
-
-impl From<PipelineError> for ApiError {
-    fn from(e: PipelineError) -> Self {
-        match e {
-            PipelineError::Backend(b) => b.into(),
-            PipelineError::Decode(d) => crate::backend::protocol_broken(&d),
-            PipelineError::TooLarge(refusal) => refusal,
-            PipelineError::Deadline => ApiError::new(
-                Code::DeadlineExceeded,
-                "the request did not finish within its deadline",
-            ),
-            PipelineError::TableMismatch(retry) => ApiError::new(
-                Code::TokenTableMismatch,
-                "the model is disabled: its token table does not match the tokenizer the backend serves; retry later",
-            )
-            .retry_after(retry),
-            PipelineError::ContextExceeded { tokens, window } => ApiError::new(
-                Code::RequestTooLarge,
-                format!(
-                    "a read's prompt is {tokens} tokens, more than the backend's context window \
-                     of {window} tokens (as the backend reports it); shorten the state, the \
-                     question or its options"
-                ),
-            ),
-        }
     }
 }
 

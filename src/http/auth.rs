@@ -50,7 +50,8 @@ use crate::metrics::Metrics;
 use crate::quota::{Admission, KeyLimits, KeyQuota, QuotaError, Quotas, Refusal};
 use crate::secret::Secret;
 
-pub use crate::quota::{secs_to_utc_midnight, LimitKind, DAY_SECS, MAX_RATE_RETRY_SECS};
+pub use crate::days::{secs_to_utc_midnight, DAY_SECS};
+pub use crate::quota::{LimitKind, MAX_RATE_RETRY_SECS};
 
 /// The name logs and metrics use for callers of an open service (no keys configured).
 pub const ANONYMOUS: &str = "anonymous";

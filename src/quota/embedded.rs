@@ -240,7 +240,8 @@ mod tests {
     use std::num::NonZeroU32;
 
     use super::*;
-    use crate::quota::{KeyLimits, Refusal, DAY_SECS};
+    use crate::days::DAY_SECS;
+    use crate::quota::{KeyLimits, Refusal};
 
     fn temp_dir() -> std::path::PathBuf {
         std::env::temp_dir().join(format!(

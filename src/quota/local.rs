@@ -15,7 +15,9 @@ use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{InsufficientCapacity, Quota, RateLimiter};
 
-use super::{retry_secs, secs_to_utc_midnight, KeyLimits, LimitKind, Refusal, DAY_SECS};
+use super::key_limits::KeyLimits;
+use super::refusal::{retry_secs, LimitKind, Refusal};
+use crate::days::{secs_to_utc_midnight, DAY_SECS};
 
 /// governor's clock on tokio's time: paused-time tests move it with `tokio::time::advance`.
 #[derive(Debug, Clone, Copy)]

@@ -27,10 +27,11 @@ use tokio::sync::watch;
 
 use super::local::wait_secs;
 use super::{
-    secs_to_utc_midnight, Checked, KeyQuota, LimitKind, LimitStore, Now, Refusal, StoreError,
-    UsageCounts, UsageRow, DAY_SECS, USAGE_RETENTION_DAYS,
+    Checked, KeyQuota, LimitKind, LimitStore, Now, Refusal, StoreError, UsageCounts, UsageRow,
+    USAGE_RETENTION_DAYS,
 };
 use crate::config::ConfigError;
+use crate::days::{secs_to_utc_midnight, DAY_SECS};
 use crate::secret::Secret;
 
 /// GCRA over one minute plus an optional daily cap, checked and taken in one go.

@@ -165,7 +165,7 @@ fn parse_query(pairs: &[(String, String)], key: &LedgerKey) -> Result<(Filter, N
 
 /// Unix milliseconds, or the start (UTC) of a `YYYY-MM-DD` day.
 fn instant_ms(field: &str, text: &str) -> Result<i64, ApiError> {
-    crate::quota::instant_ms(text).ok_or_else(|| {
+    crate::days::instant_ms(text).ok_or_else(|| {
         bad(format!(
             "{field} must be Unix milliseconds or a UTC date YYYY-MM-DD, got {text:?}"
         ))

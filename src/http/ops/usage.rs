@@ -12,11 +12,12 @@ use axum::extract::{Query, State};
 use axum::Json;
 use serde_json::{json, Value};
 
+use crate::days::{date_of, day_of};
 use crate::engine::Usage;
 use crate::error::{ApiError, Code};
 use crate::http::auth::{Caller, ANONYMOUS};
 use crate::http::AppState;
-use crate::quota::{date_of, day_of, UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
+use crate::quota::{UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
 
 /// Most days one usage query may span.
 const MAX_DAYS: u64 = 366;

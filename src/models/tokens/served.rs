@@ -10,13 +10,11 @@ use std::sync::{Arc, RwLock};
 
 use super::build::{BuildError, BuildOptions};
 use super::live::{build_live, LiveBuildError};
+use super::table::PREFIX;
 use super::TokenTable;
 use crate::backend::Backend;
 use crate::config::LabelScheme;
 use crate::limits::InFlight;
-
-/// The prefix every table asks after.
-pub const PREFIX: &str = "answer=";
 
 /// A model's table: fixed, or built from the backend.
 #[derive(Debug)]

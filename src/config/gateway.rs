@@ -1,0 +1,91 @@
+//! [`GatewaySettings`]: API keys, the circuit breaker's flags and the thresholds they make
+//! ([`CircuitSettings`]), shutdown.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::parse::{clap_defaults, seconds, window_seconds};
+use crate::secret::Secret;
+
+/// Callers and backends at the gateway: API keys, the circuit breaker, shutdown.
+#[derive(Debug, Clone, Args)]
+pub struct GatewaySettings {
+    /// TOML file of API keys (`[[key]]` with `name`, `sha256` or `key_env`, and optional
+    /// `requests_per_minute`, `questions_per_minute`, `daily_questions`). With neither this
+    /// nor `--api-keys` the service is open: any bearer, or none, is accepted.
+    #[arg(long, env = "SYSTEMONE_KEYS_FILE")]
+    pub keys_file: Option<PathBuf>,
+
+    /// Comma-separated API keys (named `key-1`, `key-2`, … in logs and metrics), without
+    /// limits. Prefer the env variable: a flag shows in the process list.
+    #[arg(long, env = "SYSTEMONE_API_KEYS", hide_env_values = true)]
+    pub api_keys: Option<Secret>,
+
+    /// Percentage of a backend's requests over the last `--circuit-window-secs` that failed
+    /// (429, 5xx, timeouts, unreachable) at which its circuit breaker opens, once the window
+    /// holds `--circuit-min-calls` requests; 0 turns the breaker off. A rate, not a run of
+    /// failures: faults that land together (read timeouts after a stall) are judged
+    /// against the requests around them.
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_FAILURE_RATE", default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub circuit_failure_rate: u8,
+
+    /// Requests (that succeeded or failed) the window must hold before its failure rate can
+    /// open the circuit, so that a few early failures are not a rate.
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_MIN_CALLS", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub circuit_min_calls: u32,
+
+    /// Seconds of a backend's most recent outcomes the failure rate is taken over (a
+    /// sliding window in tenths); older outcomes drop out.
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_WINDOW_SECS", default_value_t = 10.0, value_parser = window_seconds)]
+    pub circuit_window_secs: f64,
+
+    /// Seconds an open circuit refuses requests (503 `system_one_circuit_open`) before one
+    /// probe request is let through.
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_COOLDOWN_SECS", default_value_t = 10.0, value_parser = seconds)]
+    pub circuit_cooldown_secs: f64,
+
+    /// Seconds in-flight requests may take to finish after SIGTERM or ctrl-c (new
+    /// connections are refused at once); the process exits when they are done or this ends.
+    #[arg(long, env = "SYSTEMONE_SHUTDOWN_GRACE_SECS", default_value_t = 30.0)]
+    pub shutdown_grace_secs: f64,
+}
+
+impl GatewaySettings {
+    /// The circuit breaker's thresholds.
+    pub fn circuit(&self) -> CircuitSettings {
+        CircuitSettings {
+            failure_rate: self.circuit_failure_rate.min(100),
+            min_calls: self.circuit_min_calls.max(1),
+            window: Duration::from_secs_f64(self.circuit_window_secs),
+            cooldown: Duration::from_secs_f64(self.circuit_cooldown_secs),
+        }
+    }
+
+    /// The bound on finishing in-flight requests at shutdown.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs_f64(self.shutdown_grace_secs.max(0.0))
+    }
+}
+
+/// When a circuit opens and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitSettings {
+    /// The percentage (1–100) of failed requests in the window that opens the circuit;
+    /// 0 turns the breaker off.
+    pub failure_rate: u8,
+    /// Requests the window must hold before its rate is judged (at least 1).
+    pub min_calls: u32,
+    /// How far back the window reaches.
+    pub window: Duration,
+    /// How long an open circuit refuses requests before letting a probe through.
+    pub cooldown: Duration,
+}
+
+impl Default for CircuitSettings {
+    /// The `--circuit-*` flags' defaults.
+    fn default() -> Self {
+        clap_defaults::<GatewaySettings>().circuit()
+    }
+}

@@ -1,0 +1,29 @@
+//! How a model's prompts are shaped: the layout and the labels of long questions.
+
+use clap::ValueEnum;
+use serde::Deserialize;
+
+/// The prompt layout (technique §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// Each request leads with its own question: best accuracy.
+    #[default]
+    Accuracy,
+    /// Every request leads with all questions, so the backend's prefix cache is shared.
+    Cost,
+}
+
+/// Which labels a model asks with once a question has more options than its single-token
+/// labels (technique §3; a question that fits them is asked with them, byte for byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LabelScheme {
+    /// Fixed-width numerals (`00`…`99`, `000`…`254`), scored by the chain rule: the prompt
+    /// numbers the options as the reference does.
+    #[default]
+    Numerals,
+    /// Single letters (`A`…`Z`, `a`…`z`) for up to 52 options, one read each order; numerals
+    /// beyond. Needs a table built with `tokens build --letters`.
+    Letters,
+}

@@ -1,0 +1,136 @@
+//! [`Model`]: one servable model and what it is served with; [`Resolved`]: the model as one
+//! request sees it.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use super::circuit::Circuit;
+use super::escalation;
+use super::tokens::served::ServedTable;
+use super::tokens::verify::Verifier;
+use super::tokens::{TokenCounter, TokenTable};
+use crate::backend::Backend;
+use crate::calibration::{Calibration, DEFAULT_FORMULA};
+use crate::config::{CircuitSettings, Layout};
+use crate::question::PREAMBLE;
+
+/// How often a model's token table is checked against the serving tokenizer by default.
+pub const DEFAULT_CHECK_INTERVAL: Duration =
+    Duration::from_secs(crate::config::DEFAULT_TOKEN_CHECK_INTERVAL_SECS);
+/// The bound on one check.
+pub const DEFAULT_CHECK_TIMEOUT: Duration =
+    Duration::from_secs(crate::config::DEFAULT_TOKEN_CHECK_TIMEOUT_SECS as u64);
+
+/// One servable model.
+#[derive(Debug)]
+pub struct Model {
+    /// Public name.
+    pub name: String,
+    /// Other public names.
+    pub aliases: Vec<String>,
+    /// The backend's id for it (also the `model` of answers with no upstream request).
+    pub upstream_model: String,
+    /// Where its reads go.
+    pub backend: Arc<dyn Backend>,
+    /// Its labels and their token ids (fixed, or built from the backend: `auto`).
+    pub table: ServedTable,
+    /// Counts tokens for the limits (the real tokenizer when configured).
+    pub counter: TokenCounter,
+    /// Its default-temperature formula.
+    pub calibration: Calibration,
+    /// Its default layout.
+    pub layout: Layout,
+    /// Option orders a request that does not say is asked in (1: the caller's order).
+    pub permutations: usize,
+    /// The live check of `table` against the serving tokenizer.
+    pub verifier: Arc<Verifier>,
+    /// Tokens in the preamble, counted once.
+    pub preamble_tokens: OnceLock<usize>,
+    /// The breaker in front of `backend`.
+    pub circuit: Circuit,
+    /// The models (by public name) that serve this one's requests while `circuit` is open,
+    /// in order (each with its own fallbacks: [`Routes::serving`]).
+    pub fallback: Vec<String>,
+    /// Which of its answers another model answers again, if any ([`escalation`]).
+    pub escalation: Option<escalation::Escalation>,
+    /// Whether requests may send it images (configured; the backend is not asked).
+    pub vision: bool,
+    /// The instructions of the noul `/v2/rerank` asks of each document: the operator's
+    /// wording for this model, never the caller's.
+    pub rerank_question: String,
+    /// Its release date, `YYYY-MM-DD`, when configured (listed by `/v1/models`).
+    pub release_date: Option<String>,
+    /// Whether its background [`upkeep`] task runs (started once, by the first router or
+    /// request in a runtime).
+    pub upkeep_started: std::sync::atomic::AtomicBool,
+}
+
+impl Model {
+    /// A model with defaults: upstream id = name, no aliases, the default calibration, the
+    /// `accuracy` layout, the default label scheme (numerals: any letters in `table` are
+    /// dropped), estimated token counts, a check every 10 minutes, no images, the default
+    /// circuit breaker, no fallback and the default rerank question.
+    pub fn new(name: impl Into<String>, backend: Arc<dyn Backend>, table: TokenTable) -> Self {
+        Self::serving(name, backend, ServedTable::fixed(table.numerals_only()))
+    }
+
+    /// [`Model::new`]'s defaults, serving `table` as it is.
+    pub fn serving(name: impl Into<String>, backend: Arc<dyn Backend>, table: ServedTable) -> Self {
+        let name = name.into();
+        Model {
+            upstream_model: name.clone(),
+            circuit: Circuit::new(name.clone(), CircuitSettings::default()),
+            name,
+            aliases: Vec::new(),
+            backend,
+            table,
+            counter: TokenCounter::Estimate,
+            calibration: DEFAULT_FORMULA,
+            layout: Layout::Accuracy,
+            permutations: 1,
+            verifier: Arc::new(Verifier::new(DEFAULT_CHECK_INTERVAL, DEFAULT_CHECK_TIMEOUT)),
+            preamble_tokens: OnceLock::new(),
+            fallback: Vec::new(),
+            escalation: None,
+            vision: false,
+            rerank_question: crate::config::DEFAULT_RERANK_QUESTION.to_string(),
+            release_date: None,
+            upkeep_started: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The model as a request sees it, with the table it serves now; `None` while an
+    /// automatic table is not built yet.
+    pub fn resolve(self: &Arc<Self>) -> Option<Resolved> {
+        Some(Resolved {
+            table: self.table.get()?,
+            model: self.clone(),
+        })
+    }
+
+    /// Tokens the fixed preamble costs in every upstream request.
+    pub fn preamble_tokens(&self) -> usize {
+        *self
+            .preamble_tokens
+            .get_or_init(|| self.counter.count(PREAMBLE))
+    }
+}
+
+/// A model as one request sees it: the model, and the token table it served when the
+/// request was validated (an automatic table may be rebuilt meanwhile; the request keeps
+/// its own). Derefs to the model; `table` is that table.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The model.
+    pub model: Arc<Model>,
+    /// Its table at validation.
+    pub table: Arc<TokenTable>,
+}
+
+impl std::ops::Deref for Resolved {
+    type Target = Model;
+
+    fn deref(&self) -> &Model {
+        &self.model
+    }
+}

@@ -1,0 +1,88 @@
+//! [`LimitStore`]: where per-key counts live, the interface the three stores implement.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use super::clock::Now;
+use super::key::KeyQuota;
+use super::refusal::Refusal;
+use super::usage::{UsageCounts, UsageRow};
+
+/// Days a usage record is kept (Redis expiry; the embedded store keeps them all).
+pub const USAGE_RETENTION_DAYS: u64 = 400;
+
+/// Why a store could not answer (logged without any key or caller content).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// No answer within the bound (`--limits-timeout-ms`).
+    #[error("the limit store did not answer within --limits-timeout-ms")]
+    Timeout,
+    #[error("the limit store is unreachable: {0}")]
+    Unavailable(String),
+    #[error("the limit store failed: {0}")]
+    Failed(String),
+}
+
+impl StoreError {
+    /// The metrics label.
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Timeout => "timeout",
+            StoreError::Unavailable(_) => "unavailable",
+            StoreError::Failed(_) => "error",
+        }
+    }
+}
+
+/// A store's answer to a limit check: the store failed, or the limit's verdict.
+pub type Checked = Result<Result<(), Refusal>, StoreError>;
+
+/// Where per-key counts live. Object-safe: [`Quotas`] holds one as `Arc<dyn LimitStore>`.
+pub trait LimitStore: Send + Sync + fmt::Debug {
+    /// `memory`, `embedded` or `redis` (metrics label, `/readyz`).
+    fn kind(&self) -> &'static str;
+    /// Whether calls leave the process (then [`Quotas`] bounds each by its timeout and
+    /// applies the failure policy).
+    fn remote(&self) -> bool;
+    /// Counts one request against the key's requests per minute.
+    fn take_request<'a>(&'a self, key: &'a Arc<KeyQuota>, now: Now) -> BoxFuture<'a, Checked>;
+    /// Counts `questions` against the key's questions per minute and daily cap, taking
+    /// nothing from either when one refuses.
+    fn take_questions<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        questions: usize,
+        now: Now,
+    ) -> BoxFuture<'a, Checked>;
+    /// Gives back `questions` of `day`'s count.
+    fn refund<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        day: u64,
+        questions: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Adds `counts` to `name`'s usage on `day`.
+    fn record<'a>(
+        &'a self,
+        name: &'a str,
+        day: u64,
+        counts: UsageCounts,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Usage of `names` on the days `from..=to` (days with no usage left out).
+    fn usage<'a>(
+        &'a self,
+        names: &'a [String],
+        from: u64,
+        to: u64,
+    ) -> BoxFuture<'a, Result<Vec<UsageRow>, StoreError>>;
+    /// Questions counted for the key on `day` (tests, the operator).
+    fn daily_used<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        day: u64,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+    /// Checks that the store answers (`/readyz`).
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+}

@@ -1,0 +1,81 @@
+//! [`UsageCounts`]: what one key used on one UTC day, and the row that names them.
+
+use serde::Serialize;
+
+/// Counters of one key on one UTC day: the answered requests and what they used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct UsageCounts {
+    /// Requests answered (200).
+    pub requests: u64,
+    /// Their questions (documents, for rerank).
+    pub questions: u64,
+    /// Their `usage.input_tokens`.
+    pub input_tokens: u64,
+    /// Their `usage.cached_tokens`.
+    pub cached_tokens: u64,
+    /// Their `usage.upstream_requests`.
+    pub upstream_requests: u64,
+}
+
+impl UsageCounts {
+    /// Adds another record's counts.
+    pub fn add(&mut self, other: &UsageCounts) {
+        self.requests += other.requests;
+        self.questions += other.questions;
+        self.input_tokens += other.input_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.upstream_requests += other.upstream_requests;
+    }
+
+    /// The five counters in the stores' order.
+    pub fn to_array(self) -> [u64; 5] {
+        [
+            self.requests,
+            self.questions,
+            self.input_tokens,
+            self.cached_tokens,
+            self.upstream_requests,
+        ]
+    }
+
+    /// From [`UsageCounts::to_array`]'s order.
+    pub fn from_array(a: [u64; 5]) -> Self {
+        UsageCounts {
+            requests: a[0],
+            questions: a[1],
+            input_tokens: a[2],
+            cached_tokens: a[3],
+            upstream_requests: a[4],
+        }
+    }
+
+    /// Whether every counter is zero.
+    pub fn is_empty(&self) -> bool {
+        self.to_array() == [0; 5]
+    }
+}
+
+/// One key's usage on one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageRow {
+    /// The key's configured name.
+    pub key: String,
+    /// The UTC day number.
+    pub day: u64,
+    /// What it used.
+    pub counts: UsageCounts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_counts_add_and_keep_their_order() {
+        let mut a = UsageCounts::from_array([1, 2, 3, 4, 5]);
+        a.add(&UsageCounts::from_array([10, 20, 30, 40, 50]));
+        assert_eq!(a.to_array(), [11, 22, 33, 44, 55]);
+        assert!(!a.is_empty());
+        assert!(UsageCounts::default().is_empty());
+    }
+}
