@@ -13,7 +13,9 @@
 //! `64,128`), `BODY_MEMORY_FLAGS` (extra `serve` flags, space-separated, e.g.
 //! `--max-body-memory-mb 512`).
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
 mod support;

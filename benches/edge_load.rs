@@ -16,7 +16,9 @@
 //! service's `--header-read-timeout-secs` / `--body-read-timeout-secs`, default 10 / 30:
 //! the shipped defaults).
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
 mod support;

@@ -29,7 +29,9 @@
 //! default 6, split over 6 rounds), `GATEWAY_LOAD_WARMUP_SECS` (per round, default 0.25).
 //! The default run measures for about 60 s.
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
 mod support;

@@ -15,7 +15,9 @@
 //! `HUNG_BASE_BIN=/path/to/old/systemone cargo bench --bench hung_backend` (without it only
 //! the new binary runs). Each binary runs in turn, old first, against a fresh fake.
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
 mod support;

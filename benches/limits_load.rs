@@ -23,7 +23,9 @@
 //! and level, default 4, split over 4 rounds), `LIMITS_LOAD_WARMUP_SECS` (per round,
 //! default 0.25).
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
 mod support;

@@ -37,7 +37,9 @@
 //! beside the services' CPU per answer; they run on `serve`'s default runtime, or as
 //! `LOAD_FLOOR_RUNTIME=current_thread|multi_thread` says).
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "floor/mod.rs"]
 mod floor;
