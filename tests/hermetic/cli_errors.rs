@@ -10,7 +10,7 @@ fn serve_fails(listen: &str, extra: &[&str]) -> String {
             uuid::Uuid::new_v4().simple()
         ))
         .join("ledger.sqlite");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
+    let out = crate::support::binary()
         .args(["serve", "--listen", listen, "--token-table", "golden-fake"])
         .args(["--backend-url", "http://127.0.0.1:9/v1"])
         .args(["--token-check-interval-secs", "0"])

@@ -916,13 +916,7 @@ async fn the_route_is_counted_by_name() {
 #[tokio::test]
 async fn key_and_transport_refusals_are_in_openai_shape() {
     const KEY: &str = "sk-decisions-key-7f3a";
-    let path = support::temp_file(
-        "keys.toml",
-        &format!(
-            "[[key]]\nname = \"decider\"\nsha256 = \"{}\"\n",
-            support::sha256_hex(KEY)
-        ),
-    );
+    let path = support::keys_file(&support::key_entry("decider", KEY, ""));
     let fake = FakeVllm::start().await;
     let service = support::start(support::config(
         &fake.base_url(),

@@ -19,20 +19,16 @@ use tokio::net::TcpStream;
 use crate::support::criteria;
 use crate::support::fake_vllm::FakeVllm;
 
-/// This binary's log, at TRACE (one subscriber per process).
-fn log() -> &'static support::log::Captured {
-    static LOG: std::sync::OnceLock<support::log::Captured> = std::sync::OnceLock::new();
-    LOG.get_or_init(support::log::install)
-}
-
 /// A fake vLLM and the service in front of it, served by the real edge with `extra` flags.
 struct Edge {
     fake: FakeVllm,
     addr: SocketAddr,
+    /// The log, at TRACE, while the edge lives.
+    log: support::log::Capture,
 }
 
 async fn start(extra: &[&str]) -> Edge {
-    log();
+    let log = support::log::capture();
     let fake = FakeVllm::start().await;
     let config = support::config(&fake.base_url(), extra);
     let state = systemone::build_state(&config).expect("state builds");
@@ -48,7 +44,7 @@ async fn start(extra: &[&str]) -> Edge {
         std::future::pending(),
         Duration::from_secs(1),
     ));
-    Edge { fake, addr }
+    Edge { fake, addr, log }
 }
 
 fn body(n: usize) -> String {
@@ -379,7 +375,7 @@ async fn bad_heads_get_contract_errors_with_a_request_id() {
     del.assert_refusal(400, "system_one_bad_request_head");
     assert!(!del.body.to_string().contains("secret"));
     let id = del.header("x-request-id").expect("id");
-    let logged = log().text();
+    let logged = edge.log.text();
     assert!(
         logged
             .lines()
@@ -565,7 +561,8 @@ async fn a_request_its_client_abandons_is_logged_and_counted_as_client_closed() 
     }
     assert_eq!(metric(&text, counted), 1.0);
     assert!(text.contains("systemone_open_connections"));
-    assert!(log()
+    assert!(edge
+        .log
         .text()
         .lines()
         .any(|l| l.contains("request abandoned by the client")
@@ -590,6 +587,8 @@ async fn the_connection_cap_is_fitted_under_the_file_descriptor_limit() {
              --model glm-5.3-flash --token-check-interval-secs 0 --ledger sqlite:{}",
             ledger.display()
         ))
+        // Not the SYSTEMONE_API_KEYS another suite of this process may set for a moment.
+        .env_remove("SYSTEMONE_API_KEYS")
         .env("RUST_LOG", "warn,systemone::cli=info")
         .env("NO_COLOR", "1")
         .stderr(std::process::Stdio::piped())

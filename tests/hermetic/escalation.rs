@@ -13,8 +13,9 @@
 
 use crate::setup::fake_native::{FakeNative, Fault, Flavor};
 use crate::support;
+use crate::support::ask;
 use crate::support::native_model;
-use crate::support::{Reply, Service};
+use crate::support::Service;
 use serde_json::{json, Value};
 
 /// A registry where `cheap` (on `cheap`) escalates to `strong` (on `strong`) by `rule`.
@@ -53,10 +54,6 @@ fn body() -> Value {
             "one": {"type": "choice", "instructions": "Only", "criteria": {"sole": null}}
         }
     })
-}
-
-async fn ask(service: &Service, body: &Value) -> Reply {
-    Reply::read(service.ask(body).await).await
 }
 
 #[tokio::test]

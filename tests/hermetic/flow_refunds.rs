@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::support::fake_vllm::{FakeVllm, Fault};
 use crate::support::replicas::used_today;
-use crate::support::{ask_as, criteria, sha256_hex, Reply, Service};
+use crate::support::{ask_as, criteria, Reply, Service};
 use systemone::config::ServeConfig;
 
 /// The one key, capped at 100 questions a day.
@@ -17,13 +17,7 @@ const KEY: &str = "sk-flow-refunds-7a8b9c";
 
 /// `config` with a keys file holding [`KEY`].
 fn keyed(config: impl FnOnce(&[&str]) -> ServeConfig, extra: &[&str]) -> ServeConfig {
-    let keys = support::temp_file(
-        "keys.toml",
-        &format!(
-            "[[key]]\nname = \"k\"\nsha256 = \"{}\"\ndaily_questions = 100\n",
-            sha256_hex(KEY)
-        ),
-    );
+    let keys = support::keys_file(&support::key_entry("k", KEY, "daily_questions = 100"));
     let mut flags = vec!["--keys-file", keys.to_str().expect("utf-8 path")];
     flags.extend_from_slice(extra);
     config(&flags)

@@ -15,14 +15,15 @@
 //!   `tests/gateway_log_canary.rs`, which installs a global subscriber.)
 
 use crate::support;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Map, Value};
+use serde_json::json;
 
+use crate::support::bodies::choices;
+use crate::support::config;
 use crate::support::fake_vllm::FakeVllm;
+use crate::support::keys_file;
 use crate::support::{ask_as, get_as, sha256_hex, Reply, Service};
-use systemone::config::ServeConfig;
 
 /// A key configured by its sha256 in the keys file.
 const FILE_KEY: &str = "sk-gateway-file-key-1a2b";
@@ -32,20 +33,6 @@ const ENV_NAMED_KEY: &str = "sk-gateway-env-named-3c4d";
 const ENV_NAMED_VAR: &str = "SYSTEMONE_TEST_GATEWAY_AUTH_KEY";
 /// A key given through `SYSTEMONE_API_KEYS`.
 const LIST_KEY: &str = "sk-gateway-list-key-5e6f";
-
-/// Serialises configuration parsing: one test sets `SYSTEMONE_API_KEYS`, which clap reads
-/// for every configuration parsed meanwhile.
-static CONFIG_LOCK: Mutex<()> = Mutex::new(());
-
-fn config(backend_url: &str, extra: &[&str]) -> ServeConfig {
-    let _guard = CONFIG_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    support::config(backend_url, extra)
-}
-
-/// Writes a keys file into a fresh temp dir and returns its path.
-fn keys_file(text: &str) -> std::path::PathBuf {
-    support::temp_file("keys.toml", text)
-}
 
 /// A fake plus a service in front of it whose keys file holds `keys` (TOML).
 async fn keyed_service(keys: &str) -> (FakeVllm, Service) {
@@ -77,20 +64,6 @@ impl Reply {
     }
 }
 
-/// A request of `k` choice questions with 3 options each.
-fn questions(k: usize) -> Value {
-    let qs: Map<String, Value> = (0..k)
-        .map(|i| {
-            (
-                format!("q{i}"),
-                json!({"type": "choice", "instructions": format!("Question {i}?"),
-                       "criteria": {"a": "first", "b": "second", "c": "third"}}),
-            )
-        })
-        .collect();
-    json!({"state": "A customer writes: my invoice is wrong.", "questions": qs})
-}
-
 /// With no key configured, no `Authorization` header and any bearer are answered, and the
 /// caller is counted as `anonymous`.
 #[tokio::test]
@@ -99,7 +72,7 @@ async fn an_open_service_accepts_any_bearer_or_none() {
     let service = support::start(config(&fake.base_url(), &[])).await;
     assert!(service.state.keys.is_open());
     for bearer in [None, Some("anything"), Some("sk-wrong"), Some("")] {
-        let reply = ask_as(&service, bearer, &questions(1)).await;
+        let reply = ask_as(&service, bearer, &choices(1)).await;
         assert_eq!(reply.status, 200, "{bearer:?}: {}", reply.text);
     }
     let plain = service
@@ -107,7 +80,7 @@ async fn an_open_service_accepts_any_bearer_or_none() {
         .post(service.url("/v1/systemone"))
         .header("content-type", "application/json")
         .header("authorization", "Basic dXNlcjpwYXNz")
-        .body(questions(1).to_string())
+        .body(choices(1).to_string())
         .send()
         .await
         .expect("answers");
@@ -132,19 +105,13 @@ async fn keys_from_the_file_and_the_env_are_required_and_checked() {
         sha256_hex(FILE_KEY)
     ));
     let fake = FakeVllm::start().await;
-    let config = {
-        let _guard = CONFIG_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-        std::env::set_var(
-            "SYSTEMONE_API_KEYS",
-            format!("{LIST_KEY}, sk-second-list-key"),
-        );
-        let config = support::config(
-            &fake.base_url(),
-            &["--keys-file", path.to_str().expect("utf-8 path")],
-        );
-        std::env::remove_var("SYSTEMONE_API_KEYS");
-        config
-    };
+    let config =
+        crate::setup::with_api_keys_env(&format!("{LIST_KEY}, sk-second-list-key"), || {
+            support::config(
+                &fake.base_url(),
+                &["--keys-file", path.to_str().expect("utf-8 path")],
+            )
+        });
     let debug = format!("{config:?}");
     for key in [FILE_KEY, ENV_NAMED_KEY, LIST_KEY, "sk-second-list-key"] {
         assert!(!debug.contains(key), "Debug shows {key}: {debug}");
@@ -152,33 +119,31 @@ async fn keys_from_the_file_and_the_env_are_required_and_checked() {
     let service = support::start(config).await;
     assert_eq!(service.state.keys.len(), 4);
 
-    ask_as(&service, None, &questions(1)).await.assert_refused(
-        403,
-        "system_one_missing_key",
-        "auth",
-    );
+    ask_as(&service, None, &choices(1))
+        .await
+        .assert_refused(403, "system_one_missing_key", "auth");
     let basic = service
         .client
         .post(service.url("/v1/systemone"))
         .header("content-type", "application/json")
         .header("authorization", format!("Basic {FILE_KEY}"))
-        .body(questions(1).to_string())
+        .body(choices(1).to_string())
         .send()
         .await
         .expect("answers");
     Reply::read(basic)
         .await
         .assert_refused(403, "system_one_missing_key", "auth");
-    ask_as(&service, Some("sk-wrong"), &questions(1))
+    ask_as(&service, Some("sk-wrong"), &choices(1))
         .await
         .assert_refused(401, "system_one_invalid_key", "auth");
-    ask_as(&service, Some(&format!("{FILE_KEY}x")), &questions(1))
+    ask_as(&service, Some(&format!("{FILE_KEY}x")), &choices(1))
         .await
         .assert_refused(401, "system_one_invalid_key", "auth");
     assert_eq!(fake.chat_requests(), 0, "refused requests reach no backend");
 
     for key in [FILE_KEY, ENV_NAMED_KEY, LIST_KEY, "sk-second-list-key"] {
-        let reply = ask_as(&service, Some(key), &questions(1)).await;
+        let reply = ask_as(&service, Some(key), &choices(1)).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
     }
     get_as(&service, "/v1/models", None).await.assert_refused(
@@ -224,11 +189,11 @@ async fn requests_per_minute_are_limited_per_key() {
     ))
     .await;
     for _ in 0..2 {
-        let reply = ask_as(&service, Some(FILE_KEY), &questions(1)).await;
+        let reply = ask_as(&service, Some(FILE_KEY), &choices(1)).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
     }
     let sent = fake.chat_requests();
-    let refused = ask_as(&service, Some(FILE_KEY), &questions(1)).await;
+    let refused = ask_as(&service, Some(FILE_KEY), &choices(1)).await;
     refused.assert_refused(429, "system_one_rate_limited", "rate_limited");
     let retry = refused.retry_secs();
     assert!((1..=30).contains(&retry), "Retry-After {retry}");
@@ -238,20 +203,20 @@ async fn requests_per_minute_are_limited_per_key() {
         "a refused request reaches no backend"
     );
     // A wrong key is refused as such, not as rate limited, and other keys are unaffected.
-    ask_as(&service, Some("sk-wrong"), &questions(1))
+    ask_as(&service, Some("sk-wrong"), &choices(1))
         .await
         .assert_refused(401, "system_one_invalid_key", "auth");
     for _ in 0..3 {
         assert_eq!(
-            ask_as(&service, Some(LIST_KEY), &questions(1)).await.status,
+            ask_as(&service, Some(LIST_KEY), &choices(1)).await.status,
             200
         );
     }
 
     tokio::time::advance(Duration::from_secs(retry)).await;
-    let again = ask_as(&service, Some(FILE_KEY), &questions(1)).await;
+    let again = ask_as(&service, Some(FILE_KEY), &choices(1)).await;
     assert_eq!(again.status, 200, "{}", again.text);
-    ask_as(&service, Some(FILE_KEY), &questions(1))
+    ask_as(&service, Some(FILE_KEY), &choices(1))
         .await
         .assert_refused(429, "system_one_rate_limited", "rate_limited");
 
@@ -274,15 +239,15 @@ async fn questions_per_minute_are_counted_after_validation() {
     ))
     .await;
     // Three invalid questions: a 422, and nothing is counted.
-    let mut invalid = questions(3);
+    let mut invalid = choices(3);
     invalid["questions"]["q0"]["type"] = json!("box");
     assert_eq!(ask_as(&service, Some(FILE_KEY), &invalid).await.status, 422);
     assert_eq!(
-        ask_as(&service, Some(FILE_KEY), &questions(2)).await.status,
+        ask_as(&service, Some(FILE_KEY), &choices(2)).await.status,
         200
     );
     let sent = fake.chat_requests();
-    let refused = ask_as(&service, Some(FILE_KEY), &questions(2)).await;
+    let refused = ask_as(&service, Some(FILE_KEY), &choices(2)).await;
     refused.assert_refused(429, "system_one_rate_limited", "rate_limited");
     let retry = refused.retry_secs();
     assert!((1..=60).contains(&retry), "Retry-After {retry}");
@@ -294,11 +259,11 @@ async fn questions_per_minute_are_counted_after_validation() {
     assert_eq!(fake.chat_requests(), sent);
     tokio::time::advance(Duration::from_secs(retry)).await;
     assert_eq!(
-        ask_as(&service, Some(FILE_KEY), &questions(2)).await.status,
+        ask_as(&service, Some(FILE_KEY), &choices(2)).await.status,
         200
     );
 
-    let too_big = ask_as(&service, Some(FILE_KEY), &questions(4)).await;
+    let too_big = ask_as(&service, Some(FILE_KEY), &choices(4)).await;
     too_big.assert_refused(429, "system_one_rate_limited", "rate_limited");
     assert!(too_big.text.contains("4 questions"), "{}", too_big.text);
     let metrics = get_as(&service, "/metrics", None).await.text;
@@ -327,16 +292,16 @@ async fn the_daily_cap_answers_429_until_utc_midnight() {
     ))
     .await;
     assert_eq!(
-        ask_as(&service, Some(FILE_KEY), &questions(2)).await.status,
+        ask_as(&service, Some(FILE_KEY), &choices(2)).await.status,
         200
     );
     assert_eq!(
-        ask_as(&service, Some(FILE_KEY), &questions(1)).await.status,
+        ask_as(&service, Some(FILE_KEY), &choices(1)).await.status,
         200
     );
     let sent = fake.chat_requests();
     let before = secs_to_utc_midnight();
-    let capped = ask_as(&service, Some(FILE_KEY), &questions(1)).await;
+    let capped = ask_as(&service, Some(FILE_KEY), &choices(1)).await;
     let after = secs_to_utc_midnight();
     capped.assert_refused(429, "system_one_daily_cap", "quota");
     let retry = capped.retry_secs();

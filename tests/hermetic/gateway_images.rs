@@ -96,7 +96,7 @@ async fn vision_service(fake: &FakeVllm, extra: &[&str]) -> Service {
 }
 
 async fn post_json(service: &Service, body: &Value) -> Reply {
-    Reply::read_json(service.ask(body).await).await
+    Reply::read_json(service.post_raw(body).await).await
 }
 
 async fn post_multipart(service: &Service, body: Vec<u8>, encoding: Option<&str>) -> Reply {

@@ -61,11 +61,10 @@ async fn rerank_as(
 
 #[test]
 fn api_keys_never_reach_logs_errors_or_headers() {
-    let log = support::log::install();
+    let log = support::log::capture();
     std::env::set_var(ENV_VAR, ENV_KEY);
     let hex = sha256_hex(FILE_KEY);
-    let path = support::temp_file(
-        "keys.toml",
+    let path = support::keys_file(
         &format!(
             "[[key]]\nname = \"file-key\"\nsha256 = \"{hex}\"\nrequests_per_minute = 1\n\n[[key]]\nname = \"env-key\"\nkey_env = \"{ENV_VAR}\"\ndaily_questions = 1\n"
         ),

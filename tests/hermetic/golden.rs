@@ -484,7 +484,7 @@ async fn the_http_service_gives_the_reference_answers() {
         record(&fake, &case);
         if let Some((_, code)) = rejected.iter().find(|(n, _)| *n == name) {
             let before = fake.chat_requests();
-            let response = service.ask(&http_body(&case, None)).await;
+            let response = service.post_raw(&http_body(&case, None)).await;
             assert_eq!(response.status(), 422, "{name}");
             let body: Value = response.json().await.expect("json");
             assert_eq!(body["error"]["code"], *code, "{name}");
@@ -507,7 +507,7 @@ async fn the_http_service_gives_the_reference_answers() {
             (None, "result_default_temperature"),
             (Some(1.0), "result_temperature_1"),
         ] {
-            let response = service.ask(&http_body(&case, temperature)).await;
+            let response = service.post_raw(&http_body(&case, temperature)).await;
             assert_eq!(response.status(), 200, "{name}");
             let body: Value = response.json().await.expect("json");
             let want = &case[key];

@@ -109,13 +109,7 @@ fn readme_metrics() -> BTreeSet<String> {
 async fn metrics_after_traffic() -> String {
     let fake = support::fake_vllm::FakeVllm::start().await;
     let key = "sk-dashboard-test";
-    let keys = support::temp_file(
-        "keys.toml",
-        &format!(
-            "[[key]]\nname = \"dash\"\nsha256 = \"{}\"\nrequests_per_minute = 5\n",
-            support::sha256_hex(key)
-        ),
-    );
+    let keys = support::keys_file(&support::key_entry("dash", key, "requests_per_minute = 5"));
     let url = fake.base_url();
     // The default model is the one the shipped `spam` profile covers (its nouls); `cheap`
     // escalates every answer to it, so the escalation series exist.

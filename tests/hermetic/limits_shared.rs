@@ -7,8 +7,9 @@
 use serde_json::json;
 
 use crate::support;
+use crate::support::bodies::choices;
 use crate::support::fake_vllm::FakeVllm;
-use crate::support::limits::{config, keys_file, questions, restart_keeps_the_count, KEY};
+use crate::support::limits::{config, restart_keeps_the_count, user_and_admin_keys, KEY};
 use crate::support::replicas::{unique_prefix, Stoppable};
 use crate::support::{ask_as, get_as};
 
@@ -39,7 +40,7 @@ async fn a_restarted_service_keeps_the_days_count_in_its_state_dir() {
 async fn an_open_service_reports_the_anonymous_callers_usage_from_memory() {
     let fake = FakeVllm::start().await;
     let service = support::start(support::config(&fake.base_url(), &[])).await;
-    let answered = ask_as(&service, None, &questions(2)).await;
+    let answered = ask_as(&service, None, &choices(2)).await;
     assert_eq!(answered.status, 200, "{}", answered.text);
     let usage = get_as(&service, "/v1/usage", None).await;
     assert_eq!(usage.status, 200, "{}", usage.text);
@@ -91,7 +92,7 @@ async fn unusable_limit_store_settings_are_refused_at_startup() {
         assert!(e.contains(names), "{flags:?}: {e}");
         assert!(!e.contains("hunter2-canary"), "{e}");
     }
-    let keys = keys_file("");
+    let keys = user_and_admin_keys("");
     let config = support::config(
         &fake.base_url(),
         &[

@@ -153,7 +153,7 @@ async fn ask_four(
     // The fake's `/tokenize` knows only digits: the table is named, not built (`auto`).
     let flags = [&["--token-table", "gemma-3"], extra].concat();
     let service = support::start(support::llamacpp_config(&url, &flags)).await;
-    let response = service.ask(&four_options()).await;
+    let response = service.post_raw(&four_options()).await;
     (fake, service, response)
 }
 

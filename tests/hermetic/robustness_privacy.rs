@@ -7,12 +7,10 @@
 //! (issue 29: a duplicate key was echoed as `the key "K" appears twice`).
 
 use crate::support;
-use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
 use crate::support::fake_vllm::Fault;
-use crate::support::log::Captured;
 
 const CANARY: &str = "CANARY-7f3a";
 /// Never in a question id, so never in any response body of a refused request.
@@ -215,15 +213,6 @@ fn probes() -> Vec<Probe> {
 /// The process-wide TRACE log of this test binary, in memory, text and JSON formats, every
 /// span event included; `log`-crate records are bridged in too (as `main` does).
 ///
-/// A global subscriber, not `tracing::subscriber::set_default`: with other tests running
-/// on other threads (the property tests did, when this test shared their binary), tracing's
-/// per-callsite interest cache made a thread-local subscriber miss every event of the
-/// service (measured: 0 of 19 "request finished").
-fn global_log() -> &'static Captured {
-    static LOG: OnceLock<Captured> = OnceLock::new();
-    LOG.get_or_init(support::log::install)
-}
-
 /// Caller content never reaches the logs: with a TRACE subscriber writing every event and
 /// span (text and JSON formats) into memory, requests carrying `CANARY-7f3a` in the state,
 /// question ids, instructions, labels, descriptions, levels and history, answered, refused
@@ -233,7 +222,7 @@ fn global_log() -> &'static Captured {
 /// text.
 #[test]
 fn caller_content_and_the_api_key_never_reach_the_logs() {
-    let log = global_log();
+    let log = support::log::capture();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

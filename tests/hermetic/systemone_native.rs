@@ -17,6 +17,7 @@ use crate::support;
 use std::time::Duration;
 
 use crate::setup::fake_native::{FakeNative, Fault, Flavor, CANARY};
+use crate::support::ask;
 use crate::support::native_model;
 use crate::support::{assert_error, Reply, Service};
 use serde_json::{json, Value};
@@ -46,10 +47,6 @@ fn body() -> Value {
         "temperature": 1.5,
         "keep_alive": "caller-set"
     })
-}
-
-async fn ask(service: &Service, body: &Value) -> Reply {
-    Reply::read(service.ask(body).await).await
 }
 
 /// The request is forwarded in the contract's shape and the answer passes through.

@@ -6,6 +6,7 @@
 
 use std::process::Command;
 
+use crate::setup::assert_same_read;
 use crate::setup::llama::{backend_turn, llama_config, MODEL as LLAMA_MODEL};
 use crate::support;
 use crate::support::answers::probabilities;
@@ -58,11 +59,14 @@ async fn the_table_built_from_llama_server_is_the_shipped_gemma_3() {
         assert_eq!(a.status, 200, "{}", a.text);
         let f = ask(&file, &one_choice(n)).await;
         assert_eq!(f.status, 200, "{}", f.text);
-        assert_eq!(
+        let (pa, pf) = (
             probabilities(&a.body["answers"]["q"]),
             probabilities(&f.body["answers"]["q"]),
-            "{n} options"
         );
+        assert_eq!(pa.len(), pf.len(), "{n} options");
+        for (i, (x, y)) in pa.iter().zip(&pf).enumerate() {
+            assert_same_read(*x, *y, &format!("{n} options, p[{i}]"));
+        }
     }
 }
 

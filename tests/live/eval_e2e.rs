@@ -4,21 +4,12 @@
 //! raw rows), a profile is fitted on the raw rows, and the same file is scored again over
 //! HTTP through a service that serves the profile.
 
+use crate::setup::llama::llama_url;
 use crate::support;
 use crate::support::{calibrate_args, eval_args};
 use serde_json::{json, Value};
 
 const MODEL: &str = "gemma-3-270m";
-
-fn llama_url() -> String {
-    match std::env::var("SYSTEMONE_LLAMA_URL") {
-        Ok(url) if !url.trim().is_empty() => url.trim().trim_end_matches('/').to_string(),
-        _ => panic!(
-            "SYSTEMONE_LLAMA_URL is not set: it must be the base URL of a llama-server serving \
-             Gemma 3 270M, ending in /v1. Run the tests with scripts/test.sh, which starts one"
-        ),
-    }
-}
 
 /// Eight short emails, half spam, each asked a noul and a three-way choice.
 fn labelled_file() -> String {

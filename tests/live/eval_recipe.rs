@@ -33,10 +33,7 @@ fn recipe() -> Vec<String> {
 /// from ten lines and zero failures.
 #[test]
 fn the_readme_eval_recipe_runs_as_printed_with_no_failed_line() {
-    let llama = crate::setup::llama::required_env(
-        "SYSTEMONE_LLAMA_URL",
-        "the base URL of a llama-server serving Gemma 3 270M, ending in /v1 (scripts/test.sh starts one)",
-    );
+    let llama = crate::support::require("SYSTEMONE_LLAMA_URL", "scripts/start-llama.sh");
     let lines = recipe();
     assert_eq!(lines.len(), 2, "the recipe is two commands: {lines:?}");
     assert!(

@@ -26,7 +26,7 @@ use crate::setup::redis::RedisServer;
 use crate::setup::redis::{eventually, replica};
 use crate::support::fake_vllm::FakeVllm;
 use crate::support::replicas::{unique_prefix, used_today};
-use crate::support::{ask_as, get_as, sha256_hex, Service};
+use crate::support::{ask_as, get_as, Service};
 
 /// The key the load uses (limits far above what the test sends, so every check is made
 /// and none refuses while Redis answers).
@@ -124,13 +124,12 @@ fn one_question() -> Value {
 
 /// A replica on `redis` with `policy`.
 async fn replica_on(fake: &FakeVllm, redis: &RedisServer, prefix: &str, policy: &str) -> Service {
-    let keys = support::temp_file(
-        "keys.toml",
-        &format!(
-            "[[key]]\nname = \"load\"\nsha256 = \"{}\"\nrequests_per_minute = 1000000\nquestions_per_minute = 1000000\ndaily_questions = 100000000\n\n[[key]]\nname = \"small\"\nsha256 = \"{}\"\ndaily_questions = 3\n",
-            sha256_hex(KEY),
-            sha256_hex(SMALL)
-        ),
+    let keys = support::keys_file(
+        &(support::key_entry(
+            "load",
+            KEY,
+            "requests_per_minute = 1000000\nquestions_per_minute = 1000000\ndaily_questions = 100000000",
+        ) + &support::key_entry("small", SMALL, "daily_questions = 3")),
     );
     let config = support::config(
         &fake.base_url(),

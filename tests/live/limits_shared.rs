@@ -20,8 +20,9 @@ use serde_json::{json, Value};
 
 use crate::setup::redis::shared_url;
 use crate::setup::redis::{manual_clock, replica, state_with_clock};
+use crate::support::bodies::choices;
 use crate::support::fake_vllm::FakeVllm;
-use crate::support::limits::{config, questions, restart_keeps_the_count, ADMIN, KEY};
+use crate::support::limits::{config, restart_keeps_the_count, ADMIN, KEY};
 use crate::support::replicas::{unique_prefix, used_today};
 use crate::support::{ask_as, get_as, Reply, Service};
 use systemone::config::ServeConfig;
@@ -92,12 +93,12 @@ async fn three_replicas(
 /// `Retry-After` of 1 to 60 s; only the answered ones reach the backend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_answer_exactly_the_keys_requests_per_minute() {
-    let (url, _redis) = shared_url();
+    let url = shared_url();
     let fake = FakeVllm::start().await;
     let prefix = unique_prefix();
     let config = config(&fake, "requests_per_minute = 100", &on_redis(&url, &prefix));
     let (replicas, clock) = three_replicas(&config).await;
-    let body = questions(1);
+    let body = choices(1);
 
     let first = drive(&replicas, &body, 1_200, 48).await;
     assert_eq!(count(&first, 200, ""), 100, "answered in the first window");
@@ -127,12 +128,12 @@ async fn three_replicas_answer_exactly_the_keys_requests_per_minute() {
 /// exactly 500 answered, 200 refused with `system_one_daily_cap`, and Redis's count is 500.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daily_cap_holds_exactly_across_replicas() {
-    let (url, _redis) = shared_url();
+    let url = shared_url();
     let fake = FakeVllm::start().await;
     let prefix = unique_prefix();
     let config = config(&fake, "daily_questions = 500", &on_redis(&url, &prefix));
     let (replicas, _clock) = three_replicas(&config).await;
-    let replies = drive(&replicas, &questions(1), 700, 48).await;
+    let replies = drive(&replicas, &choices(1), 700, 48).await;
     assert_eq!(count(&replies, 200, ""), 500);
     assert_eq!(count(&replies, 429, "system_one_daily_cap"), 200);
     assert_eq!(fake.chat_requests(), 500);
@@ -147,13 +148,13 @@ async fn a_daily_cap_holds_exactly_across_replicas() {
 /// stays 0, and a 3-question cap still admits 3 questions once the table matches).
 #[tokio::test]
 async fn a_request_refused_before_any_upstream_call_is_refunded() {
-    let (url, _redis) = shared_url();
+    let url = shared_url();
     let fake = FakeVllm::start().await;
     fake.set_token_id_offset(1);
     let prefix = unique_prefix();
     let config = config(&fake, "daily_questions = 3", &on_redis(&url, &prefix));
     let service = replica(systemone::build_state(&config).expect("state")).await;
-    let refused = ask_as(&service, Some(KEY), &questions(3)).await;
+    let refused = ask_as(&service, Some(KEY), &choices(3)).await;
     refused.assert_code(503, "system_one_token_table_mismatch", "unavailable");
     assert_eq!(fake.chat_requests(), 0, "nothing was sent upstream");
     assert_eq!(
@@ -165,16 +166,18 @@ async fn a_request_refused_before_any_upstream_call_is_refunded() {
     // Another replica whose table matches (a fresh verifier) admits all 3 of them.
     fake.set_token_id_offset(0);
     let healthy = replica(systemone::build_state(&config).expect("state")).await;
-    assert_eq!(ask_as(&healthy, Some(KEY), &questions(3)).await.status, 200);
-    ask_as(&healthy, Some(KEY), &questions(1))
-        .await
-        .assert_code(429, "system_one_daily_cap", "quota");
+    assert_eq!(ask_as(&healthy, Some(KEY), &choices(3)).await.status, 200);
+    ask_as(&healthy, Some(KEY), &choices(1)).await.assert_code(
+        429,
+        "system_one_daily_cap",
+        "quota",
+    );
 }
 
 /// A replica restarted mid-day keeps the day's count in Redis.
 #[tokio::test]
 async fn a_restarted_replica_keeps_the_days_count_in_redis() {
-    let (url, _redis) = shared_url();
+    let url = shared_url();
     let fake = FakeVllm::start().await;
     let prefix = unique_prefix();
     let config = config(&fake, "daily_questions = 6", &on_redis(&url, &prefix));
@@ -203,7 +206,7 @@ fn sums(replies: &[(usize, Reply)]) -> [u64; 5] {
 /// `systemone usage` prints the same numbers as CSV.
 #[tokio::test]
 async fn usage_counters_equal_the_sums_of_the_answers() {
-    let (url, _redis) = shared_url();
+    let url = shared_url();
     let fake = FakeVllm::start().await;
     let prefix = unique_prefix();
     let config = config(
@@ -218,7 +221,7 @@ async fn usage_counters_equal_the_sums_of_the_answers() {
     let mut replies = Vec::new();
     for i in 0..12 {
         let k = 1 + i % 4;
-        replies.push((k, ask_as(&replicas[i % 2], Some(KEY), &questions(k)).await));
+        replies.push((k, ask_as(&replicas[i % 2], Some(KEY), &choices(k)).await));
     }
     assert!(replies.iter().all(|(_, r)| r.status == 200));
     let expected = sums(&replies);

@@ -1,8 +1,8 @@
 //! The official OpenAI Python SDK (`openai` 3.51.0, `OpenAI(base_url=…/v1)`) calls
 //! `client.decisions.create` on the service in front of a real llama.cpp `llama-server`
 //! serving Gemma 3 270M, and parses what comes back; every probability is what
-//! `/v1/systemone` answers for the same questions (the README's mapping), to 1e-12 with the
-//! prompt cache off.
+//! `/v1/systemone` answers for the same questions (the README's mapping), to
+//! `setup::SAME_READ` (two requests' reads of the same prompts).
 //!
 //! Needs, as exported by `scripts/test.sh`:
 //! * `SYSTEMONE_LLAMA_URL`: a llama-server with Gemma 3 270M, ending in `/v1`;
@@ -15,7 +15,8 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::setup::llama::{backend_turn, llama_config, required_env, MODEL};
+use crate::setup::assert_same_read;
+use crate::setup::llama::{backend_turn, llama_config, MODEL};
 use crate::support::Service;
 
 /// The SDK script's questions (`tests/sdk/openai_decisions.py`) as `/v1/systemone` asks
@@ -64,15 +65,14 @@ async fn systemone(service: &Service, state: Value, questions: Value) -> Value {
     reply.body["answers"].clone()
 }
 
+/// `/v1/decisions`' number `a` is `/v1/systemone`'s `b`: two requests' reads of the same
+/// prompt (`assert_same_read`).
 fn close(a: &Value, b: &Value, what: &str) {
     let (a, b) = (
         a.as_f64().unwrap_or_else(|| panic!("{what}: {a}")),
         b.as_f64().unwrap_or_else(|| panic!("{what}: {b}")),
     );
-    assert!(
-        (a - b).abs() <= 1e-12,
-        "{what}: decisions {a} vs /v1/systemone {b}"
-    );
+    assert_same_read(a, b, &format!("{what}: decisions vs /v1/systemone"));
 }
 
 /// The probabilities of a parsed choice or score answer, in order.
@@ -204,16 +204,13 @@ fn check_decide(decide: &Value, direct: &Value) {
 /// service on Gemma 3 270M: a `Decision` whose answers come in question order, each parsed to
 /// its class with its name (null when unnamed); a boolean-valued choice comes back with
 /// Python booleans; a score's levels carry their integer value and label; every probability,
-/// choice, score and confidence equals (1e-12, `--cache-prompt false`) what `/v1/systemone`
+/// choice, score and confidence equals (to `SAME_READ`) what `/v1/systemone`
 /// answers for the same questions; a messages input (system text, user text and JSON parts)
 /// is the documented state; a one-choice choice is the SDK's `BadRequestError` with `param`
 /// naming the question's choices.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_openai_sdk_decides_with_the_answers_of_the_same_questions() {
-    let python = required_env(
-        "SYSTEMONE_PYTHON",
-        "a Python interpreter with openai==3.51.0 installed (scripts/test.sh uses .venv/bin/python)",
-    );
+    let python = crate::setup::sdk::sdk_python();
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
     let service = support::start(llama_config(&url, &["--cache-prompt", "false"])).await;
@@ -224,7 +221,7 @@ async fn the_official_openai_sdk_decides_with_the_answers_of_the_same_questions(
         ("NO_PROXY", "127.0.0.1,localhost".to_string()),
         ("OPENAI_BASE_URL", String::new()),
     ];
-    let stdout = crate::setup::sdk::run_program(python.into(), vec![script.to_string()], env).await;
+    let stdout = crate::setup::sdk::run_program(python, vec![script.to_string()], env).await;
     let lines: Vec<Value> = stdout
         .lines()
         .filter(|l| !l.trim().is_empty())

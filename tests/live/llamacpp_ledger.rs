@@ -20,16 +20,13 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::setup::llama::{backend_turn, llama_config, required_env, MODEL};
+use crate::setup::llama::{backend_turn, llama_config, MODEL};
 use crate::support::ledger::{run_binary, start_with_ledger, Backend, LedgerDb};
 use crate::support::post;
 
 /// The development rows: `{"state", "questions": {"spam": noul}, "gold": {"spam": bool}}`.
 fn spam_rows() -> Vec<Value> {
-    let path = required_env(
-        "SYSTEMONE_SPAM_DEV",
-        "a JSONL file of scripts/spam-data.py --split train --per-group 8 --chars 200",
-    );
+    let path = crate::support::require("SYSTEMONE_SPAM_DEV", "scripts/spam-data.py");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let rows: Vec<Value> = text
         .lines()

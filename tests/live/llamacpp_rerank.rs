@@ -1,7 +1,8 @@
 //! The official Cohere Python SDK (`cohere` 7.3.1, `ClientV2(base_url=…, api_key=…)`) calls
 //! `rerank` on the service in front of a real llama.cpp `llama-server` serving Gemma 3 270M,
 //! and parses what comes back; the scores are the noul answers `/v1/systemone` gives to the
-//! same questions (the README's mapping), to 1e-12 with the prompt cache off.
+//! same questions (the README's mapping), to `setup::SAME_READ` (two requests' reads of the
+//! same prompts).
 //!
 //! Needs, as exported by `scripts/test.sh`:
 //! * `SYSTEMONE_LLAMA_URL`: a llama-server with Gemma 3 270M, ending in `/v1`;
@@ -15,7 +16,8 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use crate::setup::llama::{backend_turn, llama_config, required_env, MODEL};
+use crate::setup::assert_same_read;
+use crate::setup::llama::{backend_turn, llama_config, MODEL};
 use crate::setup::tokenizers::tokenizer_path;
 use crate::support::Service;
 use systemone::config::DEFAULT_RERANK_QUESTION;
@@ -83,15 +85,17 @@ async fn nouls(service: &Service, documents: &[String]) -> Vec<f64> {
 }
 
 /// Asserts the SDK's results are every document (or the best `n`), sorted by score
-/// descending, each score within 1e-12 of `/v1/systemone`'s noul for that document.
+/// descending, each score `/v1/systemone`'s noul for that document (two requests' reads:
+/// `assert_same_read`).
 fn check_ranking(got: &[(usize, f64)], nouls: &[f64], n: usize) {
     assert_eq!(got.len(), n, "{got:?}");
     assert!(got.windows(2).all(|w| w[0].1 >= w[1].1), "sorted: {got:?}");
     for (index, score) in got {
         let want = nouls[*index];
-        assert!(
-            (score - want).abs() <= 1e-12,
-            "document {index}: rerank {score} vs /v1/systemone noul {want}"
+        assert_same_read(
+            *score,
+            want,
+            &format!("document {index}: rerank vs /v1/systemone noul"),
         );
     }
     let mut best: Vec<(usize, f64)> = nouls.iter().copied().enumerate().collect();
@@ -104,17 +108,14 @@ fn check_ranking(got: &[(usize, f64)], nouls: &[f64], n: usize) {
 /// Proves the official Cohere SDK's `ClientV2.rerank` works unchanged against the service
 /// on Gemma 3 270M: a `V2RerankResponse` whose results are sorted by `relevance_score`,
 /// `top_n` honoured, `meta.billed_units.search_units` and `meta.cached_tokens` parsed, and
-/// every score equal (1e-12, `--cache-prompt false`) to the noul `/v1/systemone` answers
+/// every score equal (to `SAME_READ`) to the noul `/v1/systemone` answers
 /// for the same question, state and document; with `max_tokens_per_doc` the long documents
 /// are cut by the real Gemma 3 tokenizer (the scores are then the nouls of the cut
 /// documents) and `meta.warnings` says which; an empty list is the SDK's
 /// `UnprocessableEntityError` carrying `system_one_invalid_documents`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_cohere_sdk_reranks_with_the_nouls_of_the_same_questions() {
-    let python = required_env(
-        "SYSTEMONE_PYTHON",
-        "a Python interpreter with cohere==7.3.1 installed (scripts/test.sh uses .venv/bin/python)",
-    );
+    let python = crate::setup::sdk::sdk_python();
     let gemma = tokenizer_path("gemma3");
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
@@ -134,7 +135,7 @@ async fn the_official_cohere_sdk_reranks_with_the_nouls_of_the_same_questions() 
         ("NO_PROXY", "127.0.0.1,localhost".to_string()),
         ("CO_API_URL", String::new()),
     ];
-    let stdout = crate::setup::sdk::run_program(python.into(), vec![script.to_string()], env).await;
+    let stdout = crate::setup::sdk::run_program(python, vec![script.to_string()], env).await;
     let lines: Vec<Value> = stdout
         .lines()
         .filter(|l| !l.trim().is_empty())

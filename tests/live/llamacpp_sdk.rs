@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use crate::setup::llama::{
     answer, answer_ids, assert_request_id, backend_turn, check_answer, check_usage, llama_config,
-    num, required_env, run_typesafe_script, MODEL, NO_YES,
+    num, run_typesafe_script, MODEL, NO_YES,
 };
 use crate::setup::proxy::{Proxy, Seen};
 
@@ -50,10 +50,7 @@ fn seen_for(seen: &[Seen], name: &str) -> Seen {
 /// `response.request_id` (and the error's) is `req_<hex>`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_sdk_round_trips_compresses_and_surfaces_422s() {
-    let python = required_env(
-        "SYSTEMONE_PYTHON",
-        "a Python interpreter with typesafe-sdk[zstd]==0.7.5 installed (scripts/test.sh uses .venv/bin/python)",
-    );
+    let python = crate::setup::sdk::sdk_python();
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
     let service = support::start(llama_config(&url, &["--release-date", "2025-08-14"])).await;

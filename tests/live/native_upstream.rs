@@ -4,7 +4,7 @@
 //!
 //! * The official TypeSafe Python SDK (`tests/sdk/system_one.py`, as `tests/llamacpp_sdk.rs`
 //!   drives it) gets the same numbers through the front as directly from the upstream (to
-//!   1e-12; both run without llama.cpp's prompt cache, so two evaluations are bit-identical),
+//!   `setup::SAME_READ`: two requests' reads of the same prompts),
 //!   a 40-option choice and a zstd-compressed body included; its 256-option choice is a 422
 //!   from the front that never reaches the upstream (a recording proxy between them counts).
 //! * Escalation with the real llama-server as the cheap model and the native upstream (with
@@ -20,8 +20,10 @@ use std::net::SocketAddr;
 
 use serde_json::{json, Value};
 
-use crate::setup::llama::{backend_turn, num, required_env, run_typesafe_script, MODEL};
+use crate::setup::assert_same_read;
+use crate::setup::llama::{backend_turn, num, run_typesafe_script, MODEL};
 use crate::setup::proxy::Proxy;
+use crate::support::ask;
 use crate::support::native_model;
 use crate::support::{Reply, Service};
 
@@ -81,12 +83,13 @@ fn scenario<'a>(lines: &'a [Value], name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {name:?} line: {lines:?}"))
 }
 
-/// Every number of `got` equals `want`'s to 1e-12, and every other value is the same.
+/// Every number of `got` equals `want`'s (two requests' reads: `assert_same_read`), and
+/// every other value is the same.
 fn assert_same_numbers(got: &Value, want: &Value, at: &str) {
     match (got, want) {
         (Value::Number(_), Value::Number(_)) => {
             let (g, w) = (num(got), num(want));
-            assert!((g - w).abs() <= 1e-12, "{at}: {g} vs {w}");
+            assert_same_read(g, w, at);
         }
         (Value::Object(g), Value::Object(w)) => {
             let keys: Vec<&String> = g.keys().collect();
@@ -108,10 +111,7 @@ async fn front(proxy: &Proxy) -> Service {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdk_gets_the_same_numbers_through_the_front_as_directly() {
-    let python = required_env(
-        "SYSTEMONE_PYTHON",
-        "a Python with typesafe-sdk[zstd]==0.7.5",
-    );
+    let python = crate::setup::sdk::sdk_python();
     let (llama, _turn) = backend_turn().await;
     let upstream = Upstream::start(&llama, &[]).await;
     let proxy = Proxy::start(upstream.url()).await;
@@ -188,10 +188,6 @@ async fn escalating_front(llama: &str, proxy: &Proxy, below: Option<f64>) -> Ser
         "900",
     ];
     support::start(support::registry_config(&(cheap + &strong), &flags)).await
-}
-
-async fn ask(service: &Service, body: &Value) -> Reply {
-    Reply::read(service.ask(body).await).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

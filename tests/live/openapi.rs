@@ -46,11 +46,7 @@ async fn description(service: &Service) -> Value {
 }
 
 fn python() -> std::path::PathBuf {
-    crate::setup::llama::required_env(
-        "SYSTEMONE_PYTHON",
-        "a Python with openapi-spec-validator and schemathesis installed (scripts/test.sh uses .venv/bin/python)",
-    )
-    .into()
+    crate::setup::sdk::sdk_python()
 }
 
 /// Proves the served description is OpenAPI 3.1 that a real validator accepts, that it

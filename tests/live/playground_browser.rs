@@ -33,6 +33,7 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::fake_vllm::FakeVllm;
+use crate::support::require;
 use crate::support::{ask_as, Reply, Service};
 
 /// The one key the service accepts.
@@ -406,25 +407,26 @@ struct Chromium {
     devtools_url: String,
 }
 
-/// `$SYSTEMONE_CHROMIUM`, else `chromium` on the PATH; a missing browser fails the test.
+/// `$SYSTEMONE_CHROMIUM`, else `chromium` on the PATH; a missing browser fails the test
+/// at once, naming `scripts/test.sh` (which installs Debian's package and sets it).
 fn chromium_binary() -> PathBuf {
-    let found = match std::env::var_os("SYSTEMONE_CHROMIUM") {
-        Some(path) => Some(PathBuf::from(path)).filter(|p| p.is_file()),
-        None => std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join("chromium"))
-                .find(|p| p.is_file())
-        }),
-    };
-    found.unwrap_or_else(|| {
-        panic!(
-            "headless Chromium is needed for the playground's browser test and was not found \
-             (SYSTEMONE_CHROMIUM={:?}, else `chromium` on the PATH): install Debian's package \
-             (apt-get install -y --no-install-recommends chromium) or set SYSTEMONE_CHROMIUM; \
-             scripts/test.sh does both",
-            std::env::var_os("SYSTEMONE_CHROMIUM")
-        )
-    })
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("chromium"))
+            .find(|p| p.is_file())
+    });
+    match (std::env::var_os("SYSTEMONE_CHROMIUM"), on_path) {
+        (None, Some(found)) => found,
+        _ => {
+            let path = PathBuf::from(require("SYSTEMONE_CHROMIUM", "scripts/test.sh"));
+            assert!(
+                path.is_file(),
+                "SYSTEMONE_CHROMIUM={} is not a file",
+                path.display()
+            );
+            path
+        }
+    }
 }
 
 impl Chromium {

@@ -27,9 +27,10 @@ use systemone::models::tokens::{OptionLabels, TokenTable};
 use systemone::request::prompt::plan;
 use systemone::request::validate;
 
+use crate::setup::assert_same_read;
 use crate::setup::llama::{
     answer, answer_ids, ask, assert_close, assert_request_id, check_answer, check_mixed,
-    check_usage, default_temperature, mixed_body, num, required_env, MODEL, NO_YES,
+    check_usage, default_temperature, mixed_body, num, MODEL, NO_YES,
 };
 use crate::setup::proxy::{Proxy, Seen};
 use crate::setup::team_and_refund;
@@ -568,10 +569,7 @@ fn seen_for(seen: &[Seen], name: &str) -> Seen {
 /// choice is the SDK's 422 error; `models.list()` parses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_sdk_round_trips_over_vllm() {
-    let python = required_env(
-        "SYSTEMONE_PYTHON",
-        "a Python interpreter with typesafe-sdk[zstd]==0.7.5 installed (scripts/test.sh uses .venv/bin/python)",
-    );
+    let python = crate::setup::sdk::sdk_python();
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
     let service = support::start(vllm_config(&url, &["--release-date", "2025-08-14"])).await;
@@ -675,20 +673,18 @@ async fn systemone(service: &Service, state: Value, questions: Value, extra: Val
     reply.body["answers"].clone()
 }
 
+/// Two requests' reads of the same prompt give the same number (`assert_same_read`).
 fn same(a: &Value, b: &Value, what: &str) {
-    assert_close(num(a), num(b), 1e-12, what);
+    assert_same_read(num(a), num(b), what);
 }
 
 /// Proves `/v1/decisions` over vLLM: the official OpenAI Python SDK's
 /// `client.decisions.create` (`tests/sdk/openai_decisions.py`) parses a `Decision` whose
-/// every probability equals (1e-12) what `/v1/systemone` answers for the same questions on
+/// every probability equals (to `SAME_READ`) what `/v1/systemone` answers for the same questions on
 /// the same vLLM, and a one-choice choice is its `BadRequestError`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_over_vllm_are_the_answers_of_the_same_questions() {
-    let python = required_env(
-        "SYSTEMONE_PYTHON",
-        "a Python interpreter with openai==3.51.0 installed (scripts/test.sh uses .venv/bin/python)",
-    );
+    let python = crate::setup::sdk::sdk_python();
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
     let service = support::start(vllm_config(&url, &[])).await;
@@ -699,7 +695,7 @@ async fn decisions_over_vllm_are_the_answers_of_the_same_questions() {
         ("NO_PROXY", "127.0.0.1,localhost".to_string()),
         ("OPENAI_BASE_URL", String::new()),
     ];
-    let stdout = crate::setup::sdk::run_program(python.into(), vec![script.to_string()], env).await;
+    let stdout = crate::setup::sdk::run_program(python, vec![script.to_string()], env).await;
     let lines = json_lines(&stdout);
 
     // The script's questions as /v1/systemone asks them (the README's mapping; the same
@@ -757,14 +753,11 @@ async fn decisions_over_vllm_are_the_answers_of_the_same_questions() {
 
 /// Proves `/v2/rerank` over vLLM: the official Cohere Python SDK's `ClientV2.rerank`
 /// (`tests/sdk/cohere_rerank.py`) gets every document back sorted, `top_n` honoured, each
-/// `relevance_score` equal (1e-12) to the noul `/v1/systemone` answers for the same query
+/// `relevance_score` equal (to `SAME_READ`) to the noul `/v1/systemone` answers for the same query
 /// and document on the same vLLM; an empty list is its 422.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rerank_over_vllm_is_the_nouls_of_the_same_questions() {
-    let python = required_env(
-        "SYSTEMONE_PYTHON",
-        "a Python interpreter with cohere==7.3.1 installed (scripts/test.sh uses .venv/bin/python)",
-    );
+    let python = crate::setup::sdk::sdk_python();
     let gemma = tokenizer_path("gemma3");
     let (url, _turn) = backend_turn().await;
     let started = Instant::now();
@@ -788,7 +781,7 @@ async fn rerank_over_vllm_is_the_nouls_of_the_same_questions() {
         ("NO_PROXY", "127.0.0.1,localhost".to_string()),
         ("CO_API_URL", String::new()),
     ];
-    let stdout = crate::setup::sdk::run_program(python.into(), vec![script.to_string()], env).await;
+    let stdout = crate::setup::sdk::run_program(python, vec![script.to_string()], env).await;
     let lines = json_lines(&stdout);
 
     // The body a rerank maps to (the README's mapping; as tests/llamacpp_rerank.rs).

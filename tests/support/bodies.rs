@@ -1,6 +1,6 @@
 //! Request bodies the suites build again and again: small, valid `/v1/systemone` requests.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::criteria;
 
@@ -18,4 +18,19 @@ pub fn choice_about(state: Value, n: usize) -> Value {
         "state": state,
         "questions": {"q": {"type": "choice", "instructions": "Pick one.", "criteria": criteria(n)}},
     })
+}
+
+/// A request of `k` choice questions `q0`… with 3 options each (one upstream read per
+/// question).
+pub fn choices(k: usize) -> Value {
+    let qs: Map<String, Value> = (0..k)
+        .map(|i| {
+            (
+                format!("q{i}"),
+                json!({"type": "choice", "instructions": format!("Question {i}?"),
+                       "criteria": {"a": "first", "b": "second", "c": "third"}}),
+            )
+        })
+        .collect();
+    json!({"state": INVOICE, "questions": qs})
 }

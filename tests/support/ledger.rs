@@ -111,14 +111,15 @@ impl LedgerDb {
 
 /// The test PostgreSQL's URL.
 pub fn postgres_url() -> String {
-    std::env::var("SYSTEMONE_POSTGRES_URL_FOR_TESTS").expect(
-        "SYSTEMONE_POSTGRES_URL_FOR_TESTS: the tests need a PostgreSQL (scripts/start-postgres.sh)",
+    super::require(
+        "SYSTEMONE_POSTGRES_URL_FOR_TESTS",
+        "scripts/start-postgres.sh",
     )
 }
 
 /// Runs the binary with `args`; returns its stdout, failing with its stderr.
 pub fn run_binary(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
+    let out = super::binary()
         .args(args)
         .output()
         .expect("the binary runs");

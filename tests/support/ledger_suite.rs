@@ -25,7 +25,7 @@
 //!   `--ledger-inputs-retention-days`, and keeps the rest.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -33,7 +33,7 @@ use sqlx::Executor;
 
 use super::fake_vllm::FakeVllm;
 use super::ledger::{run_binary, start_with_ledger, Backend, LedgerDb, TEST_LEDGER_KEY};
-use super::{config, log::Captured, post, Reply, Service};
+use super::{config, post, Reply, Service};
 use systemone::ledger::key::{Domain, LedgerKey};
 use systemone::ledger::record::Decision;
 use systemone::ledger::store::Store;
@@ -43,12 +43,6 @@ const STATE_CANARY: &str = "canary-ledger-state-4f1e";
 const NAME_CANARY: &str = "canary-ledger-name-4f1e";
 const LABEL_CANARY: &str = "canary-ledger-label-4f1e";
 const INSTRUCTIONS_CANARY: &str = "canary-ledger-instructions-4f1e";
-
-/// This binary's log, every event at TRACE (installed once).
-fn log() -> &'static Captured {
-    static LOG: OnceLock<Captured> = OnceLock::new();
-    LOG.get_or_init(super::log::install)
-}
 
 fn key() -> LedgerKey {
     LedgerKey::new(Secret::new(TEST_LEDGER_KEY)).expect("key")
@@ -203,7 +197,7 @@ async fn canary_run(db: &LedgerDb, extra: &[&str]) -> (Service, String) {
 }
 
 pub async fn canaries_stay_out_of_the_ledger_logs_and_metrics(backend: Backend) {
-    let log = log();
+    let log = super::log::capture();
     let canaries = [STATE_CANARY, NAME_CANARY, LABEL_CANARY, INSTRUCTIONS_CANARY];
     let db = LedgerDb::new(backend).await;
     let (service, dump) = canary_run(&db, &[]).await;

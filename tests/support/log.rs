@@ -1,7 +1,15 @@
-//! An in-memory log for the tests that prove what never reaches the logs.
+//! An in-memory log for the tests that prove what never reaches the logs, or what does.
+//!
+//! A test binary has one global subscriber (tracing's per-callsite interest cache makes a
+//! thread-local one miss the events of a service whose tasks run on other threads). It is
+//! installed by the first [`capture`] and records events only while some capture is alive,
+//! so the suites that never look at the log, which share the binary, do not pay for every
+//! TRACE event formatted twice. Captures running at once share the sink: each test looks
+//! for its own request ids and canaries.
 
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// An in-memory log sink shared by every writer the subscriber makes.
 #[derive(Clone, Default)]
@@ -17,16 +25,36 @@ impl io::Write for Captured {
     }
 }
 
-impl Captured {
+/// The binary's one sink, once installed.
+static SINK: OnceLock<Captured> = OnceLock::new();
+/// How many captures are alive: events are recorded while this is above zero.
+static CAPTURING: AtomicUsize = AtomicUsize::new(0);
+
+/// The log, recorded from now until this is dropped.
+pub struct Capture(&'static Captured);
+
+impl Capture {
     /// Everything logged so far.
     pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
+        String::from_utf8_lossy(&self.0 .0.lock().expect("lock")).into_owned()
     }
 }
 
-/// Installs the process-wide subscriber of this test binary: every event and span at TRACE,
-/// in the text and the JSON format, written into the returned sink.
-pub fn install() -> Captured {
+impl Drop for Capture {
+    fn drop(&mut self) {
+        CAPTURING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Starts recording every event and span at TRACE, in the text and the JSON format.
+pub fn capture() -> Capture {
+    let sink = SINK.get_or_init(install);
+    CAPTURING.fetch_add(1, Ordering::SeqCst);
+    Capture(sink)
+}
+
+/// Installs the process-wide subscriber, writing into the returned sink while capturing.
+fn install() -> Captured {
     use tracing_subscriber::fmt::format::FmtSpan;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -37,6 +65,9 @@ pub fn install() -> Captured {
     };
     tracing_subscriber::registry()
         .with(tracing_subscriber::filter::LevelFilter::TRACE)
+        .with(tracing_subscriber::filter::filter_fn(|_| {
+            CAPTURING.load(Ordering::SeqCst) > 0
+        }))
         .with(
             tracing_subscriber::fmt::layer()
                 .with_ansi(false)

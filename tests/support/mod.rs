@@ -18,9 +18,11 @@ pub mod log;
 pub mod profiles;
 pub mod replicas;
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use clap::Parser;
@@ -35,6 +37,16 @@ use systemone::AppState;
 
 use fake_vllm::FakeVllm;
 
+/// The environment variable `name`, trimmed; when it is unset or empty the test fails at
+/// once with one line naming `script`, which starts or fetches what the variable points at
+/// (`scripts/test.sh` runs them all). A live test never skips.
+pub fn require(name: &str, script: &str) -> String {
+    match std::env::var(name) {
+        Ok(value) if !value.trim().is_empty() => value.trim().to_string(),
+        _ => panic!("{name} is not set: run {script} (scripts/test.sh runs it and exports it)"),
+    }
+}
+
 /// A service running on 127.0.0.1:0 in the current runtime.
 pub struct Service {
     pub addr: SocketAddr,
@@ -48,8 +60,9 @@ impl Service {
         format!("http://{}{path}", self.addr)
     }
 
-    /// POSTs a JSON value to `/v1/systemone`.
-    pub async fn ask(&self, body: &serde_json::Value) -> reqwest::Response {
+    /// POSTs a JSON value to `/v1/systemone` and hands back the raw response, unread (for
+    /// the suites that read its bytes themselves); [`ask`] reads it into a [`Reply`].
+    pub async fn post_raw(&self, body: &serde_json::Value) -> reqwest::Response {
         self.client
             .post(self.url("/v1/systemone"))
             .header("content-type", "application/json")
@@ -64,7 +77,7 @@ impl Service {
 pub fn eval_args(flags: &[&str]) -> systemone::cli::eval::EvalArgs {
     let mut args = vec!["systemone", "eval"];
     args.extend_from_slice(flags);
-    match Cli::try_parse_from(args).expect("valid flags").command {
+    match parse(&args) {
         Command::Eval(a) => *a,
         other => panic!("not eval: {other:?}"),
     }
@@ -100,7 +113,7 @@ pub fn assert_family(report: &Value, family: &str, kind: &str, n: u64) {
 pub fn calibrate_args(flags: &[&str]) -> systemone::cli::calibrate::CalibrateArgs {
     let mut args = vec!["systemone", "calibrate"];
     args.extend_from_slice(flags);
-    match Cli::try_parse_from(args).expect("valid flags").command {
+    match parse(&args) {
         Command::Calibrate(a) => a,
         other => panic!("not calibrate: {other:?}"),
     }
@@ -108,10 +121,36 @@ pub fn calibrate_args(flags: &[&str]) -> systemone::cli::calibrate::CalibrateArg
 
 /// Parses a whole command line (`systemone serve …`) into its serve configuration.
 pub fn serve_config(args: &[&str]) -> ServeConfig {
-    match Cli::try_parse_from(args).expect("valid flags").command {
+    match parse(args) {
         Command::Serve(config) => *config,
         other => panic!("not serve: {other:?}"),
     }
+}
+
+/// Serialises reading the environment with the one suite that sets `SYSTEMONE_API_KEYS`
+/// (`with_api_keys_env` of the hermetic tier): clap reads
+/// `SYSTEMONE_API_KEYS` for every command line parsed while it is set, and every suite of
+/// the binary parses in this one process.
+pub static ENV_LOCK: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// Whether this thread holds [`ENV_LOCK`] (inside `with_api_keys_env`).
+    pub static HOLDS_ENV_LOCK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Parses a command line, never while another thread has `SYSTEMONE_API_KEYS` set.
+fn parse(args: &[&str]) -> Command {
+    let _guard =
+        (!HOLDS_ENV_LOCK.get()).then(|| ENV_LOCK.lock().unwrap_or_else(|p| p.into_inner()));
+    Cli::try_parse_from(args).expect("valid flags").command
+}
+
+/// This build's `systemone` binary, without `SYSTEMONE_API_KEYS` (which one suite sets for
+/// a moment in this process and a child would inherit).
+pub fn binary() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"));
+    command.env_remove("SYSTEMONE_API_KEYS");
+    command
 }
 
 /// A registry `[[model]]` named `name` served natively at `url` (`typesafe` flavor unless
@@ -366,7 +405,7 @@ pub async fn post(client: &reqwest::Client, url: &str, body: &Value) -> Reply {
 
 /// POSTs `body` to the service's `/v1/systemone`.
 pub async fn ask(service: &Service, body: &Value) -> Reply {
-    post(&service.client, &service.url("/v1/systemone"), body).await
+    Reply::read(service.post_raw(body).await).await
 }
 
 /// GETs `path` from the service.
@@ -429,6 +468,20 @@ pub fn sha256_hex(text: &str) -> String {
         .collect()
 }
 
+/// A keys file (`--keys-file`) holding `entries` (TOML), in a fresh temp dir.
+pub fn keys_file(entries: &str) -> PathBuf {
+    temp_file("keys.toml", entries)
+}
+
+/// One `[[key]]` entry of a keys file: `name`, the sha256 of `key`, then `limits` (TOML
+/// lines, maybe none).
+pub fn key_entry(name: &str, key: &str, limits: &str) -> String {
+    format!(
+        "[[key]]\nname = \"{name}\"\nsha256 = \"{}\"\n{limits}\n\n",
+        sha256_hex(key)
+    )
+}
+
 /// Writes `text` to a file `name` in a fresh directory under the system temp dir; returns
 /// the file's path.
 pub fn temp_file(name: &str, text: &str) -> PathBuf {
@@ -448,7 +501,7 @@ pub fn temp_file(name: &str, text: &str) -> PathBuf {
 /// is drained in a thread. Reads blocking: async tests call it from `spawn_blocking`.
 pub fn spawn_serve(args: &[&str]) -> (std::process::Child, SocketAddr) {
     use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_systemone"))
+    let mut child = binary()
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(args)
         .env("RUST_LOG", "warn,systemone::cli=info")

@@ -11,7 +11,7 @@ pub mod tcp_counter;
 
 use serde_json::{json, Value};
 
-use crate::support::{registry_config, Reply, Service};
+use crate::support::{registry_config, Reply, Service, ENV_LOCK, HOLDS_ENV_LOCK};
 
 /// Why the service refuses to start with the registry `toml`.
 pub fn registry_error(toml: &str) -> String {
@@ -67,4 +67,21 @@ impl Reply {
 pub fn at_temperature_1(mut body: Value) -> Value {
     body["temperature"] = json!(1);
     body
+}
+
+/// Runs `f` with `SYSTEMONE_API_KEYS` set to `keys`, while no other thread parses a command
+/// line, and unsets it again (even when `f` panics).
+pub fn with_api_keys_env<T>(keys: &str, f: impl FnOnce() -> T) -> T {
+    struct Unset;
+    impl Drop for Unset {
+        fn drop(&mut self) {
+            std::env::remove_var("SYSTEMONE_API_KEYS");
+            HOLDS_ENV_LOCK.set(false);
+        }
+    }
+    let _guard = ENV_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    HOLDS_ENV_LOCK.set(true);
+    std::env::set_var("SYSTEMONE_API_KEYS", keys);
+    let _unset = Unset;
+    f()
 }

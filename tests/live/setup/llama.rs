@@ -1,5 +1,5 @@
 //! What the end-to-end tests against a real llama.cpp `llama-server` serving Gemma 3 270M
-//! share (`tests/llamacpp_*.rs` but `llamacpp_fake.rs`): the environment they need (they
+//! share (`tests/live/llamacpp_*.rs` and the other live suites on it): the environment they need (they
 //! fail, never skip, without it), a turn at the single-slot backend, the service's
 //! configuration for it, and the checks of the contract's answer and usage shapes.
 //!
@@ -14,6 +14,7 @@ use systemone::calibration::{Calibration, DEFAULT_FORMULA};
 use systemone::config::ServeConfig;
 
 use crate::support::Service;
+use std::path::Path;
 
 /// The public (and llama-server `--alias`) name of the model.
 pub const MODEL: &str = "gemma-3-270m";
@@ -25,27 +26,12 @@ static BACKEND: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 // Environment and setup
 // ---------------------------------------------------------------------------------------
 
-/// An environment variable the suite cannot run without: fails (never skips) when absent.
-pub fn required_env(name: &str, what: &str) -> String {
-    match std::env::var(name) {
-        Ok(value) if !value.trim().is_empty() => value.trim().to_string(),
-        _ => panic!(
-            "{name} is not set: it must be {what}. Run the tests with scripts/test.sh (it starts \
-             llama-server with Gemma 3 270M, installs the TypeSafe SDK and exports \
-             SYSTEMONE_LLAMA_URL and SYSTEMONE_PYTHON), or export it yourself"
-        ),
-    }
-}
-
-/// `SYSTEMONE_LLAMA_URL` without a trailing slash.
-fn llama_url() -> String {
-    required_env(
-        "SYSTEMONE_LLAMA_URL",
-        "the base URL of a llama-server serving Gemma 3 270M, ending in /v1 \
-         (e.g. http://127.0.0.1:8081/v1; scripts/start-llama.sh starts one)",
-    )
-    .trim_end_matches('/')
-    .to_string()
+/// `SYSTEMONE_LLAMA_URL` (a llama-server serving Gemma 3 270M, its base URL ending in
+/// `/v1`) without a trailing slash.
+pub fn llama_url() -> String {
+    crate::support::require("SYSTEMONE_LLAMA_URL", "scripts/start-llama.sh")
+        .trim_end_matches('/')
+        .to_string()
 }
 
 /// The server root (for `/health`, `/tokenize`): the base URL without `/v1`.
@@ -90,9 +76,9 @@ pub fn llama_config(backend_url: &str, extra: &[&str]) -> ServeConfig {
 /// Runs an SDK script of `tests/sdk/` with `python` against `base_url` (as
 /// `TYPESAFE_BASE_URL`, with any API key) and returns the JSON lines it printed; fails with
 /// its output when it fails.
-pub async fn run_typesafe_script(python: &str, script: &str, base_url: String) -> Vec<Value> {
+pub async fn run_typesafe_script(python: &Path, script: &str, base_url: String) -> Vec<Value> {
     let path = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
-    let program = python.to_string();
+    let program = python.to_path_buf();
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(&program)
             .arg(path)
@@ -104,13 +90,14 @@ pub async fn run_typesafe_script(python: &str, script: &str, base_url: String) -
     })
     .await
     .expect("the SDK run joins")
-    .unwrap_or_else(|e| panic!("cannot run SYSTEMONE_PYTHON={python}: {e}"));
+    .unwrap_or_else(|e| panic!("cannot run SYSTEMONE_PYTHON={}: {e}", python.display()));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "the SDK script failed ({}); is typesafe-sdk[zstd]==0.7.5 installed in {python}?\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        output.status
+        "the SDK script failed ({}); is typesafe-sdk[zstd]==0.7.5 installed in {}?\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status,
+        python.display()
     );
     stdout
         .lines()
@@ -140,7 +127,7 @@ impl Reply {
 
 /// POSTs `body` to the service's `/v1/systemone`.
 pub async fn ask(service: &Service, body: &Value) -> Reply {
-    let response = service.ask(body).await;
+    let response = service.post_raw(body).await;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let bytes = response.bytes().await.expect("body reads");

@@ -4,8 +4,8 @@
 //! `scripts/test.sh` installs it) on a free loopback port with no persistence, waits
 //! until it answers `PING` (polling with a deadline), and kills it when dropped; `kill` and
 //! `restart` (same port) are the fault tests' levers. [`shared_url`] is the server
-//! `scripts/test.sh` started (`SYSTEMONE_REDIS_URL_FOR_TESTS`), or a fresh one when run
-//! without it. Every test uses its own `--redis-prefix`, so tests sharing one Redis never
+//! `scripts/start-redis.sh` started (`SYSTEMONE_REDIS_URL_FOR_TESTS`); without it every
+//! Redis test fails at once. Every test uses its own `--redis-prefix`, so tests sharing one Redis never
 //! see each other's counts.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -42,6 +42,8 @@ pub fn free_port() -> u16 {
 impl RedisServer {
     /// Starts `redis-server` on a free port with no persistence.
     pub fn start() -> Self {
+        // Set by scripts/start-redis.sh, which installs the `redis-server` this runs.
+        shared_url();
         let mut server = RedisServer {
             port: free_port(),
             child: None,
@@ -117,16 +119,10 @@ fn ping(port: u16) -> bool {
         && &reply == b"+PONG\r\n"
 }
 
-/// The Redis every test of a run may share: `SYSTEMONE_REDIS_URL_FOR_TESTS` (started by
-/// `scripts/test.sh`), else a server of the test's own (kept alive by the returned guard).
-pub fn shared_url() -> (String, Option<RedisServer>) {
-    match std::env::var("SYSTEMONE_REDIS_URL_FOR_TESTS") {
-        Ok(url) if !url.is_empty() => (url, None),
-        _ => {
-            let server = RedisServer::start();
-            (server.url(), Some(server))
-        }
-    }
+/// The Redis every test of a run shares: `SYSTEMONE_REDIS_URL_FOR_TESTS`, started by
+/// `scripts/start-redis.sh`.
+pub fn shared_url() -> String {
+    crate::support::require("SYSTEMONE_REDIS_URL_FOR_TESTS", "scripts/start-redis.sh")
 }
 
 /// A clock the test moves: µs since the epoch, starting at `unix_secs`.

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::require;
+use crate::support::require;
 
 /// Runs `program args` with `env`, returning stdout; panics with stderr on failure.
 pub async fn run_program(

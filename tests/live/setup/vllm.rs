@@ -28,16 +28,9 @@ static BACKEND: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `SYSTEMONE_VLLM_URL` without a trailing slash; fails (never skips) when it is unset.
 pub(crate) fn vllm_url() -> String {
-    match std::env::var("SYSTEMONE_VLLM_URL") {
-        Ok(url) if !url.trim().is_empty() => url.trim().trim_end_matches('/').to_string(),
-        _ => panic!(
-            "SYSTEMONE_VLLM_URL is not set: it must be the base URL of a vLLM serving Gemma 3 \
-             270M as gemma-3-270m, ending in /v1 (e.g. http://127.0.0.1:8082/v1). Run the tests \
-             with scripts/test.sh (it starts one with scripts/start-vllm.sh and exports it), or \
-             start one with `eval \"$(scripts/start-vllm.sh 0)\"` and export \
-             SYSTEMONE_VLLM_URL=$VLLM_URL yourself (it holds ~8 GB of RAM)"
-        ),
-    }
+    crate::support::require("SYSTEMONE_VLLM_URL", "scripts/start-vllm.sh")
+        .trim_end_matches('/')
+        .to_string()
 }
 
 /// The server root (for `/health`, `/tokenize`): the base URL without `/v1`.
