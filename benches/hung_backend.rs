@@ -17,6 +17,10 @@
 
 // Shared with the tests; this bench uses a part of it.
 #[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
 #[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
@@ -103,9 +107,7 @@ struct LoadCounts {
 
 async fn faulty_load(binary: &Path, requests: usize, max_wall: Duration) -> LoadCounts {
     let fake = FakeVllm::start().await;
-    fake.state
-        .keep_bodies
-        .store(false, std::sync::atomic::Ordering::SeqCst);
+    fake.set_keep_bodies(false);
     let (_service, addr) = start_on_fake(binary, &fake.base_url(), &["--read-timeout-secs", "2"]);
     let client = support::load_client(64, Duration::from_secs(120));
     assert_eq!(

@@ -24,6 +24,10 @@
 
 // Shared with the tests; this bench uses a part of it.
 #[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
 #[path = "../tests/hermetic/setup/fake_native.rs"]
 mod fake_native;
 #[path = "support/mod.rs"]

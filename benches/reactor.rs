@@ -46,6 +46,10 @@
 
 // Shared with the tests; this bench uses a part of it.
 #[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
 #[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 // Shared with the tests; this bench uses a part of it.

@@ -5,6 +5,8 @@
 //! Suites needing a real llama-server, vLLM, Redis, PostgreSQL, Chromium, an SDK or the real
 //! tokenizers are in `tests/live/`; a subject with tests in both keeps one module name in each.
 
+#[path = "../support/fake_server.rs"]
+mod fake_server;
 #[path = "../support/fake_vllm.rs"]
 mod fake_vllm;
 mod setup;

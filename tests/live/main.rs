@@ -4,6 +4,10 @@
 //! test fails at once, naming the script that provides what it lacks, when its environment
 //! variable is not set (`setup::require`); none skips.
 
+/// The fakes' harness, here only under the fake vLLM (see above).
+#[allow(dead_code)]
+#[path = "../support/fake_server.rs"]
+mod fake_server;
 /// The fake vLLM of `tests/support/`, here a plain backend behind the SDKs, the real
 /// stores and the browser. Its fault levers (`set_fault`, the `Fault` variants, the tokenizer
 /// and context-length knobs) are turned only by the hermetic tier, which builds the same

@@ -26,6 +26,8 @@ use axum::Router;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::fake_server::{self, Recorder};
+
 /// How the fake misbehaves.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fault {
@@ -72,10 +74,9 @@ pub enum Fault {
 pub struct FakeState {
     /// The active fault.
     pub fault: Mutex<Fault>,
-    /// Every chat body received, in arrival order.
-    pub chat_bodies: Mutex<Vec<Value>>,
-    /// Chat requests received.
-    pub chat_requests: AtomicUsize,
+    /// The chat requests: their count, bodies (kept unless a long load run turns that
+    /// off) and the most in flight at once.
+    pub chat: Recorder,
     /// The `max_model_len` `/v1/models` reports (0: the route answers 404, as a host that
     /// does not report its window).
     pub max_model_len: AtomicUsize,
@@ -84,10 +85,6 @@ pub struct FakeState {
     pub tokenizer_checks: AtomicUsize,
     /// Every `/tokenize` request received.
     pub tokenize_requests: AtomicUsize,
-    /// Requests being handled right now.
-    pub in_flight: AtomicUsize,
-    /// The most ever handled at once.
-    pub max_in_flight: AtomicUsize,
     /// Recorded answers: (user content as JSON text, logprob_token_ids) → response.
     pub recorded: Mutex<HashMap<(String, Vec<u64>), Value>>,
     /// Delay applied to every correct answer (tokio time).
@@ -98,9 +95,6 @@ pub struct FakeState {
     /// Added to every digit-token id the tokenizer returns: a non-zero value simulates a
     /// different tokenizer served under the same model name.
     pub token_id_offset: AtomicUsize,
-    /// Whether chat bodies are kept in `chat_bodies` (default true; a long load run turns
-    /// it off so the log does not grow).
-    pub keep_bodies: AtomicBool,
     /// Chat requests seen since [`Fault::Mixed`], [`Fault::Bursts`] or [`Fault::SlowEvery`]
     /// was set.
     pub mixed_seen: AtomicUsize,
@@ -123,18 +117,14 @@ impl FakeVllm {
     pub async fn start() -> Self {
         let state = Arc::new(FakeState {
             fault: Mutex::new(Fault::None),
-            chat_bodies: Mutex::new(Vec::new()),
-            chat_requests: AtomicUsize::new(0),
+            chat: Recorder::default(),
             max_model_len: AtomicUsize::new(DEFAULT_MAX_MODEL_LEN),
             tokenizer_checks: AtomicUsize::new(0),
             tokenize_requests: AtomicUsize::new(0),
-            in_flight: AtomicUsize::new(0),
-            max_in_flight: AtomicUsize::new(0),
             recorded: Mutex::new(HashMap::new()),
             delay: Mutex::new(Duration::ZERO),
             tokenizer_fault: Mutex::new(Fault::None),
             token_id_offset: AtomicUsize::new(0),
-            keep_bodies: AtomicBool::new(true),
             mixed_seen: AtomicUsize::new(0),
             mixed_hits: Mutex::new(Vec::new()),
             split_digits: AtomicBool::new(false),
@@ -144,13 +134,7 @@ impl FakeVllm {
             .route("/tokenize", post(tokenize))
             .route("/v1/models", axum::routing::get(models))
             .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind fake");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let addr = fake_server::serve(app).await;
         FakeVllm { addr, state }
     }
 
@@ -208,17 +192,17 @@ impl FakeVllm {
 
     /// Chat requests received so far.
     pub fn chat_requests(&self) -> usize {
-        self.state.chat_requests.load(Ordering::SeqCst)
+        self.state.chat.requests()
     }
 
     /// The most chat requests ever in flight at once.
     pub fn max_in_flight(&self) -> usize {
-        self.state.max_in_flight.load(Ordering::SeqCst)
+        self.state.chat.max_in_flight()
     }
 
     /// Bodies received so far.
     pub fn chat_bodies(&self) -> Vec<Value> {
-        self.state.chat_bodies.lock().expect("lock").clone()
+        self.state.chat.bodies()
     }
 
     /// Installs a recorded answer for a (content, ids) pair.
@@ -231,37 +215,16 @@ impl FakeVllm {
     }
 }
 
-struct InFlightGuard(Arc<FakeState>);
-
-impl InFlightGuard {
-    fn enter(state: &Arc<FakeState>) -> Self {
-        let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        state.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        InFlightGuard(state.clone())
-    }
-}
-
-impl Drop for InFlightGuard {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
+/// vLLM's error body, with `status`.
 fn error(status: StatusCode, message: &str) -> Response {
-    (
-        status,
-        axum::Json(json!({"object": "error", "message": message, "code": status.as_u16()})),
-    )
-        .into_response()
+    with_retry_after(status, message, &None)
 }
 
-fn with_retry_after(mut response: Response, value: &Option<String>) -> Response {
-    if let Some(v) = value {
-        response
-            .headers_mut()
-            .insert("retry-after", v.parse().expect("header value"));
-    }
-    response
+/// [`error`] with a `Retry-After` header of `value`, when there is one.
+fn with_retry_after(status: StatusCode, message: &str, value: &Option<String>) -> Response {
+    let body = json!({"object": "error", "message": message, "code": status.as_u16()});
+    let retry_after = value.as_deref().map(|v| ("retry-after", v));
+    fake_server::status(status.as_u16(), body, retry_after)
 }
 
 /// The toy chat template of the golden fake.
@@ -324,14 +287,11 @@ fn ids_of(v: &Value) -> Option<Vec<u64>> {
 }
 
 async fn chat(State(state): State<Arc<FakeState>>, body: axum::body::Bytes) -> Response {
-    state.chat_requests.fetch_add(1, Ordering::SeqCst);
-    let _guard = InFlightGuard::enter(&state);
+    let _in_flight = state.chat.enter();
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return error(StatusCode::BAD_REQUEST, "body is not JSON");
     };
-    if state.keep_bodies.load(Ordering::SeqCst) {
-        state.chat_bodies.lock().expect("lock").push(body.clone());
-    }
+    state.chat.keep(&body);
 
     let fault = state.fault.lock().expect("lock").clone();
     let fault = match fault {
@@ -343,19 +303,15 @@ async fn chat(State(state): State<Arc<FakeState>>, body: axum::body::Bytes) -> R
     match &fault {
         Fault::RateLimited(ra) => {
             return with_retry_after(
-                error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "rate limited at http://secret-backend.internal key sk-backend",
-                ),
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate limited at http://secret-backend.internal key sk-backend",
                 ra,
             )
         }
         Fault::Unavailable(ra) => {
             return with_retry_after(
-                error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "overloaded at http://secret-backend.internal",
-                ),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded at http://secret-backend.internal",
                 ra,
             )
         }
@@ -372,7 +328,7 @@ async fn chat(State(state): State<Arc<FakeState>>, body: axum::body::Bytes) -> R
             let echoed = format!("prompt too long near {}", &messages[from..]);
             return error(StatusCode::BAD_REQUEST, &echoed);
         }
-        Fault::MalformedJson => return (StatusCode::OK, "{\"choices\": [").into_response(),
+        Fault::MalformedJson => return fake_server::not_json("{\"choices\": [".into()),
         Fault::Slow(d) => tokio::time::sleep(*d).await,
         _ => {}
     }
@@ -565,10 +521,10 @@ async fn tokenize(
     let fault = state.tokenizer_fault.lock().expect("lock").clone();
     match &fault {
         Fault::RateLimited(ra) => {
-            return with_retry_after(error(StatusCode::TOO_MANY_REQUESTS, "rate limited"), ra)
+            return with_retry_after(StatusCode::TOO_MANY_REQUESTS, "rate limited", ra)
         }
         Fault::ServerError => return error(StatusCode::INTERNAL_SERVER_ERROR, "tokenizer failed"),
-        Fault::MalformedJson => return (StatusCode::OK, "{\"tokens\": [").into_response(),
+        Fault::MalformedJson => return fake_server::not_json("{\"tokens\": [".into()),
         Fault::Slow(d) => tokio::time::sleep(*d).await,
         _ => {}
     }
@@ -646,9 +602,10 @@ impl MixedFault {
 }
 
 impl FakeVllm {
-    /// Keeps (true, the default) or stops keeping every chat body in `chat_bodies`.
+    /// Keeps (true, the default) or stops keeping every chat body (a long load run turns it
+    /// off so the record does not grow); either way those kept so far are forgotten.
     pub fn set_keep_bodies(&self, keep: bool) {
-        self.state.keep_bodies.store(keep, Ordering::SeqCst);
+        self.state.chat.set_keep_bodies(keep);
     }
 
     /// The faults [`Fault::Mixed`] injected since the last call, in injection order.

@@ -65,7 +65,9 @@ fn install() -> Captured {
     };
     tracing_subscriber::registry()
         .with(tracing_subscriber::filter::LevelFilter::TRACE)
-        .with(tracing_subscriber::filter::filter_fn(|_| {
+        // Dynamic: decided at every event, where a plain filter_fn's verdict is cached per
+        // callsite the first time it is hit.
+        .with(tracing_subscriber::filter::dynamic_filter_fn(|_, _| {
             CAPTURING.load(Ordering::SeqCst) > 0
         }))
         .with(

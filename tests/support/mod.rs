@@ -5,8 +5,9 @@
 //! requests), `llama` and `proxy` (the llama.cpp end-to-end tests' setup, shape checks and
 //! recording proxy), `redis` (a real redis-server and replicas sharing it).
 
-// The fake vLLM is declared by each tier's main.rs (the live tier borrows it as a plain
-// backend and leaves its fault levers to the hermetic tier); it is reached here as ever.
+// The fake vLLM and the fakes' harness (`fake_server`) are declared by each tier's main.rs:
+// the live tier borrows the fake vLLM as a plain backend and leaves its fault levers to the
+// hermetic tier. The fake vLLM is reached here as ever.
 pub(crate) use crate::fake_vllm;
 
 pub mod answers;

@@ -10,10 +10,11 @@
 //!   `x-typesafe-request-id`, `retry-after-ms` and 529; Ollama's `{"error": …}` bodies;
 //!   vLLM's 501 for a model it does not serve natively; plus 5xx, malformed answers,
 //!   slowness and a hang. Every error text repeats a canary that must never reach a caller.
-//! * It counts requests, keeps every body, and tracks the most in flight at once.
+//! * It counts requests, keeps every body, and tracks the most in flight at once
+//!   (`fake_server::Recorder`).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ use axum::routing::post;
 use axum::Router;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
+
+use crate::fake_server::{self, Recorder};
 
 /// Which native server the fake plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,11 +71,9 @@ pub enum Fault {
 pub struct NativeState {
     pub flavor: Flavor,
     pub fault: Mutex<Fault>,
-    pub bodies: Mutex<Vec<Value>>,
+    /// The requests: their count, bodies and the most in flight at once.
+    pub calls: Recorder,
     pub auth: Mutex<Vec<Option<String>>>,
-    pub requests: AtomicUsize,
-    pub in_flight: AtomicUsize,
-    pub max_in_flight: AtomicUsize,
     /// Whether `unsure…` questions get a peaked answer too (a stronger model).
     pub always_sure: std::sync::atomic::AtomicBool,
 }
@@ -89,23 +90,14 @@ impl FakeNative {
         let state = Arc::new(NativeState {
             flavor,
             fault: Mutex::new(Fault::None),
-            bodies: Mutex::new(Vec::new()),
+            calls: Recorder::default(),
             auth: Mutex::new(Vec::new()),
-            requests: AtomicUsize::new(0),
-            in_flight: AtomicUsize::new(0),
-            max_in_flight: AtomicUsize::new(0),
             always_sure: std::sync::atomic::AtomicBool::new(false),
         });
         let app = Router::new()
             .route("/v1/systemone", post(answer))
             .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind fake");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let addr = fake_server::serve(app).await;
         FakeNative { addr, state }
     }
 
@@ -120,12 +112,12 @@ impl FakeNative {
 
     /// Requests received (faulty ones included).
     pub fn requests(&self) -> usize {
-        self.state.requests.load(Ordering::SeqCst)
+        self.state.calls.requests()
     }
 
     /// Every body received, in arrival order.
     pub fn bodies(&self) -> Vec<Value> {
-        self.state.bodies.lock().expect("lock").clone()
+        self.state.calls.bodies()
     }
 
     /// The `Authorization` header of every request.
@@ -139,7 +131,7 @@ impl FakeNative {
     }
 
     pub fn max_in_flight(&self) -> usize {
-        self.state.max_in_flight.load(Ordering::SeqCst)
+        self.state.calls.max_in_flight()
     }
 
     /// The fake's answer to `body` (what a correct answer holds).
@@ -148,31 +140,19 @@ impl FakeNative {
     }
 }
 
-/// Counts the request in flight until dropped.
-struct InFlight<'a>(&'a NativeState);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 async fn answer(
     State(state): State<Arc<NativeState>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    state.requests.fetch_add(1, Ordering::SeqCst);
-    let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-    state.max_in_flight.fetch_max(now, Ordering::SeqCst);
-    let _guard = InFlight(&state);
+    let _in_flight = state.calls.enter();
     let auth = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .map(String::from);
     state.auth.lock().expect("lock").push(auth);
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    state.bodies.lock().expect("lock").push(body.clone());
+    state.calls.keep(&body);
     let fault = state.fault.lock().expect("lock").clone();
     let mut body = body;
     if state.always_sure.load(Ordering::SeqCst) {
@@ -202,7 +182,7 @@ async fn respond(flavor: Flavor, fault: Fault, body: &Value) -> Response {
         Fault::MistypedField => ok(broken(body, |a| {
             a.insert("confidence".into(), json!("high"));
         })),
-        Fault::NotJson => (StatusCode::OK, format!("<html>{CANARY}</html>")).into_response(),
+        Fault::NotJson => fake_server::not_json(format!("<html>{CANARY}</html>")),
         Fault::NoUsage => {
             let mut a = answer_body(body);
             a.as_object_mut().expect("object").remove("usage");
@@ -221,28 +201,28 @@ async fn respond(flavor: Flavor, fault: Fault, body: &Value) -> Response {
 
 /// An error answer of `status` carrying a wait, in the flavor's header.
 fn waited(flavor: Flavor, status: u16, wait_ms: u64) -> Response {
-    let mut r = error(flavor, status);
     let (name, value) = match flavor {
         Flavor::TypeSafe => ("retry-after-ms", wait_ms.to_string()),
         _ => ("retry-after", wait_ms.div_ceil(1000).to_string()),
     };
-    r.headers_mut()
-        .insert(name, value.parse().expect("header value"));
-    r
+    fake_server::status(status, error_body(flavor, status), Some((name, &value)))
 }
 
-/// `status` with the flavor's error body, each carrying [`CANARY`].
+/// `status` with the flavor's error body.
 fn error(flavor: Flavor, status: u16) -> Response {
-    let body = match (flavor, status) {
+    fake_server::status(status, error_body(flavor, status), None)
+}
+
+/// The flavor's error body for `status`, each carrying [`CANARY`].
+fn error_body(flavor: Flavor, status: u16) -> Value {
+    match (flavor, status) {
         (Flavor::TypeSafe, 422) => {
             json!({"detail": [{"loc": ["body", "questions"], "msg": CANARY, "type": "value_error"}]})
         }
         (Flavor::TypeSafe, _) => json!({"error": {"message": CANARY, "type": "api_error"}}),
         (Flavor::Ollama, _) => json!({"error": CANARY}),
         (Flavor::Vllm, _) => json!({"object": "error", "message": CANARY, "code": status}),
-    };
-    let status = StatusCode::from_u16(status).expect("status");
-    (status, axum::Json(body)).into_response()
+    }
 }
 
 /// A correct answer with `edit` applied to the first answer.

@@ -13,7 +13,6 @@
 //! flight at once.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +23,8 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+
+use crate::fake_server::{self, Recorder};
 
 /// What happens to `top_logprobs` above the cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,10 +175,8 @@ struct FakeState {
     /// The label ids, most likely first (their rank sets their base logit).
     label_rank: std::collections::HashMap<u32, usize>,
     fault: Mutex<Fault>,
-    bodies: Mutex<Vec<Value>>,
-    requests: AtomicUsize,
-    in_flight: AtomicUsize,
-    max_in_flight: AtomicUsize,
+    /// The chat requests: their count, bodies and the most in flight at once.
+    chat: Recorder,
 }
 
 /// A running fake host.
@@ -213,21 +212,12 @@ impl FakeOpenAi {
             vocab,
             label_rank,
             fault: Mutex::new(Fault::None),
-            bodies: Mutex::new(Vec::new()),
-            requests: AtomicUsize::new(0),
-            in_flight: AtomicUsize::new(0),
-            max_in_flight: AtomicUsize::new(0),
+            chat: Recorder::default(),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let addr = fake_server::serve(app).await;
         FakeOpenAi { addr, state }
     }
 
@@ -241,17 +231,17 @@ impl FakeOpenAi {
 
     /// Chat requests received.
     pub fn requests(&self) -> usize {
-        self.state.requests.load(Ordering::SeqCst)
+        self.state.chat.requests()
     }
 
     /// The most requests handled at once.
     pub fn max_in_flight(&self) -> usize {
-        self.state.max_in_flight.load(Ordering::SeqCst)
+        self.state.chat.max_in_flight()
     }
 
     /// Every body received, in arrival order.
     pub fn bodies(&self) -> Vec<Value> {
-        self.state.bodies.lock().expect("lock").clone()
+        self.state.chat.bodies()
     }
 
     /// The bodies of option reads (prefill `answer=…`, a question in the user message),
@@ -346,11 +336,7 @@ fn error(status: u16, body: &Value) -> Response {
         "upstream secret-backend.internal with key sk-backend refused: {}",
         body["messages"]
     );
-    (
-        StatusCode::from_u16(status).expect("status"),
-        Json(json!({"error": {"message": text}})),
-    )
-        .into_response()
+    fake_server::status(status, json!({"error": {"message": text}}), None)
 }
 
 /// One entry as the family writes it.
@@ -366,13 +352,9 @@ fn entry(family: Family, id: u32, text: &str, lp: f64) -> Value {
 }
 
 async fn chat(State(state): State<Arc<FakeState>>, Json(body): Json<Value>) -> Response {
-    state.requests.fetch_add(1, Ordering::SeqCst);
-    state.bodies.lock().expect("lock").push(body.clone());
-    let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-    state.max_in_flight.fetch_max(now, Ordering::SeqCst);
-    let response = answer(&state, &body).await;
-    state.in_flight.fetch_sub(1, Ordering::SeqCst);
-    response
+    let _in_flight = state.chat.enter();
+    state.chat.keep(&body);
+    answer(&state, &body).await
 }
 
 async fn answer(state: &FakeState, body: &Value) -> Response {
@@ -381,7 +363,7 @@ async fn answer(state: &FakeState, body: &Value) -> Response {
     match &fault {
         Fault::Status(s) => return error(*s, body),
         Fault::Slow(d) => tokio::time::sleep(*d).await,
-        Fault::MalformedJson => return (StatusCode::OK, "{\"choices\": [").into_response(),
+        Fault::MalformedJson => return fake_server::not_json("{\"choices\": [".into()),
         _ => {}
     }
     if family.prefill == FakePrefill::Answered && body.get("continue_final_message").is_some() {
