@@ -44,7 +44,10 @@ use fake_vllm::FakeVllm;
 pub fn require(name: &str, script: &str) -> String {
     match std::env::var(name) {
         Ok(value) if !value.trim().is_empty() => value.trim().to_string(),
-        _ => panic!("{name} is not set: run {script} (scripts/test.sh runs it and exports it)"),
+        _ if script == "scripts/test.sh" => {
+            panic!("{name} is not set: run the tests with {script}")
+        }
+        _ => panic!("{name} is not set: run {script} (scripts/test.sh runs it and exports {name})"),
     }
 }
 

@@ -14,6 +14,8 @@ pub struct OwnPostgres {
 impl OwnPostgres {
     /// A new cluster on a free port.
     pub fn start() -> Self {
+        // Set by scripts/start-postgres.sh, which installs the PostgreSQL this runs.
+        crate::support::ledger::postgres_url();
         let vars = start_script(&[]);
         let url = vars["POSTGRES_URL"].clone();
         let port = url
