@@ -2,7 +2,7 @@
 //! the same request sent straight to the upstream, and through the service with
 //! `--backend systemone`, side by side.
 //!
-//! * The upstream is the fake native server of the tests (`tests/support/fake_native.rs`,
+//! * The upstream is the fake native server of the tests (`tests/hermetic/setup/fake_native.rs`,
 //!   TypeSafe flavor, no added latency), in this process on its own runtime, so the
 //!   difference is the service's own work: parsing and validating the caller's body,
 //!   rebuilding it for the upstream, one more HTTP hop on loopback, checking the answer

@@ -1,7 +1,7 @@
 //! API keys never reach the logs (issue 5 "Keys never appear in logs or errors").
 //!
-//! A test binary of its own because it installs a global TRACE subscriber (as
-//! `tests/robustness_privacy.rs` does) writing every event and span, text and JSON, into memory.
+//! It captures the binary's TRACE log (`support::log::capture`, as
+//! `tests/hermetic/robustness_privacy.rs` does): every event and span, text and JSON, in memory.
 //! Requests with the right keys (from `SYSTEMONE_API_KEYS`-style `--api-keys`, a keys
 //! file's sha256 and its `key_env`), a wrong key, no key, and keys refused by their
 //! requests-per-minute and daily limits each leave a "request finished" line naming the

@@ -210,9 +210,6 @@ fn probes() -> Vec<Probe> {
     probes
 }
 
-/// The process-wide TRACE log of this test binary, in memory, text and JSON formats, every
-/// span event included; `log`-crate records are bridged in too (as `main` does).
-///
 /// Caller content never reaches the logs: with a TRACE subscriber writing every event and
 /// span (text and JSON formats) into memory, requests carrying `CANARY-7f3a` in the state,
 /// question ids, instructions, labels, descriptions, levels and history, answered, refused

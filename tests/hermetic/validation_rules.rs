@@ -7,14 +7,14 @@
 //!
 //! The rows are run by `tests/support/rows.rs`, which says what it checks of each one; the
 //! compressed and multipart bodies of the official SDK's transport are in
-//! `tests/validation_transport.rs`.
+//! `tests/hermetic/validation_transport.rs`.
 
 use serde_json::{json, Map, Value};
 
 use crate::setup::rows::{assert_rows_hold, base, choice, fail, pass, top, Expect, Row, STATE};
 
 /// A row whose raw body repeats a key: refused with 422 `system_one_duplicate_key` at `at`,
-/// naming the two entries by position (`tests/robustness_privacy.rs` checks the key itself
+/// naming the two entries by position (`tests/hermetic/robustness_privacy.rs` checks the key itself
 /// is never named).
 fn duplicate(name: &str, body: &str, at: &[&str], positions: &str) -> Row {
     fail(name, body, 422, "system_one_duplicate_key")

@@ -52,7 +52,7 @@ fn count(replies: &[Reply], status: u16, code: &str) -> usize {
 /// enough that the failure policy never steps in: these tests are about exact shared
 /// counting, and with every replica, the fake and the driver on 2 shared cores a call can
 /// wait more than the 50 ms default for a worker thread (then `fail_open` would count
-/// locally, as `tests/limits_faults.rs` shows).
+/// locally, as `tests/live/limits_faults.rs` shows).
 fn on_redis<'a>(url: &'a str, prefix: &'a str) -> [&'a str; 6] {
     [
         "--redis-url",

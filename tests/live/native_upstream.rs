@@ -2,7 +2,7 @@
 //! real llama-server with Gemma 3 270M) is the native System One server, and a front service
 //! reaches it with `--backend systemone`.
 //!
-//! * The official TypeSafe Python SDK (`tests/sdk/system_one.py`, as `tests/llamacpp_sdk.rs`
+//! * The official TypeSafe Python SDK (`tests/sdk/system_one.py`, as `tests/live/llamacpp_sdk.rs`
 //!   drives it) gets the same numbers through the front as directly from the upstream (to
 //!   `setup::SAME_READ`: two requests' reads of the same prompts),
 //!   a 40-option choice and a zstd-compressed body included; its 256-option choice is a 422

@@ -1,5 +1,5 @@
-//! What the property tests of `POST /v1/systemone` share (`tests/robustness_malformed.rs`,
-//! `tests/robustness_answers.rs`): the real router driven in-process
+//! What the property tests of `POST /v1/systemone` share (`tests/hermetic/robustness_malformed.rs`,
+//! `tests/hermetic/robustness_answers.rs`): the real router driven in-process
 //! (`tower::ServiceExt::oneshot`) against a fake vLLM server, with the contract's invariants
 //! checked on every reply, a proptest runner without failure persistence, and the generator
 //! of requests valid by construction (which the malformed requests also start from).

@@ -1,5 +1,5 @@
-//! The runner of the validation table (`tests/validation_rules.rs`,
-//! `tests/validation_transport.rs`): rows sent over HTTP to a service in front of the fake
+//! The runner of the validation table (`tests/hermetic/validation_rules.rs`,
+//! `tests/hermetic/validation_transport.rs`): rows sent over HTTP to a service in front of the fake
 //! vLLM server, each checked against what it expects.
 //!
 //! Each row is a request body (raw bytes or JSON), optional headers, the service flags it
@@ -216,7 +216,7 @@ fn asked(body: &Body) -> Vec<(String, String)> {
     questions_of(&v)
 }
 
-/// The `request` part of a multipart body (`multipart` in `tests/validation_transport.rs`).
+/// The `request` part of a multipart body (`multipart` in `tests/hermetic/validation_transport.rs`).
 fn multipart_request_part(body: &[u8]) -> Vec<u8> {
     let find = |from: usize, needle: &[u8]| {
         body[from..]

@@ -3,9 +3,8 @@
 //! fail, never skip, without it), a turn at the single-slot backend, the service's
 //! configuration for it, and the checks of the contract's answer and usage shapes.
 //!
-//! The tests of one binary take turns at the backend ([`backend_turn`]), and cargo runs the
-//! test binaries one after another, so no test's reads queue behind another's and each
-//! test's timing (printed to stderr) is its own.
+//! The tests of the live binary take turns at the backend ([`backend_turn`]), so no test's
+//! reads queue behind another's and each test's timing (printed to stderr) is its own.
 
 use axum::http::HeaderMap;
 use serde_json::{json, Map, Value};

@@ -2,7 +2,7 @@
 //! hosted APIs are: it adds `post_sampling_probs: true` and a neutral sampler (`top_k: 0,
 //! min_p: 0`) to every chat request, answers `top_logprobs` above the cap with a 400, and
 //! turns the answer's `top_probs` (probabilities after the bias) into `top_logprobs`.
-//! Shared by `tests/openai_llama.rs` and `benches/openai.rs`.
+//! Shared by `tests/live/openai_llama.rs` and `benches/openai.rs`.
 
 use std::net::SocketAddr;
 

