@@ -219,11 +219,22 @@ fn vm_rss_kib() -> u64 {
 
 /// 10,000 requests at concurrency 128, 5% of them hit by a backend fault: each answer is a
 /// 200 or the contract's error for its fault, the in-flight cap holds, memory stays flat.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_thousand_requests_with_five_percent_faults() {
-    tokio::time::timeout(Duration::from_secs(120), run())
-        .await
-        .expect("the load run finishes within 120 s");
+/// In a process of its own (`setup::alone`): it measures the process's memory.
+#[test]
+fn ten_thousand_requests_with_five_percent_faults() {
+    if crate::setup::alone("gateway_load::ten_thousand_requests_with_five_percent_faults") {
+        return;
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(120), run())
+                .await
+                .expect("the load run finishes within 120 s");
+        });
 }
 
 async fn run() {

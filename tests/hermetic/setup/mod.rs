@@ -85,3 +85,30 @@ pub fn with_api_keys_env<T>(keys: &str, f: impl FnOnce() -> T) -> T {
     let _unset = Unset;
     f()
 }
+
+/// Runs the test `name` (its path in this binary) alone, in a fresh process of this binary,
+/// for a test that measures the whole process (its resident memory), which the suites
+/// running beside it in this process would disturb. Returns `true` in the test's first
+/// process, after the fresh one passed (the test has nothing left to do); `false` in the
+/// fresh one, which runs the test's body.
+pub fn alone(name: &str) -> bool {
+    const ALONE: &str = "SYSTEMONE_TEST_ALONE";
+    if std::env::var(ALONE).is_ok_and(|v| v == name) {
+        return false;
+    }
+    let exe = std::env::current_exe().expect("this test binary");
+    let out = std::process::Command::new(exe)
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env(ALONE, name)
+        .output()
+        .expect("this test binary runs");
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    let ran = String::from_utf8_lossy(&out.stdout).contains("1 passed");
+    assert!(
+        out.status.success() && ran,
+        "{name}, run alone: {}",
+        out.status
+    );
+    true
+}
