@@ -13,18 +13,23 @@
 //! `64,128`), `BODY_MEMORY_FLAGS` (extra `serve` flags, space-separated, e.g.
 //! `--max-body-memory-mb 512`).
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::process::Command;
 use std::time::Duration;
 
 use fake_vllm::FakeVllm;
-use support::fake_backend_flags;
+use std::path::Path;
 
 /// Bytes of the state string: with the JSON around it, just under the 24 MiB limit.
 const STATE_BYTES: usize = 23 * 1024 * 1024;
@@ -57,17 +62,10 @@ fn proc_mib(pid: u32, field: &str) -> f64 {
 fn burst(fake_url: &str, n: usize, body: &[u8]) -> (BTreeMap<u16, usize>, f64, f64, f64) {
     let bin = std::env::var("BODY_MEMORY_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_systemone").to_string());
-    let mut command = Command::new(bin);
-    command
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(fake_backend_flags(fake_url))
-        .args(["--max-concurrent-requests", "1024"])
-        .env("RUST_LOG", support::SERVICE_RUST_LOG)
-        .env("NO_COLOR", "1");
-    support::own_ledger(&mut command);
     let flags = std::env::var("BODY_MEMORY_FLAGS").unwrap_or_default();
-    command.args(flags.split_whitespace());
-    let (service, addr) = support::start_service(command, |_, _| {});
+    let mut extra = vec!["--max-concurrent-requests", "1024"];
+    extra.extend(flags.split_whitespace());
+    let (service, addr) = support::start_on_fake(Path::new(&bin), fake_url, &extra);
     let pid = service.pid();
     let url = format!("http://{addr}/v1/systemone");
     let client = support::load_client(n, Duration::from_secs(120));

@@ -16,7 +16,13 @@
 //! service's `--header-read-timeout-secs` / `--body-read-timeout-secs`, default 10 / 30:
 //! the shipped defaults).
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
 mod support;
@@ -30,7 +36,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use fake_vllm::FakeVllm;
-use support::{drive, env_secs, fake_backend_flags, serve_command, Phase};
+use support::{drive, env_secs, Phase};
 
 const ROUNDS: u32 = 3;
 const CALLERS: usize = 16;
@@ -150,14 +156,16 @@ fn main() {
     let fake_rt = support::runtime("fake-vllm");
     let fake = fake_rt.block_on(FakeVllm::start());
     fake.set_keep_bodies(false);
-    let mut command = serve_command(&fake_backend_flags(&fake.base_url()));
-    command.args([
-        "--header-read-timeout-secs",
-        &header,
-        "--body-read-timeout-secs",
-        &body_timeout,
-    ]);
-    let (_service, addr) = support::start_service(command, |_, _| {});
+    let (_service, addr) = support::start_on_fake(
+        support::built_binary(),
+        &fake.base_url(),
+        &[
+            "--header-read-timeout-secs",
+            &header,
+            "--body-read-timeout-secs",
+            &body_timeout,
+        ],
+    );
 
     let client_rt = support::runtime("load-client");
     let client = support::load_client(CALLERS, Duration::from_secs(30));

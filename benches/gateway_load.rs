@@ -29,7 +29,13 @@
 //! default 6, split over 6 rounds), `GATEWAY_LOAD_WARMUP_SECS` (per round, default 0.25).
 //! The default run measures for about 60 s.
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
 mod support;
@@ -39,7 +45,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fake_vllm::FakeVllm;
-use support::{drive, env_secs, fake_backend_flags, serve_command, ServiceGuard};
+use support::{built_binary, drive, env_secs, start_on_fake, ServiceGuard};
 
 const ROUNDS: u32 = 6;
 const LEVELS: [usize; 2] = [1, 64];
@@ -50,33 +56,12 @@ fn bearer(n_keys: usize) -> String {
     format!("Bearer sk-gateway-bench-{:04}", n_keys.max(1))
 }
 
-/// Starts the service against `backend_url` with `extra` flags; returns it and its address.
-fn start_service(backend_url: &str, extra: &[&str]) -> (ServiceGuard, SocketAddr) {
-    let mut command = serve_command(&fake_backend_flags(backend_url));
-    command
-        .args(extra)
-        .env_remove("SYSTEMONE_API_KEYS")
-        .env_remove("SYSTEMONE_KEYS_FILE");
-    support::start_service(command, |_, _| {})
-}
-
-/// Writes a keys file with `n` keys (`k0001` …), each with generous limits.
-fn keys_file(dir: &Path, n: usize) -> PathBuf {
-    let mut text = String::with_capacity(n * 200);
-    for i in 1..=n {
-        let key = format!("sk-gateway-bench-{i:04}");
-        let hex: String = systemone::http::auth::digest(&key)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        text.push_str(&format!(
-            "[[key]]\nname = \"k{i:04}\"\nsha256 = \"{hex}\"\nrequests_per_minute = 1000000000\n\
-             questions_per_minute = 1000000000\ndaily_questions = 9000000000000000000\n\n"
-        ));
-    }
-    let path = dir.join(format!("keys-{n}.toml"));
-    std::fs::write(&path, text).expect("write the keys file");
-    path
+/// A keys file with `n` keys (`k0001` …, `sk-gateway-bench-0001` …).
+fn gateway_keys(dir: &Path, n: usize) -> PathBuf {
+    let keys: Vec<(String, String)> = (1..=n)
+        .map(|i| (format!("k{i:04}"), format!("sk-gateway-bench-{i:04}")))
+        .collect();
+    support::keys_file(&dir.join(format!("keys-{n}.toml")), &keys)
 }
 
 fn main() {
@@ -94,8 +79,8 @@ fn main() {
         uuid::Uuid::new_v4().simple()
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let one = keys_file(&dir, 1);
-    let thousand = keys_file(&dir, 1000);
+    let one = gateway_keys(&dir, 1);
+    let thousand = gateway_keys(&dir, 1000);
     let configs: Vec<(&str, usize, Vec<&str>)> = vec![
         ("open (no keys)", 0, vec![]),
         ("open again (A/A noise floor)", 0, vec![]),
@@ -112,7 +97,7 @@ fn main() {
     ];
     let services: Vec<(ServiceGuard, SocketAddr)> = configs
         .iter()
-        .map(|(_, _, flags)| start_service(&fake.base_url(), flags))
+        .map(|(_, _, flags)| start_on_fake(built_binary(), &fake.base_url(), flags))
         .collect();
 
     let client_rt = support::runtime("load-client");

@@ -15,37 +15,29 @@
 //! `HUNG_BASE_BIN=/path/to/old/systemone cargo bench --bench hung_backend` (without it only
 //! the new binary runs). Each binary runs in turn, old first, against a fresh fake.
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
 mod support;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{json, Value};
 
 use fake_vllm::{FakeVllm, Fault};
-use support::{fake_backend_flags, own_ledger, ServiceGuard, SERVICE_RUST_LOG};
+use support::start_on_fake;
 
 const HANG: Duration = Duration::from_secs(3600);
 const STALL: Duration = Duration::from_millis(300);
-
-/// `binary serve` in front of `backend_url` with `extra` flags.
-fn start(binary: &PathBuf, backend_url: &str, extra: &[&str]) -> (ServiceGuard, SocketAddr) {
-    let mut command = Command::new(binary);
-    command
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(fake_backend_flags(backend_url))
-        .args(extra)
-        .env("RUST_LOG", SERVICE_RUST_LOG)
-        .env("NO_COLOR", "1");
-    own_ledger(&mut command);
-    support::start_service(command, |_, _| {})
-}
 
 fn question(i: usize) -> Value {
     json!({
@@ -72,9 +64,9 @@ async fn ask(
 }
 
 /// Seconds from the start until the first normal answer after the backend recovered.
-async fn timeline(binary: &PathBuf, extra: &[&str]) -> f64 {
+async fn timeline(binary: &Path, extra: &[&str]) -> f64 {
     let fake = FakeVllm::start().await;
-    let (_service, addr) = start(binary, &fake.base_url(), extra);
+    let (_service, addr) = start_on_fake(binary, &fake.base_url(), extra);
     let client = reqwest::Client::new();
     assert_eq!(
         ask(&client, addr, 0, Duration::from_secs(30)).await,
@@ -113,12 +105,10 @@ struct LoadCounts {
     wall: Duration,
 }
 
-async fn faulty_load(binary: &PathBuf, requests: usize, max_wall: Duration) -> LoadCounts {
+async fn faulty_load(binary: &Path, requests: usize, max_wall: Duration) -> LoadCounts {
     let fake = FakeVllm::start().await;
-    fake.state
-        .keep_bodies
-        .store(false, std::sync::atomic::Ordering::SeqCst);
-    let (_service, addr) = start(binary, &fake.base_url(), &["--read-timeout-secs", "2"]);
+    fake.set_keep_bodies(false);
+    let (_service, addr) = start_on_fake(binary, &fake.base_url(), &["--read-timeout-secs", "2"]);
     let client = support::load_client(64, Duration::from_secs(120));
     assert_eq!(
         ask(&client, addr, 0, Duration::from_secs(30)).await,

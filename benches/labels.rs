@@ -34,7 +34,7 @@
 //!    without the service: the request is validated and planned by the library
 //!    (`request::validate` → `request::prompt::plan` → `rendered()[0].reads.nodes` →
 //!    `LlamaCppBackend::body`, the exact bodies the service sends, as
-//!    `tests/llamacpp_labels.rs` builds them) and sent straight to llama-server, each
+//!    `tests/live/llamacpp_labels.rs` builds them) and sent straight to llama-server, each
 //!    sample on a new state: **wave** is the service's schedule (root alone, then all other
 //!    nodes at once, at most 16 in flight); **level** sends the root, then every depth-1
 //!    node at once, then every depth-2 node at once. With width-2 numerals (n ≤ 100) the

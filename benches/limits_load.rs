@@ -23,18 +23,23 @@
 //! and level, default 4, split over 4 rounds), `LIMITS_LOAD_WARMUP_SECS` (per round,
 //! default 0.25).
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "support/mod.rs"]
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fake_vllm::FakeVllm;
-use support::{drive, env_secs, fake_backend_flags, serve_command, Phase, ServiceGuard};
+use support::{built_binary, drive, env_secs, start_on_fake, Phase, ServiceGuard};
 
 const ROUNDS: u32 = 4;
 const LEVELS: [usize; 2] = [1, 64];
@@ -83,34 +88,6 @@ fn redis() -> Redis {
     }
 }
 
-/// A keys file with one key whose three limits never refuse in this run.
-fn keys_file(dir: &Path) -> PathBuf {
-    let hex: String = systemone::http::auth::digest("sk-limits-bench-1")
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let path = dir.join("keys.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[[key]]\nname = \"bench\"\nsha256 = \"{hex}\"\nrequests_per_minute = 1000000000\n\
-             questions_per_minute = 1000000000\ndaily_questions = 9000000000000000000\n"
-        ),
-    )
-    .expect("write the keys file");
-    path
-}
-
-fn start(backend_url: &str, extra: &[&str]) -> (ServiceGuard, SocketAddr) {
-    let mut command = serve_command(&fake_backend_flags(backend_url));
-    command
-        .args(extra)
-        .env_remove("SYSTEMONE_API_KEYS")
-        .env_remove("SYSTEMONE_REDIS_URL")
-        .env_remove("SYSTEMONE_STATE_DIR");
-    support::start_service(command, |_, _| {})
-}
-
 /// Sum of the values of every `/metrics` line starting with `prefix`.
 fn metric_sum(text: &str, prefix: &str) -> f64 {
     text.lines()
@@ -132,7 +109,10 @@ fn main() {
         uuid::Uuid::new_v4().simple()
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let keys = keys_file(&dir);
+    let keys = support::keys_file(
+        &dir.join("keys.toml"),
+        &[("bench".to_string(), "sk-limits-bench-1".to_string())],
+    );
     let keys = keys.to_str().expect("utf-8");
     let state_dir = dir.join("state");
     let prefix = format!("bench-{}", uuid::Uuid::new_v4().simple());
@@ -161,7 +141,7 @@ fn main() {
     ];
     let services: Vec<(ServiceGuard, SocketAddr)> = configs
         .iter()
-        .map(|(_, flags)| start(&fake.base_url(), flags))
+        .map(|(_, flags)| start_on_fake(built_binary(), &fake.base_url(), flags))
         .collect();
     let client_rt = support::runtime("load-client");
     let client = support::load_client(128, REQUEST_TIMEOUT);
@@ -206,7 +186,7 @@ fn main() {
 
     // One Redis replica against three sharing the Redis, concurrency 64 in all.
     let replicas: Vec<(ServiceGuard, SocketAddr)> = (0..2)
-        .map(|_| start(&fake.base_url(), &configs[1].1))
+        .map(|_| start_on_fake(built_binary(), &fake.base_url(), &configs[1].1))
         .collect();
     let three: Vec<SocketAddr> = std::iter::once(services[1].1)
         .chain(replicas.iter().map(|(_, a)| *a))

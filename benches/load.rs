@@ -37,7 +37,13 @@
 //! beside the services' CPU per answer; they run on `serve`'s default runtime, or as
 //! `LOAD_FLOOR_RUNTIME=current_thread|multi_thread` says).
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
 #[path = "floor/mod.rs"]
 mod floor;
@@ -46,7 +52,6 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -566,14 +571,14 @@ fn main() {
                     }
                     let commits_before = ledger_commits(&services[c].url);
                     let cpu_before = cpu_time(pid);
-                    let up_before = fake.state.chat_requests.load(Ordering::SeqCst);
+                    let up_before = fake.state.chat.requests();
                     let phase = run(post(&services[c].url, &bodies[si]), concurrency);
                     let m = &mut measured[row][c];
                     m.cpu += cpu_time(pid).saturating_sub(cpu_before);
                     let commits_after = ledger_commits(&services[c].url);
                     m.commits.0 += commits_after.0 - commits_before.0;
                     m.commits.1 += commits_after.1 - commits_before.1;
-                    m.upstream += fake.state.chat_requests.load(Ordering::SeqCst) - up_before;
+                    m.upstream += fake.state.chat.requests() - up_before;
                     m.peak_mb = m.peak_mb.max(memory(pid).1);
                     m.phase.merge(phase);
                 }
@@ -613,15 +618,14 @@ async fn capture_plan(
     post: &impl Fn(&str, &[u8]) -> reqwest::RequestBuilder,
 ) -> floor::Plan {
     let mut plan = floor::Plan::new();
-    fake.set_keep_bodies(true);
     for body in bodies {
-        fake.state.chat_bodies.lock().expect("lock").clear();
+        // Kept from here on, the bodies before forgotten.
+        fake.set_keep_bodies(true);
         let _ = post(new_url, body).send().await;
         let upstream = fake.chat_bodies().iter().map(Value::to_string).collect();
         plan.push((body.len(), upstream));
     }
     fake.set_keep_bodies(false);
-    fake.state.chat_bodies.lock().expect("lock").clear();
     plan
 }
 
@@ -649,7 +653,6 @@ fn sanity_check(
             }
         }
         fake.set_keep_bodies(true);
-        fake.state.chat_bodies.lock().expect("lock").clear();
         if let (Some(s), Some(body)) = (services.first(), bodies.first()) {
             let _ = post(&s.url, body).send().await;
             let sent = fake.chat_bodies();
@@ -663,7 +666,6 @@ fn sanity_check(
             }
         }
         fake.set_keep_bodies(false);
-        fake.state.chat_bodies.lock().expect("lock").clear();
     });
 }
 

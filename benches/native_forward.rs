@@ -2,7 +2,7 @@
 //! the same request sent straight to the upstream, and through the service with
 //! `--backend systemone`, side by side.
 //!
-//! * The upstream is the fake native server of the tests (`tests/common/fake_native.rs`,
+//! * The upstream is the fake native server of the tests (`tests/hermetic/setup/fake_native.rs`,
 //!   TypeSafe flavor, no added latency), in this process on its own runtime, so the
 //!   difference is the service's own work: parsing and validating the caller's body,
 //!   rebuilding it for the upstream, one more HTTP hop on loopback, checking the answer
@@ -22,7 +22,13 @@
 //! level and round, default 2), `NATIVE_ROUNDS` (default 3), `NATIVE_WARMUP_SECS` (default
 //! 0.3).
 
-#[path = "../tests/common/fake_native.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/hermetic/setup/fake_native.rs"]
 mod fake_native;
 #[path = "support/mod.rs"]
 mod support;

@@ -14,7 +14,7 @@
 //!   same reads as llama.cpp's, one request each);
 //! * **`openai post_bias`**: `--backend openai` on llama-server behind a small proxy in this
 //!   bench that makes it a post-bias host with a top-20 cap, as hosted APIs are
-//!   (`tests/common/post_bias_proxy.rs`: `post_sampling_probs: true` and a neutral sampler
+//!   (`tests/live/setup/post_bias_proxy.rs`: `post_sampling_probs: true` and a neutral sampler
 //!   on every request, a 400 above 20 `top_logprobs`, `top_probs` turned into
 //!   `top_logprobs`). With `--label-scheme letters` (Gemma 3's letters are single tokens),
 //!   20 options are one post-bias read and 50 options the anchor merge: 3 reads of at most
@@ -29,7 +29,9 @@
 //!
 //! `SYSTEMONE_LLAMA_URL=http://127.0.0.1:PORT/v1 cargo bench --bench openai`
 
-#[path = "../tests/common/post_bias_proxy.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/live/setup/post_bias_proxy.rs"]
 mod post_bias_proxy;
 #[path = "support/mod.rs"]
 mod support;

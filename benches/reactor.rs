@@ -44,9 +44,17 @@
 //! `SYSTEMONE_TOKENIZERS`, else from the directory `scripts/fetch-tokenizers.sh` prints
 //! (it fetches once into `~/.cache/systemone`). The default run takes about 70 s.
 
-#[path = "../tests/common/fake_vllm.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_server.rs"]
+mod fake_server;
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/support/fake_vllm.rs"]
 mod fake_vllm;
-#[path = "../tests/common/real_tokenizers.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/live/setup/tokenizers.rs"]
 mod real_tokenizers;
 #[path = "support/mod.rs"]
 mod support;

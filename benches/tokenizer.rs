@@ -12,7 +12,9 @@
 //!
 //! `cargo bench --bench tokenizer`
 
-#[path = "../tests/common/real_tokenizers.rs"]
+// Shared with the tests; this bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/live/setup/tokenizers.rs"]
 mod real_tokenizers;
 
 use std::hint::black_box;

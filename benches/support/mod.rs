@@ -2,12 +2,14 @@
 //! 127.0.0.1:0 (its address read from its `listening` log line); the load driver and what
 //! it measures; the ~1,000-character ticket state; environment knobs and table helpers.
 //!
-//! Each bench includes it with `#[path = "support/mod.rs"] mod support;`.
+//! Each bench includes it with `#[path = "support/mod.rs"] mod support;`. Every bench is a
+//! crate of its own that uses a part of this file, hence the one allow below.
 
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -103,10 +105,21 @@ pub fn parse_listening(line: &str) -> Option<SocketAddr> {
         .find_map(|word| word.parse::<SocketAddr>().ok())
 }
 
+/// The `systemone` binary Cargo built for this bench.
+pub fn built_binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_systemone"))
+}
+
 /// `systemone serve --listen 127.0.0.1:0` plus `args`, logging with [`SERVICE_RUST_LOG`],
 /// without colour, with a ledger of its own ([`own_ledger`]).
 pub fn serve_command(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_systemone"));
+    serve_command_of(built_binary(), args)
+}
+
+/// [`serve_command`] for another build of the service (`binary`), as the benches that set
+/// an old binary beside the new one start it.
+pub fn serve_command_of(binary: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(binary);
     command
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(args)
@@ -148,6 +161,45 @@ pub fn fake_backend_flags(backend_url: &str) -> [&str; 8] {
         "--model",
         "glm-5.3-flash",
     ]
+}
+
+/// `binary` serving in front of the fake vLLM at `backend_url` ([`fake_backend_flags`]) with
+/// `extra` flags, started by [`start_service`]. Keys and limit stores come from the flags
+/// alone, never from the caller's environment.
+pub fn start_on_fake(
+    binary: &Path,
+    backend_url: &str,
+    extra: &[&str],
+) -> (ServiceGuard, SocketAddr) {
+    let mut command = serve_command_of(binary, &fake_backend_flags(backend_url));
+    command.args(extra);
+    for name in [
+        "SYSTEMONE_API_KEYS",
+        "SYSTEMONE_KEYS_FILE",
+        "SYSTEMONE_REDIS_URL",
+        "SYSTEMONE_STATE_DIR",
+    ] {
+        command.env_remove(name);
+    }
+    start_service(command, |_, _| {})
+}
+
+/// Writes a keys file at `path` holding one `[[key]]` per `(name, key)`, each with limits
+/// far above what a bench sends (every check is made, none refuses).
+pub fn keys_file(path: &Path, keys: &[(String, String)]) -> PathBuf {
+    let mut text = String::with_capacity(keys.len() * 200);
+    for (name, key) in keys {
+        let hex: String = systemone::http::auth::digest(key)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        text.push_str(&format!(
+            "[[key]]\nname = \"{name}\"\nsha256 = \"{hex}\"\nrequests_per_minute = 1000000000\n\
+             questions_per_minute = 1000000000\ndaily_questions = 9000000000000000000\n\n"
+        ));
+    }
+    std::fs::write(path, text).expect("write the keys file");
+    path.to_path_buf()
 }
 
 /// Spawns `command` (stdin and stdout closed, stderr piped) and waits up to 30 s for its

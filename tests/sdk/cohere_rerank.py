@@ -1,6 +1,6 @@
 """Drives the official Cohere Python SDK (cohere==7.3.1) against a running systemone service.
 
-Run by tests/llamacpp_rerank.rs as `$SYSTEMONE_PYTHON tests/sdk/cohere_rerank.py`, with
+Run by tests/live/llamacpp_rerank.rs as `$SYSTEMONE_PYTHON tests/sdk/cohere_rerank.py`, with
 SYSTEMONE_BASE_URL (the service root, http://127.0.0.1:PORT), RERANK_MODEL, RERANK_QUERY and
 RERANK_DOCUMENTS (a JSON list) in the environment. Like any SDK user it builds
 `cohere.ClientV2(base_url=..., api_key=...)` and calls `client.rerank(...)`; it prints one JSON

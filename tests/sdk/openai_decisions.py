@@ -1,6 +1,6 @@
 """Drives the official OpenAI Python SDK (openai==3.51.0) against a running systemone service.
 
-Run by tests/llamacpp_decisions.rs as `$SYSTEMONE_PYTHON tests/sdk/openai_decisions.py`, with
+Run by tests/live/llamacpp_decisions.rs as `$SYSTEMONE_PYTHON tests/sdk/openai_decisions.py`, with
 SYSTEMONE_BASE_URL (the service root, http://127.0.0.1:PORT) and DECISIONS_MODEL in the
 environment. Like any SDK user it builds `openai.OpenAI(base_url=<root>/v1, api_key=...)` and
 calls `client.decisions.create(...)`; it prints one JSON object per scenario on stdout, keyed by

@@ -1,6 +1,6 @@
 """Names a server-side calibration profile through the official TypeSafe Python SDK.
 
-Run by tests/profiles.rs as `$SYSTEMONE_PYTHON tests/sdk/profile.py`, with
+Run by tests/live/profiles.rs as `$SYSTEMONE_PYTHON tests/sdk/profile.py`, with
 TYPESAFE_BASE_URL pointing at a systemone service that serves the profile `spam` and
 TYPESAFE_API_KEY set. The SDK has no `calibration` parameter; like any SDK user who needs
 an extension field, the script passes it in `extra_body`. The SDK must accept the answers

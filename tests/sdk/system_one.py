@@ -1,6 +1,6 @@
 """Drives the official TypeSafe Python SDK against a running systemone service.
 
-Run by tests/llamacpp_sdk.rs as `$SYSTEMONE_PYTHON tests/sdk/system_one.py`. Like any SDK user
+Run by tests/live/llamacpp_sdk.rs as `$SYSTEMONE_PYTHON tests/sdk/system_one.py`. Like any SDK user
 it reads TYPESAFE_BASE_URL and TYPESAFE_API_KEY from the environment. It prints one JSON
 object per scenario on stdout, one per line, keyed by "scenario"; the Rust test checks them.
 Each call carries an `x-scenario` header so the recording proxy in front of the service can

@@ -1,6 +1,6 @@
 """Checks real answers against the OpenAPI description the service serves.
 
-Run by tests/openapi.rs as `$SYSTEMONE_PYTHON tests/tools/validate_responses.py FILE`, where FILE
+Run by tests/live/openapi.rs as `$SYSTEMONE_PYTHON tests/tools/validate_responses.py FILE`, where FILE
 holds {"description": <the /openapi.json document>, "answers": [{"method", "path", "status",
 "body"}]}. For each answer it takes the schema the description gives that operation for that
 status (application/json), validates the body with jsonschema's Draft 2020-12 validator (the

@@ -1,0 +1,53 @@
+//! The hermetic tier: every suite that needs only the Rust toolchain. The backends are the
+//! fakes in `tests/support/` (or an in-process router), the service runs in this process or
+//! as this build's own binary, and every socket is 127.0.0.1:0, so `cargo test --test
+//! hermetic` passes offline on a machine where nothing else was installed or started.
+//! Suites needing a real llama-server, vLLM, Redis, PostgreSQL, Chromium, an SDK or the real
+//! tokenizers are in `tests/live/`; a subject with tests in both keeps one module name in each.
+
+#[path = "../support/fake_server.rs"]
+mod fake_server;
+#[path = "../support/fake_vllm.rs"]
+mod fake_vllm;
+mod setup;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod architecture;
+mod auto_table;
+mod body_memory;
+mod cli_errors;
+mod context_window;
+mod decisions_validation;
+mod edge;
+mod escalation;
+mod eval_cmd;
+mod examples;
+mod faults;
+mod flow_refunds;
+mod gateway_auth;
+mod gateway_circuit;
+mod gateway_images;
+mod gateway_load;
+mod gateway_log_canary;
+mod golden;
+mod grafana_dashboard;
+mod hung_backend;
+mod ignored_fields;
+mod in_flight_exact;
+mod labels_fake;
+mod ledger;
+mod limits_shared;
+mod llamacpp_fake;
+mod openai_fake;
+mod profiles;
+mod rerank_validation;
+mod robustness_answers;
+mod robustness_malformed;
+mod robustness_privacy;
+mod systemone_native;
+mod token_check;
+mod token_tables;
+mod validation_rules;
+mod validation_transport;
+mod vllm_fanout;

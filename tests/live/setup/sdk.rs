@@ -1,0 +1,69 @@
+//! The official SDKs and the programs that run them: a Python with the TypeSafe, OpenAI and
+//! Cohere SDKs (`SYSTEMONE_PYTHON`, else the project's `.venv`), the npm SDK's install
+//! prefix (`SYSTEMONE_NPM_SDK`) and node.
+
+use std::path::PathBuf;
+
+use crate::support::require;
+
+/// Runs `program args` with `env`, returning stdout; panics with stderr on failure.
+pub async fn run_program(
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(&'static str, String)>,
+) -> String {
+    tokio::task::spawn_blocking(move || {
+        let output = std::process::Command::new(&program)
+            .args(&args)
+            .envs(env)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{} {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+            program.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    })
+    .await
+    .expect("runner")
+}
+
+/// The Python that has `typesafe-sdk[zstd]` 0.7.5, `openai` 3.51.0 and `cohere` 7.3.1:
+/// `$SYSTEMONE_PYTHON`, else the project's `.venv` when `scripts/test.sh` made it.
+pub fn sdk_python() -> PathBuf {
+    let venv = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python"));
+    if std::env::var_os("SYSTEMONE_PYTHON").is_none() && venv.exists() {
+        return venv;
+    }
+    let path = PathBuf::from(require("SYSTEMONE_PYTHON", "scripts/test.sh"));
+    assert!(
+        path.exists(),
+        "SYSTEMONE_PYTHON={} does not exist",
+        path.display()
+    );
+    path
+}
+
+/// Where `scripts/fetch-npm-sdk.sh` installed `@typesafe-ai/sdk` 0.6.0 (its prefix).
+pub fn npm_sdk() -> PathBuf {
+    let prefix = PathBuf::from(require("SYSTEMONE_NPM_SDK", "scripts/fetch-npm-sdk.sh"));
+    let package = prefix.join("node_modules/@typesafe-ai/sdk/package.json");
+    assert!(
+        package.exists(),
+        "no @typesafe-ai/sdk under SYSTEMONE_NPM_SDK={}: run scripts/fetch-npm-sdk.sh",
+        prefix.display()
+    );
+    prefix
+}
+
+/// The node that runs the npm SDK: `$SYSTEMONE_NODE`, else `node` on `PATH`.
+pub fn node() -> PathBuf {
+    std::env::var_os("SYSTEMONE_NODE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("node"))
+}
