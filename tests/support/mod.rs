@@ -1,9 +1,11 @@
-//! Shared test support: the fake vLLM server, a service started against it on port 0, and
-//! what the HTTP tests share (responses read whole, the contract's error shape, small
-//! requests and files). What only some suites share has a module of its own: `rows` (the
-//! validation table's runner), `props` (the property tests' in-process harness and valid
-//! requests), `llama` and `proxy` (the llama.cpp end-to-end tests' setup, shape checks and
-//! recording proxy), `redis` (a real redis-server and replicas sharing it).
+//! What both test tiers share: a service started on port 0 against the fake vLLM
+//! (`fake_vllm`, over the fakes' harness `fake_server`), responses read whole, the
+//! contract's error shape, small requests and files, and the one way a live test names the
+//! script that starts what it lacks ([`require`]). Modules: `bodies` and `answers` (requests
+//! and what is read from answers), `ledger` and `ledger_suite` (the ledger's scenarios, run
+//! on SQLite by the hermetic tier and on PostgreSQL by the live one), `limits` and
+//! `replicas` (shared limits and replicas of the service), `log` (one capturing
+//! subscriber), `profiles`. What only one tier needs is in its own `setup/`.
 
 // The fake vLLM and the fakes' harness (`fake_server`) are declared by each tier's main.rs:
 // the live tier borrows the fake vLLM as a plain backend and leaves its fault levers to the
