@@ -59,9 +59,6 @@ const MOD_RS_NOT_YET_SPLIT: &[&str] = &[
     "backend/openai/mod.rs",
     "backend/systemone/mod.rs",
     "http/openapi/mod.rs",
-    "ledger/mod.rs",
-    "request/mod.rs",
-    "request/validate/mod.rs",
 ];
 
 fn rank(module: &str) -> Option<usize> {
