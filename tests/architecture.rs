@@ -58,7 +58,6 @@ const MOD_RS_NOT_YET_SPLIT: &[&str] = &[
     "backend/mod.rs",
     "backend/openai/mod.rs",
     "backend/systemone/mod.rs",
-    "http/openapi/mod.rs",
 ];
 
 fn rank(module: &str) -> Option<usize> {
