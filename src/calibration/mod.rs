@@ -9,23 +9,16 @@
 //! * [`fit`]: fitting these numbers offline (optimisers, temperature fits, conformal sets,
 //!   metrics); the `calibrate` and `eval` commands read and write the files.
 
+mod argmax;
+mod certain;
 pub mod fit;
 pub mod profile;
 pub mod temperature;
 
+pub use argmax::argmax;
+pub use certain::certain;
 use profile::ProfileAnswer;
 pub use temperature::{confidence, temper, Calibration, FormulaSource, DEFAULT_FORMULA};
-
-/// Index of the most probable option; ties go to the first in option order.
-pub fn argmax(p: &[f64]) -> usize {
-    let mut best = 0;
-    for (i, x) in p.iter().enumerate() {
-        if *x > p[best] {
-            best = i;
-        }
-    }
-    best
-}
 
 /// One question's calibrated answer, in the caller's option order: what decoding
 /// produces, a profile recalibrates and the wire writes.
@@ -72,20 +65,6 @@ impl Decoded {
             .enumerate()
             .map(|(i, p)| i as f64 * p)
             .sum()
-    }
-}
-
-/// The answer to a question with a single option: certain, without asking.
-pub fn certain() -> Decoded {
-    Decoded {
-        probabilities: vec![1.0],
-        option_mass: None,
-        option_mass_unknown: false,
-        temperature: 1.0,
-        confidence: 1.0,
-        profile: None,
-        passed: None,
-        model: None,
     }
 }
 

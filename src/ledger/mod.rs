@@ -19,70 +19,41 @@
 //! Beside `engine/` and `quota/` in the layers, below `http/`, which calls it from the
 //! front-door flow; it uses `request/` (validated requests) and the leaves.
 
+mod clock;
 pub mod draft;
 pub mod key;
+mod open;
 pub mod quality;
 pub mod read;
 pub mod record;
+mod retention;
 pub mod rows;
 pub mod store;
+mod unrecorded;
 mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use tokio::sync::{mpsc, oneshot};
+use std::time::Duration;
 
 use crate::config::{FailurePolicy, LedgerInputs, LedgerSettings, LedgerTarget};
 use crate::metrics::Metrics;
 use key::LedgerKey;
+use open::Open;
 use record::Decision;
+use retention::start_retention;
 use store::{Store, StoredRow};
+
+pub use clock::now_ms;
+pub use unrecorded::Unrecorded;
 
 /// How often the outcome figures (`quality`) are recomputed.
 const QUALITY_EVERY: Duration = Duration::from_secs(60);
-/// Milliseconds in a day.
-const DAY_MS: i64 = 86_400_000;
 
 /// The ledger as requests see it: off, or open with its writer.
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     open: Option<Arc<Open>>,
-}
-
-/// An open ledger.
-#[derive(Debug)]
-struct Open {
-    /// The writer's queue.
-    writer: mpsc::Sender<writer::Pending>,
-    /// For reads.
-    store: Store,
-    /// The hashes' key.
-    key: LedgerKey,
-    /// The bound on a request's wait for its commit.
-    timeout: Duration,
-    policy: FailurePolicy,
-    inputs: LedgerInputs,
-    metrics: Arc<Metrics>,
-    /// When a miss was last logged (Unix ms): at most one warning a minute, the metric
-    /// counts them all.
-    last_warning_ms: std::sync::atomic::AtomicI64,
-}
-
-impl std::fmt::Debug for writer::Pending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Pending")
-    }
-}
-
-/// The record is not on record and the policy is `fail_closed`: the request must be
-/// refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the decision ledger did not commit the record within {timeout_ms} ms")]
-pub struct Unrecorded {
-    /// The configured bound.
-    pub timeout_ms: u64,
 }
 
 impl Ledger {
@@ -229,84 +200,4 @@ impl Ledger {
             }),
         }
     }
-}
-
-/// Milliseconds between two warnings of a miss.
-const WARN_EVERY_MS: i64 = 60_000;
-
-impl Open {
-    /// Logs a miss, unless one was logged in the last minute.
-    fn warn_of_miss(&self, reason: &str) {
-        use std::sync::atomic::Ordering;
-        let now = now_ms();
-        let last = self.last_warning_ms.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < WARN_EVERY_MS
-            || self
-                .last_warning_ms
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
-            return;
-        }
-        tracing::warn!(
-            store = self.store.driver().as_str(),
-            policy = self.policy.as_str(),
-            reason,
-            "a decision was not recorded (at most one such line a minute; systemone_ledger_records_total counts them all)"
-        );
-    }
-
-    /// Queues `row` and waits for its batch's commit.
-    async fn send(&self, row: StoredRow) -> Result<(), String> {
-        let (done, committed) = oneshot::channel();
-        self.writer
-            .send(writer::Pending { row, done })
-            .await
-            .map_err(|_| "the ledger writer stopped".to_string())?;
-        match committed.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("the ledger writer stopped".to_string()),
-        }
-    }
-}
-
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// Deletes records older than `--ledger-retention-days` (0: never) and erases full inputs
-/// older than `--ledger-inputs-retention-days`, now and then every
-/// `settings.ledger_retention_every`.
-fn start_retention(store: Store, settings: &LedgerSettings) {
-    let (days, inputs_days) = (
-        settings.ledger_retention_days,
-        settings.ledger_inputs_retention_days,
-    );
-    let every = settings
-        .ledger_retention_every
-        .max(Duration::from_millis(1));
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(every);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
-            let now = now_ms();
-            let before = match days {
-                0 => i64::MIN,
-                d => now.saturating_sub((d as i64).saturating_mul(DAY_MS)),
-            };
-            let inputs_before = now.saturating_sub((inputs_days as i64).saturating_mul(DAY_MS));
-            match store.expire(before, inputs_before).await {
-                Ok(0) => {}
-                Ok(deleted) => tracing::info!(deleted, "expired ledger records deleted"),
-                Err(e) => {
-                    tracing::warn!(error = %e, "ledger retention failed; it runs again on its interval")
-                }
-            }
-        }
-    });
 }

@@ -7,8 +7,12 @@
 //! * [`trie`]: which masked reads answer a question (one, or one per node of its labels'
 //!   trie) and how their log-probabilities join into one per option.
 
+mod call_history;
+mod ignored;
 pub mod images;
 pub mod prompt;
+mod reference_error;
+mod rendered_question;
 mod subset;
 pub mod trie;
 pub mod validate;
@@ -19,33 +23,15 @@ use serde_json::Value;
 
 use crate::calibration::profile::Profile;
 use crate::config::Layout;
-use crate::json::{to_python, NonFiniteNumber};
+use crate::json::to_python;
 use crate::models::Model;
 use crate::question::LoweredQuestion;
 
+pub use call_history::History;
+pub use ignored::Ignored;
+pub use reference_error::ReferenceError;
+pub use rendered_question::RenderedQuestion;
 pub use validate::{validate, validate_with_parts, MAX_LABEL_CHARS, MAX_PERMUTATIONS};
-
-/// A record that grows across calls, placed where the prefix cache keeps it (technique §2).
-#[derive(Debug, Clone, PartialEq)]
-pub enum History {
-    /// No history: the plain layout.
-    None,
-    /// One history for every question; the lead is then the whole question block.
-    Shared(String),
-    /// A history per question (aligned with the questions); `None` keeps the plain layout.
-    PerQuestion(Vec<Option<String>>),
-}
-
-/// One question as the prompt sends it, in each option order asked.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RenderedQuestion {
-    /// Order `r` holds the caller's option `(p + shifts[r]) mod n` at position `p`.
-    pub shifts: Vec<usize>,
-    /// The question object (Python JSON) of each order, aligned with `shifts`.
-    pub json: Vec<String>,
-    /// The masked reads of one order, and how they join into one log-probability per option.
-    pub reads: trie::ReadPlan,
-}
 
 /// A request that passed every rule. Fields are private: [`validate()`] (and, for
 /// reproducing the reference library, [`ValidRequest::reference`]) are the only ways in.
@@ -65,15 +51,6 @@ pub struct ValidRequest {
     /// Set when the byte estimate put the request over a token limit: the engine counts it
     /// exactly before refusing.
     recount: Option<validate::Recount>,
-}
-
-/// The top-level fields of a body that no rule reads.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Ignored {
-    /// Their names, where a response header can repeat them as they are.
-    pub names: Vec<String>,
-    /// How many there were, listed or not.
-    pub count: usize,
 }
 
 impl ValidRequest {
@@ -184,19 +161,4 @@ impl ValidRequest {
             recount: None,
         })
     }
-}
-
-/// Why [`ValidRequest::reference`] refuses its input (the reference raises `ValueError`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReferenceError {
-    #[error("{model} has {capacity} single-token choice indexes, but a question has {options} options -- use labels instead")]
-    TooManyOptions {
-        model: String,
-        capacity: usize,
-        options: usize,
-    },
-    #[error(transparent)]
-    NonFinite(#[from] NonFiniteNumber),
-    #[error("{model} has no token table yet (an automatic one is built by the model's upkeep)")]
-    NoTable { model: String },
 }

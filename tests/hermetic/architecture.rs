@@ -58,17 +58,6 @@ const MOD_RS_NOT_YET_SPLIT: &[&str] = &[
     "backend/mod.rs",
     "backend/openai/mod.rs",
     "backend/systemone/mod.rs",
-    "calibration/mod.rs",
-    "cli/mod.rs",
-    "http/doors/decisions/mod.rs",
-    "http/doors/mod.rs",
-    "http/edge/mod.rs",
-    "http/flow/mod.rs",
-    "http/openapi/mod.rs",
-    "http/playground/mod.rs",
-    "ledger/mod.rs",
-    "request/mod.rs",
-    "request/validate/mod.rs",
 ];
 
 fn rank(module: &str) -> Option<usize> {

@@ -6,6 +6,7 @@
 //! Every refusal, the key's included, goes out in OpenAI's error shape.
 
 mod answer;
+mod plan;
 mod translate;
 
 use axum::response::Response;
@@ -26,17 +27,11 @@ use crate::request::validate;
 use crate::request::validate::is_token_limit;
 use crate::request::ValidRequest;
 use answer::{error_response, DecisionBody};
-use translate::{in_decision_terms, translate, Translated};
+pub(in crate::http) use plan::Plan;
+use translate::{in_decision_terms, translate};
 
 /// The Decisions API door.
 pub(in crate::http) struct Decisions;
-
-/// A Decisions call translated and validated: the System One request that asks the same,
-/// and what the translation keeps to write the `Decision`.
-pub(in crate::http) struct Plan {
-    request: ValidRequest,
-    translated: Translated,
-}
 
 impl Door for Decisions {
     type Plan = Plan;

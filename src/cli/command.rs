@@ -1,0 +1,55 @@
+//! The subcommands, and running the one the command line names.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use super::{calibrate, eval, ledger, serve, tokens, usage, Cli};
+use crate::config::ServeConfig;
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve `POST /v1/systemone` in front of a chat-completion backend.
+    Serve(Box<ServeConfig>),
+    /// Build or check token tables from a HuggingFace `tokenizer.json`.
+    #[command(subcommand)]
+    Tokens(tokens::TokensCommand),
+    /// Fit a model's temperature formula from labelled raw probabilities (JSON lines) and
+    /// write its calibration file.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Score labelled System One requests against a service (running, or in-process), with
+    /// raw probabilities or a named calibration profile.
+    Eval(Box<eval::EvalArgs>),
+    /// Print the OpenAPI 3.1 description of every route (what `GET /openapi.json` serves).
+    Openapi,
+    /// Print a running service's per-key usage (`GET /v1/usage`) as a table or CSV.
+    Usage(usage::UsageArgs),
+    /// Read the decision ledger: `export` its labelled rows as JSON lines.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
+}
+
+/// Runs one parsed command line; the exit code says whether it succeeded (the reason is
+/// already on stderr).
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Serve(config) => serve::run(&config),
+        Command::Tokens(command) => tokens::run(command).map_err(|e| format!("tokens: {e}")),
+        Command::Eval(args) => eval::run_command(&args),
+        Command::Calibrate(args) => calibrate::run_command(&args),
+        Command::Openapi => {
+            println!("{}", crate::http::openapi::document());
+            Ok(())
+        }
+        Command::Usage(args) => usage::run_command(&args),
+        Command::Ledger(command) => ledger::run(command).map_err(|e| format!("ledger: {e}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("systemone {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The one handler every door runs under: parse → plan → run → answer, with what is the
+//! door's own asked of its [`Door`].
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use super::Door;
+use crate::error::ApiError;
+use crate::http::auth::Caller;
+use crate::http::blocking;
+use crate::http::body;
+use crate::http::context::RequestContext;
+use crate::http::flow;
+use crate::http::flow::headers::{set_escalation_headers, set_model_header};
+use crate::http::AppState;
+
+/// The handler of door `D`: the caller is authenticated before the body is read, and every
+/// refusal goes out in `D`'s shape.
+pub(in crate::http) async fn serve<D: Door>(
+    State(state): State<AppState>,
+    context: RequestContext,
+    caller: Result<Caller, ApiError>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let answered = match caller {
+        Ok(caller) => answer::<D>(&state, &context, &caller, &headers, body).await,
+        Err(e) => Err(e),
+    };
+    answered.unwrap_or_else(D::refuse)
+}
+
+/// Body → the door's plan (on the blocking pool when heavy) → [`flow::run`] → the door's
+/// answer, with the model that served and what escalation did.
+async fn answer<D: Door>(
+    state: &AppState,
+    context: &RequestContext,
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = body::read_request(
+        headers,
+        body,
+        state.limits.max_body_bytes,
+        &state.body_budget,
+    )
+    .await?;
+    D::admit(&body)?;
+    state.models.tables_built().await;
+    let weight = D::weight(&body, &state.models);
+    let (models, limits) = (state.models.clone(), state.limits.clone());
+    // The image parts are dropped with the closure: they live on, re-encoded, in the plan.
+    let plan = blocking::run(body.len, weight, move || {
+        D::plan(body.json, &body.parts, &models.routes(), &limits)
+    })
+    .await??;
+    // Validated: the body's memory goes back to the budget before the upstream reads.
+    drop(body.share);
+    let requests = D::requests(&plan);
+    let answered = flow::run(state, context, caller, requests)
+        .await
+        .map_err(|e| D::in_door_terms(e, &plan))?;
+    let mut response = D::respond(&plan, &answered, context)?;
+    set_model_header(&requests[0].model().name, response.headers_mut());
+    set_escalation_headers(&answered, response.headers_mut());
+    Ok(response)
+}

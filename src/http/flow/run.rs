@@ -1,0 +1,133 @@
+//! [`run`]: the flow's steps, in the order the folder's doc lists them, for one call's
+//! requests.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::future::try_join_all;
+
+use super::escalate::escalate;
+use super::{ledger_step, Answered};
+use crate::engine::{Outcome, PipelineError, Usage};
+use crate::error::{ApiError, Code};
+use crate::http::auth::{count_rejection, Caller};
+use crate::http::context::RequestContext;
+use crate::http::ops::usage;
+use crate::http::AppState;
+use crate::models::circuit::Ticket;
+use crate::quota::Admission;
+use crate::request::ValidRequest;
+
+/// Runs a call's requests (at least one) through the steps in the folder's doc (`flow/mod.rs`).
+pub(in crate::http) async fn run(
+    state: &AppState,
+    context: &RequestContext,
+    caller: &Caller,
+    requests: &[ValidRequest],
+) -> Result<Answered, ApiError> {
+    let started = tokio::time::Instant::now();
+    let first = requests
+        .first()
+        .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
+    let questions: usize = requests.iter().map(|r| r.questions().len()).sum();
+    context.summary.note_model(&first.model().name, questions);
+    state.metrics.observe_request(
+        requests
+            .iter()
+            .flat_map(|r| r.questions().iter().map(|q| q.options.len())),
+    );
+    let ticket = first.model().circuit.admit()?;
+    let admission = caller
+        .admit_questions(&state.quotas, questions)
+        .await
+        .inspect_err(|e| count_rejection(&state.metrics, caller, e))?;
+    let sent: Vec<AtomicU64> = requests.iter().map(|_| AtomicU64::new(0)).collect();
+    let ran = if requests.len() == 1 {
+        // The pipeline bounds one request by the deadline itself: no second timer.
+        run_all(state, requests, ticket, &sent).await
+    } else {
+        let deadline = state.pipeline.request_timeout();
+        tokio::time::timeout(deadline, run_all(state, requests, ticket, &sent))
+            .await
+            .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))
+    };
+    let mut outcomes = match ran {
+        Ok(outcomes) => outcomes,
+        Err(e) => {
+            refund_unsent(state, caller, admission, requests, &sent).await;
+            return Err(e);
+        }
+    };
+    let escalation = escalate(state, requests, &mut outcomes, started).await?;
+    let mut total = Usage::default();
+    for (request, outcome) in requests.iter().zip(&outcomes) {
+        total.add(&outcome.usage);
+        observe_answers(state, &request.model().name, outcome);
+    }
+    context
+        .summary
+        .note_upstream_requests(total.upstream_requests);
+    usage::record(state, caller, questions, &total).await;
+    let answered = Answered {
+        outcomes,
+        usage: total,
+        escalation,
+    };
+    ledger_step::answered(state, context, caller, requests, &answered).await?;
+    Ok(answered)
+}
+
+/// The first request alone under `ticket`, then the rest together, each under its own
+/// ticket; the first failure ends the call (dropping the others cancels their reads).
+async fn run_all(
+    state: &AppState,
+    requests: &[ValidRequest],
+    ticket: Ticket<'_>,
+    sent: &[AtomicU64],
+) -> Result<Vec<Outcome>, ApiError> {
+    let pipeline = &state.pipeline;
+    let first = pipeline
+        .run_counting(&requests[0], ticket, &sent[0])
+        .await?;
+    let rest = requests[1..]
+        .iter()
+        .zip(&sent[1..])
+        .map(|(request, sent)| async move {
+            let ticket = request.model().circuit.admit()?;
+            Ok::<_, ApiError>(pipeline.run_counting(request, ticket, sent).await?)
+        });
+    let mut outcomes = vec![first];
+    outcomes.extend(try_join_all(rest).await?);
+    Ok(outcomes)
+}
+
+/// The one refund rule: the questions of every request that sent no read go back to the
+/// key.
+async fn refund_unsent(
+    state: &AppState,
+    caller: &Caller,
+    admission: Option<Admission>,
+    requests: &[ValidRequest],
+    sent: &[AtomicU64],
+) {
+    let unsent: usize = requests
+        .iter()
+        .zip(sent)
+        .filter(|(_, sent)| sent.load(Ordering::Relaxed) == 0)
+        .map(|(request, _)| request.questions().len())
+        .sum();
+    let admission = admission.map(|a| Admission {
+        questions: unsent as u64,
+        ..a
+    });
+    caller.refund(&state.quotas, admission).await;
+}
+
+/// Records each answer's option mass and the profile that covered it, if any.
+fn observe_answers(state: &AppState, model: &str, outcome: &Outcome) {
+    for answer in &outcome.answers {
+        let profile = answer.profile.as_ref().map(|p| (&*p.name, p.automate));
+        state
+            .metrics
+            .observe_answer(model, answer.option_mass, profile);
+    }
+}

@@ -1,0 +1,73 @@
+//! The page and the redirect to it, served with their headers; the page's bytes are
+//! `index.html`, embedded.
+
+use std::sync::LazyLock;
+
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+};
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::policy::policy;
+
+/// The page, as served.
+pub(super) const PAGE: &str = include_str!("index.html");
+
+/// The page's Content-Security-Policy, built once. Should it ever fail to be a header value
+/// (it is ASCII, so it cannot), the fallback refuses everything rather than nothing.
+static POLICY: LazyLock<HeaderValue> = LazyLock::new(|| {
+    HeaderValue::from_str(&policy(PAGE))
+        .unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"))
+});
+
+/// `GET /playground`: the page.
+pub(in crate::http) async fn page() -> Response {
+    (
+        [
+            (
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (CONTENT_SECURITY_POLICY, POLICY.clone()),
+            (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+            (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+            (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        PAGE,
+    )
+        .into_response()
+}
+
+/// `GET /`: to the page. Relative, so it also lands right behind a proxy's path prefix;
+/// temporary, so no browser remembers it should `/` ever serve something else.
+pub(in crate::http) async fn root() -> Redirect {
+    Redirect::temporary("playground")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_loads_nothing_from_elsewhere_and_runs_no_inline_handler() {
+        for forbidden in [
+            "http://",
+            "https://",
+            "<script src",
+            "style=\"",
+            "@import",
+            "//cdn",
+        ] {
+            assert!(!PAGE.contains(forbidden), "the page contains {forbidden:?}");
+        }
+        let handler = PAGE
+            .split(|c: char| c.is_whitespace())
+            .find(|word| word.starts_with("on") && word.contains("=\""));
+        assert_eq!(handler, None, "an inline event handler");
+        assert!(
+            !PAGE.contains("innerHTML"),
+            "caller text is set as text only"
+        );
+    }
+}

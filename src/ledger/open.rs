@@ -1,0 +1,79 @@
+//! An open ledger: the writer's queue, the store for reads, the key, and the failure
+//! policy's bound on a request's wait; how a record is queued and a miss is warned of.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::clock::now_ms;
+use super::key::LedgerKey;
+use super::store::{Store, StoredRow};
+use super::writer;
+use crate::config::{FailurePolicy, LedgerInputs};
+use crate::metrics::Metrics;
+
+/// An open ledger.
+#[derive(Debug)]
+pub(super) struct Open {
+    /// The writer's queue.
+    pub(super) writer: mpsc::Sender<writer::Pending>,
+    /// For reads.
+    pub(super) store: Store,
+    /// The hashes' key.
+    pub(super) key: LedgerKey,
+    /// The bound on a request's wait for its commit.
+    pub(super) timeout: Duration,
+    pub(super) policy: FailurePolicy,
+    pub(super) inputs: LedgerInputs,
+    pub(super) metrics: Arc<Metrics>,
+    /// When a miss was last logged (Unix ms): at most one warning a minute, the metric
+    /// counts them all.
+    pub(super) last_warning_ms: std::sync::atomic::AtomicI64,
+}
+
+impl std::fmt::Debug for writer::Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pending")
+    }
+}
+
+/// Milliseconds between two warnings of a miss.
+const WARN_EVERY_MS: i64 = 60_000;
+
+impl Open {
+    /// Logs a miss, unless one was logged in the last minute.
+    pub(super) fn warn_of_miss(&self, reason: &str) {
+        use std::sync::atomic::Ordering;
+        let now = now_ms();
+        let last = self.last_warning_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < WARN_EVERY_MS
+            || self
+                .last_warning_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        tracing::warn!(
+            store = self.store.driver().as_str(),
+            policy = self.policy.as_str(),
+            reason,
+            "a decision was not recorded (at most one such line a minute; systemone_ledger_records_total counts them all)"
+        );
+    }
+
+    /// Queues `row` and waits for its batch's commit.
+    pub(super) async fn send(&self, row: StoredRow) -> Result<(), String> {
+        let (done, committed) = oneshot::channel();
+        self.writer
+            .send(writer::Pending { row, done })
+            .await
+            .map_err(|_| "the ledger writer stopped".to_string())?;
+        match committed.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the ledger writer stopped".to_string()),
+        }
+    }
+}

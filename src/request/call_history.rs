@@ -1,0 +1,13 @@
+//! Where a history that grows across calls goes in the prompt, so that the prefix cache
+//! keeps it.
+
+/// A record that grows across calls, placed where the prefix cache keeps it (technique §2).
+#[derive(Debug, Clone, PartialEq)]
+pub enum History {
+    /// No history: the plain layout.
+    None,
+    /// One history for every question; the lead is then the whole question block.
+    Shared(String),
+    /// A history per question (aligned with the questions); `None` keeps the plain layout.
+    PerQuestion(Vec<Option<String>>),
+}
