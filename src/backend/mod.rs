@@ -155,7 +155,9 @@ pub enum Due {
     Never,
 }
 
-/// A chat-completion backend in one dialect, serving one upstream model.
+/// A chat-completion backend in one dialect, serving one upstream model through masked
+/// reads. (A native System One upstream answers whole requests instead and is no
+/// `Backend`: [`systemone::SystemOneBackend`].)
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The dialect's name, for logs and metrics.
     fn dialect(&self) -> &'static str;
@@ -223,12 +225,6 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// What [`Backend::upkeep`] found, for `/readyz` and the metrics; `None` for dialects
     /// that find nothing out.
     fn host_report(&self) -> Option<HostReport> {
-        None
-    }
-    /// A native System One upstream, which answers whole requests: the engine forwards the
-    /// model's requests to it instead of reading ([`systemone`]). Chosen once per model, by
-    /// its dialect.
-    fn native(&self) -> Option<&systemone::SystemOneBackend> {
         None
     }
 }

@@ -22,7 +22,7 @@ use super::decode::{certain, Decoded};
 use super::outcome::{Outcome, PipelineError, Usage};
 use super::pipeline::{status_class, Pipeline};
 use crate::backend::systemone::{NativeAnswer, NativeAsk, NativeReply, SystemOneBackend};
-use crate::backend::{Backend, BackendError};
+use crate::backend::BackendError;
 use crate::calibration::{confidence, temper};
 use crate::config::Layout;
 use crate::models::tokens::estimate_tokens_for_bytes;

@@ -226,7 +226,7 @@ pub async fn settled(service: &Service) {
     for _ in 0..3000 {
         let done = service.state.models.iter().all(|m| {
             let probed = m
-                .backend
+                .serving
                 .host_report()
                 .is_none_or(|h| h.probe != "unprobed");
             let status = m.verifier.status();

@@ -4,8 +4,8 @@
 //! How it differs from the chat dialects:
 //! * no masked reads: the validated request is forwarded as the contract's body (the
 //!   engine builds the caller's fields; this file adds `model` = the upstream model, the
-//!   images and the flavor's own fields), so [`Backend::read`] and [`Backend::tokenize`]
-//!   refuse and the engine sends the model's requests through [`SystemOneBackend::forward`];
+//!   images and the flavor's own fields): the model forwards (`models::Serving::Forwards`)
+//!   and the engine sends its requests through [`SystemOneBackend::forward`];
 //! * the answer is checked against the contract's types ([`answer`]): a missing or
 //!   mistyped field is a 502 that names it (by question position, never by the caller's
 //!   ids), never passed on; fields this service does not know are kept;
@@ -22,12 +22,10 @@ mod vllm;
 
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use serde_json::{Map, Value};
 
 use super::http::{exchange_raw, post, retry_after_secs, RawAnswer};
-use super::{Backend, BackendError, Due, HostReport, ReadReply, ReadRequest};
+use super::{BackendError, Due, HostReport};
 use crate::config::Flavor;
 use crate::limits::{InFlight, InFlightPermit};
 use crate::question::LoweredQuestion;
@@ -240,43 +238,30 @@ impl SystemOneBackend {
     }
 }
 
-impl Backend for SystemOneBackend {
-    fn dialect(&self) -> &'static str {
+/// What a native upstream shares with the chat dialects: a name, a host upkeep (the
+/// startup probe, for flavors that probe) and its report.
+impl SystemOneBackend {
+    /// The dialect's name, for logs and metrics.
+    pub fn dialect(&self) -> &'static str {
         "systemone"
     }
 
-    fn max_ids_per_read(&self, ids: usize) -> usize {
-        ids
-    }
-
-    fn read<'a>(
-        &'a self,
-        _request: ReadRequest<'a>,
-        _permit: InFlightPermit,
-    ) -> BoxFuture<'a, Result<ReadReply, BackendError>> {
-        futures::future::ready(Err(whole_requests_only())).boxed()
-    }
-
-    fn tokenize<'a>(
-        &'a self,
-        _texts: &'a [String],
-        _permit: InFlightPermit,
-    ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>> {
-        futures::future::ready(Err(whole_requests_only())).boxed()
-    }
-
-    fn upkeep<'a>(&'a self, in_flight: &'a InFlight) -> BoxFuture<'a, Due> {
+    /// Background upkeep: the startup probe, for flavors that probe, and when to come back.
+    pub async fn upkeep(&self, in_flight: &InFlight) -> Due {
         if !self.quirks.probes() {
-            return futures::future::ready(Due::Never).boxed();
+            return Due::Never;
         }
-        self.probe_once(in_flight).boxed()
+        self.probe_once(in_flight).await
     }
 
-    fn prepare(&self) -> BoxFuture<'_, Result<(), BackendError>> {
-        futures::future::ready(self.refused()).boxed()
+    /// Whether requests may go out: refused once the probe found the model cannot be served.
+    pub async fn prepare(&self) -> Result<(), BackendError> {
+        self.refused()
     }
 
-    fn host_report(&self) -> Option<HostReport> {
+    /// What the probe found, for `/readyz` and the metrics; `None` for flavors that do not
+    /// probe.
+    pub fn host_report(&self) -> Option<HostReport> {
         if !self.quirks.probes() {
             return None;
         }
@@ -295,16 +280,4 @@ impl Backend for SystemOneBackend {
             prefill: None,
         })
     }
-
-    fn native(&self) -> Option<&SystemOneBackend> {
-        Some(self)
-    }
-}
-
-/// What a read or a tokenize call gets from a native server, which takes whole requests
-/// only (the engine never sends it one: it forwards the model's requests instead).
-fn whole_requests_only() -> BackendError {
-    BackendError::Unsupported(
-        "a native System One upstream answers whole requests, not single reads".into(),
-    )
 }

@@ -16,7 +16,7 @@ pub(in crate::http) async fn render(State(state): State<AppState>) -> Response {
             last_check: status.last_check,
             circuit: model.circuit.state().as_metric(),
             read_strategy: model
-                .backend
+                .serving
                 .host_report()
                 .map(|h| h.strategy.unwrap_or(h.probe)),
         }
