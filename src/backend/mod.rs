@@ -11,12 +11,14 @@ pub mod pool;
 pub use pool::Pool;
 pub mod chat;
 pub mod context;
+pub mod host_report;
 pub mod llamacpp;
 pub mod openai;
 pub mod systemone;
 pub mod vllm;
 
 pub use chat::{EncodedContent, Messages, Part, UserContent};
+pub use host_report::HostReport;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -113,34 +115,6 @@ pub enum BackendError {
     /// model stays disabled. The text names what is missing, never the backend's own words.
     #[error("the backend cannot be served: {0}")]
     Unsupported(String),
-}
-
-/// What a dialect found out about its host, for `/readyz`, the metrics and the log.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct HostReport {
-    /// `unprobed` (no probe has concluded yet), `ready` or `refused`.
-    pub probe: &'static str,
-    /// The read strategy chosen (`post_bias` or `raw_top_k`), once ready.
-    pub strategy: Option<&'static str>,
-    /// Why the host is refused: what it lacks.
-    pub refused: Option<String>,
-    /// The most `top_logprobs` entries the host returns.
-    pub top_logprobs: Option<usize>,
-    /// How token ids come back (`id`, `token_id:N` strings, or `text`: mapped by the token
-    /// table's label text).
-    pub token_ids: Option<&'static str>,
-    /// What `logit_bias` does: `after_logprobs` (the returned logprobs are biased),
-    /// `before_logprobs` (honoured, logprobs raw) or `ignored`.
-    pub logit_bias: Option<&'static str>,
-    /// What continues the `answer=` prefill: `trailing_message` or `continue_final_message`.
-    pub prefill: Option<&'static str>,
-}
-
-impl HostReport {
-    /// Whether reads may go out.
-    pub fn ready(&self) -> bool {
-        self.probe == "ready"
-    }
 }
 
 /// When a piece of background upkeep (a host probe, a token-table check) wants to run

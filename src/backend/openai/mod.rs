@@ -57,6 +57,7 @@ use futures::FutureExt;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::host_report::{LogitBias, Prefill, Probe, Strategy, TokenIds};
 use super::http::{exchange, post};
 use super::{Backend, BackendError, Due, HostReport, ReadReply, ReadRequest};
 use crate::limits::{InFlight, InFlightPermit};
@@ -66,37 +67,6 @@ use crate::secret::Secret;
 /// at most ±100).
 const GROUP_BIAS: f64 = 100.0;
 
-/// How the host names the tokens of its logprob entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TokenIds {
-    /// An `id` field (llama.cpp) or a `token_id` field.
-    Field,
-    /// Tokens written `token_id:N`.
-    Strings,
-    /// Only the text: options are found by their label text.
-    Text,
-}
-
-/// What `logit_bias` does on the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Bias {
-    /// Honoured, and the returned logprobs include it.
-    AfterLogprobs,
-    /// Honoured, but the returned logprobs are raw.
-    BeforeLogprobs,
-    /// Not honoured (or refused).
-    Ignored,
-}
-
-/// Which request field makes the host continue the `answer=` prefill.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Prefill {
-    /// A trailing assistant message is continued as it is.
-    TrailingMessage,
-    /// `continue_final_message: true` with `add_generation_prompt: false`.
-    ContinueFinalMessage,
-}
-
 /// What the probe found out about the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Host {
@@ -105,40 +75,29 @@ struct Host {
     /// How its entries name tokens.
     ids: TokenIds,
     /// What `logit_bias` does to its logprobs.
-    bias: Bias,
+    bias: LogitBias,
     /// What continues the `answer=` prefill.
     prefill: Prefill,
 }
 
 impl Host {
-    /// The strategy's name for `/readyz`, the metric and the log.
-    fn strategy(&self) -> &'static str {
+    /// The read strategy that follows from what `logit_bias` does.
+    fn strategy(&self) -> Strategy {
         match self.bias {
-            Bias::AfterLogprobs => "post_bias",
-            Bias::BeforeLogprobs | Bias::Ignored => "raw_top_k",
+            LogitBias::AfterLogprobs => Strategy::PostBias,
+            LogitBias::BeforeLogprobs | LogitBias::Ignored => Strategy::RawTopK,
         }
     }
 
     fn report(&self) -> HostReport {
         HostReport {
-            probe: "ready",
+            probe: Probe::Ready,
             strategy: Some(self.strategy()),
             refused: None,
             top_logprobs: Some(self.cap),
-            token_ids: Some(match self.ids {
-                TokenIds::Field => "id",
-                TokenIds::Strings => "token_id:N",
-                TokenIds::Text => "text",
-            }),
-            logit_bias: Some(match self.bias {
-                Bias::AfterLogprobs => "after_logprobs",
-                Bias::BeforeLogprobs => "before_logprobs",
-                Bias::Ignored => "ignored",
-            }),
-            prefill: Some(match self.prefill {
-                Prefill::TrailingMessage => "trailing_message",
-                Prefill::ContinueFinalMessage => "continue_final_message",
-            }),
+            token_ids: Some(self.ids),
+            logit_bias: Some(self.bias),
+            prefill: Some(self.prefill),
         }
     }
 }
@@ -281,7 +240,7 @@ impl Backend for CompatBackend {
     /// the anchor); raw reads take every option at once.
     fn max_ids_per_read(&self, ids: usize) -> usize {
         match &*self.lock() {
-            ProbeState::Ready(host) if host.bias == Bias::AfterLogprobs && ids > host.cap => {
+            ProbeState::Ready(host) if host.bias == LogitBias::AfterLogprobs && ids > host.cap => {
                 (host.cap - 1).max(1)
             }
             _ => usize::MAX,
@@ -322,7 +281,7 @@ impl Backend for CompatBackend {
         Some(match &*self.lock() {
             ProbeState::Ready(host) => host.report(),
             ProbeState::Refused { what, .. } => HostReport {
-                probe: "refused",
+                probe: Probe::Refused,
                 refused: Some(what.clone()),
                 ..empty_report()
             },
@@ -333,7 +292,7 @@ impl Backend for CompatBackend {
 
 fn empty_report() -> HostReport {
     HostReport {
-        probe: "unprobed",
+        probe: Probe::Unprobed,
         strategy: None,
         refused: None,
         top_logprobs: None,

@@ -24,8 +24,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
+use super::host_report::{HostReport, Probe};
 use super::http::{exchange_raw, post, retry_after_secs, RawAnswer};
-use super::{BackendError, Due, HostReport};
+use super::{BackendError, Due};
 use crate::config::Flavor;
 use crate::limits::{InFlight, InFlightPermit};
 use crate::question::LoweredQuestion;
@@ -268,9 +269,9 @@ impl SystemOneBackend {
         let probe = self.probe.lock().unwrap_or_else(|e| e.into_inner()).clone();
         Some(HostReport {
             probe: match probe {
-                None => "unprobed",
-                Some(Ok(())) => "ready",
-                Some(Err(_)) => "refused",
+                None => Probe::Unprobed,
+                Some(Ok(())) => Probe::Ready,
+                Some(Err(_)) => Probe::Refused,
             },
             refused: probe.and_then(Result::err),
             strategy: None,

@@ -3,6 +3,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 
+use crate::backend::host_report::Strategy;
 use crate::http::AppState;
 use crate::metrics::ModelGauges;
 
@@ -18,7 +19,7 @@ pub(in crate::http) async fn render(State(state): State<AppState>) -> Response {
             read_strategy: model
                 .serving
                 .host_report()
-                .map(|h| h.strategy.unwrap_or(h.probe)),
+                .map(|h| h.strategy.map_or(h.probe.as_str(), Strategy::as_str)),
         }
     });
     if state.quotas.store_kind() != "memory" {
