@@ -13,10 +13,14 @@
 //!   529 are rate limits with the upstream's wait (capped), 503 overload, 504 a timeout,
 //!   other 4xx a rejection with this service's message, other 5xx a 502.
 //!
-//! Each flavor's quirks are in its own file: [`typesafe`], [`ollama`], [`vllm`].
+//! Each flavor's quirks are in its own file: [`typesafe`], [`ollama`], [`vllm`] (the trait
+//! they implement in `quirks.rs`); the request sent in `native_ask.rs`; the answer's check
+//! in [`answer`].
 
 pub mod answer;
+mod native_ask;
 mod ollama;
+mod quirks;
 mod typesafe;
 mod vllm;
 
@@ -25,72 +29,18 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::host_report::{HostReport, Probe};
-use super::http::{exchange_raw, post, retry_after_secs, RawAnswer};
+use super::http::{exchange_raw, post, RawAnswer};
 use super::{BackendError, Due};
 use crate::config::Flavor;
 use crate::limits::{InFlight, InFlightPermit};
-use crate::question::LoweredQuestion;
 use crate::secret::Secret;
 pub use answer::{NativeAnswer, NativeReply};
-
-/// What one flavor of native server does differently. One implementation per file.
-trait Quirks: Send + Sync + std::fmt::Debug {
-    /// Most options one question may have on this server (refused with a 422 before
-    /// sending beyond it).
-    fn max_options(&self) -> usize;
-    /// The request's images as this server takes them (data URLs as they are, by default).
-    fn images(&self, images: &[Arc<str>]) -> Value {
-        Value::Array(images.iter().map(|i| Value::from(&**i)).collect())
-    }
-    /// Fields of its own added to every body (from configuration, never from the caller).
-    fn add_fields(&self, body: &mut Map<String, Value>) {
-        let _ = body;
-    }
-    /// Seconds to wait, from an error answer's headers.
-    fn retry_after(&self, headers: &hyper::header::HeaderMap) -> Option<u64> {
-        retry_after_secs(headers)
-    }
-    /// A status this flavor gives its own meaning (`None`: the common mapping).
-    fn refusal(&self, status: u16, model: &str) -> Option<BackendError> {
-        let _ = (status, model);
-        None
-    }
-    /// Whether a startup probe must find out if the server serves the model natively.
-    fn probes(&self) -> bool {
-        false
-    }
-    /// Logs what the server says about one exchange (its request id), at `debug`.
-    fn note_answer(&self, headers: &hyper::header::HeaderMap) {
-        let _ = headers;
-    }
-}
-
-/// The quirks of `flavor`, with the configured `keep_alive` (Ollama only).
-fn quirks(flavor: Flavor, keep_alive: Option<String>) -> Box<dyn Quirks> {
-    match flavor {
-        Flavor::Typesafe => Box::new(typesafe::TypeSafe),
-        Flavor::Ollama => Box::new(ollama::Ollama { keep_alive }),
-        Flavor::Vllm => Box::new(vllm::VllmNative),
-    }
-}
+pub use native_ask::NativeAsk;
+use quirks::Quirks;
 
 /// Most options one question may have on a server of `flavor`.
 pub fn max_options(flavor: Flavor) -> usize {
-    quirks(flavor, None).max_options()
-}
-
-/// One request for a native server: the caller's fields and what to check the answer
-/// against.
-#[derive(Debug)]
-pub struct NativeAsk<'a> {
-    /// The caller's fields in the contract's shape (`state`, `questions`, and `temperature`,
-    /// `permutations`, `layout`, `history` when set); `model`, images and the flavor's
-    /// fields are added by the dialect.
-    pub fields: Map<String, Value>,
-    /// Image data URLs, sent in the flavor's form.
-    pub images: &'a [Arc<str>],
-    /// The questions sent, in order: the answer must hold one of each.
-    pub questions: Vec<&'a LoweredQuestion>,
+    SystemOneBackend::quirks(flavor, None).max_options()
 }
 
 /// A native System One server serving one model.
@@ -112,6 +62,15 @@ pub struct SystemOneBackend {
 }
 
 impl SystemOneBackend {
+    /// The quirks of `flavor`, with the configured `keep_alive` (Ollama only).
+    fn quirks(flavor: Flavor, keep_alive: Option<String>) -> Box<dyn Quirks> {
+        match flavor {
+            Flavor::Typesafe => Box::new(typesafe::TypeSafe),
+            Flavor::Ollama => Box::new(ollama::Ollama { keep_alive }),
+            Flavor::Vllm => Box::new(vllm::VllmNative),
+        }
+    }
+
     /// A native server at `base_url` (ending in `/v1`) of `flavor`.
     pub fn new(
         client: crate::backend::Pool,
@@ -126,7 +85,7 @@ impl SystemOneBackend {
             url: format!("{}/systemone", base_url.trim_end_matches('/')),
             upstream_model,
             api_key,
-            quirks: quirks(flavor, keep_alive),
+            quirks: Self::quirks(flavor, keep_alive),
             probe: Mutex::new(None),
         }
     }
