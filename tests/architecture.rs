@@ -38,7 +38,13 @@ const LAYERS: &[&[&str]] = &[
     &["question"],
     &["config"],
     &[
-        "days", "error", "json", "limits", "metrics", "secret", "shipped",
+        "days",
+        "error",
+        "in_flight",
+        "json",
+        "metrics",
+        "secret",
+        "shipped",
     ],
 ];
 
@@ -374,7 +380,7 @@ fn the_check_catches_every_kind_of_climbing_path_and_an_unplaced_module() {
     let files = planted(&[
         (
             "backend/vllm.rs",
-            "use crate::limits::InFlightPermit;\nuse crate::http::AppState;\n",
+            "use crate::in_flight::InFlightPermit;\nuse crate::http::AppState;\n",
         ),
         // A comment is not a path; a string holding `//` does not hide the code after it.
         (

@@ -76,7 +76,7 @@ pub struct ChatResponse<'a> {
     pub model: Option<String>,
     #[serde(default, borrow)]
     pub choices: Vec<Choice<'a>>,
-    pub usage: Option<Usage>,
+    pub usage: Option<WireUsage>,
     /// llama.cpp's extension: `cache_n` is its prefix-cache hit when `usage` has none.
     pub timings: Option<Timings>,
 }
@@ -173,7 +173,7 @@ impl Positions {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct Usage {
+pub struct WireUsage {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
     pub prompt_tokens_details: Option<PromptDetails>,

@@ -43,7 +43,7 @@ use super::chat::{ChatResponse, Positions, TokenLogprobs};
 use super::context::ContextWindow;
 use super::http::{exchange, exchange_up_to, get, post};
 use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest, ReadUsage};
-use crate::limits::{InFlight, InFlightPermit};
+use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
 /// How many raw top log-probabilities one read asks for.

@@ -35,7 +35,7 @@ pub use user_content::{EncodedContent, Part, UserContent};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use crate::limits::{InFlight, InFlightPermit};
+use crate::in_flight::{InFlight, InFlightPermit};
 
 /// A chat-completion backend in one dialect, serving one upstream model through masked
 /// reads. (A native System One upstream answers whole requests instead and is no

@@ -34,7 +34,7 @@ use hyper_util::client::legacy::connect::{
 };
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use crate::limits::InFlightPermit;
+use crate::in_flight::InFlightPermit;
 
 /// The body of every upstream request: whole, in memory.
 pub(crate) type RequestBody = http_body_util::Full<bytes::Bytes>;

@@ -17,12 +17,12 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 
-use super::outcome::{Outcome, PipelineError, Usage};
+use super::outcome::{Answers, PipelineError, TokenUsage};
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
 use crate::config::UpstreamSettings;
 use crate::engine::decode::{certain, decode, Decoded, OrderRead};
 use crate::error::MAX_RETRY_AFTER_SECS;
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 use crate::metrics::Metrics;
 use crate::models::circuit::{Health, Ticket};
 use crate::models::tokens::estimate_tokens_for_bytes;
@@ -72,7 +72,7 @@ pub struct Pipeline {
 /// What one question's reads returned, before decoding.
 struct QuestionReads {
     orders: Vec<OrderRead>,
-    usage: Usage,
+    usage: TokenUsage,
     model: Option<String>,
 }
 
@@ -116,7 +116,7 @@ impl Pipeline {
         &self,
         req: &ValidRequest,
         ticket: Ticket<'_>,
-    ) -> Result<Outcome, PipelineError> {
+    ) -> Result<Answers, PipelineError> {
         self.run_counting(req, ticket, &AtomicU64::new(0)).await
     }
 
@@ -127,7 +127,7 @@ impl Pipeline {
         req: &ValidRequest,
         ticket: Ticket<'_>,
         sent: &AtomicU64,
-    ) -> Result<Outcome, PipelineError> {
+    ) -> Result<Answers, PipelineError> {
         let result = match &req.model().serving {
             // A native upstream answers the whole request: its own timeout is the deadline.
             Serving::Forwards(upstream) => self.forward(upstream, req, sent).await,
@@ -151,18 +151,18 @@ impl Pipeline {
         req: &ValidRequest,
         backend: &dyn Backend,
         sent: &AtomicU64,
-    ) -> Result<Outcome, PipelineError> {
+    ) -> Result<Answers, PipelineError> {
         // The model's upkeep (token-table check, host probe) runs in the background; a
         // pipeline used without a router starts it here.
         crate::models::upkeep::start(req.model(), &self.in_flight);
         // A dialect that probes its host knows how to slice the reads only after the probe.
         backend.prepare().await?;
         self.check_table(req).await?;
-        super::context::settle_limits(req, &self.in_flight).await?;
+        super::context_window::settle_limits(req, &self.in_flight).await?;
         let asks = plan(req);
-        super::context::fits(req.model(), backend, &self.in_flight, &asks).await?;
+        super::context_window::fits(req.model(), backend, &self.in_flight, &asks).await?;
         let mut reads = self.ask_all(req, backend, asks, sent).await?;
-        let mut usage = Usage::default();
+        let mut usage = TokenUsage::default();
         let mut model = None;
         let mut answers = Vec::with_capacity(reads.len());
         for (q, r) in reads.iter_mut().enumerate() {
@@ -174,7 +174,7 @@ impl Pipeline {
             usage.add(&r.usage);
             model = model.or(r.model);
         }
-        Ok(Outcome {
+        Ok(Answers {
             answers,
             usage,
             model: model.unwrap_or_else(|| req.model().upstream_model.clone()),
@@ -358,7 +358,7 @@ fn merge_replies(
         })
         .collect();
     let mut pre_mask = vec![true; asks.len()];
-    let mut usage = Usage::default();
+    let mut usage = TokenUsage::default();
     let mut reported = None;
     for (slice, reply) in slices.iter().zip(replies) {
         node_reads[slice.ask][slice.node].extend_from_slice(&reply.logprobs);

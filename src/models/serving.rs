@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::backend::systemone::SystemOneBackend;
 use crate::backend::{Backend, Due, HostReport};
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 
 /// How a model's requests are answered.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::Model;
 use crate::backend::Due;
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 
 /// The first retry of an attempt that could not conclude.
 pub const RETRY_FIRST: Duration = Duration::from_secs(1);

@@ -64,7 +64,7 @@ use serde::Serialize;
 use super::host_report::{LogitBias, Probe};
 use super::http::{exchange, post};
 use super::{Backend, BackendError, Due, HostReport, ReadReply, ReadRequest};
-use crate::limits::{InFlight, InFlightPermit};
+use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
 /// The bias that makes a group of options the top of the distribution (hosted APIs accept

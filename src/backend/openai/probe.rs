@@ -12,7 +12,7 @@ use super::{CompatBackend, Host, ProbeState, GROUP_BIAS};
 use crate::backend::chat::{self, ChatResponse, TokenLogprobs};
 use crate::backend::host_report::{LogitBias, Prefill, TokenIds};
 use crate::backend::{BackendError, Due};
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 
 /// `top_logprobs` values the probe tries, largest first: the llama.cpp dialect's raw K,
 /// hosted APIs' and Ollama's 20, TGI's default `top_n_tokens` cap of 5.

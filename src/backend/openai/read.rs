@@ -11,7 +11,7 @@ use super::{CompatBackend, Host, GROUP_BIAS};
 use crate::backend::chat::{ChatResponse, TopLogprob};
 use crate::backend::host_report::{LogitBias, Prefill, TokenIds};
 use crate::backend::{BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
-use crate::limits::InFlightPermit;
+use crate::in_flight::InFlightPermit;
 
 /// `logit_bias` as OpenAI writes it: `{"<id>": bias, …}`.
 struct BiasMap<'a>(&'a [u32]);

@@ -32,7 +32,7 @@ use super::host_report::{HostReport, Probe};
 use super::http::{exchange_raw, post, RawAnswer};
 use super::{BackendError, Due};
 use crate::config::Flavor;
-use crate::limits::{InFlight, InFlightPermit};
+use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 pub use answer::{NativeAnswer, NativeReply};
 pub use native_ask::NativeAsk;

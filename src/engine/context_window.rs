@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::outcome::PipelineError;
 use crate::backend::{Backend, EncodedContent};
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 use crate::models::Model;
 use crate::request::prompt::Ask;
 use crate::request::validate::{
