@@ -50,7 +50,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// the head between requests that arrive together, so seating it with one read first
     /// would only add a round trip. vLLM's scheduler does (a step writes every new token's
     /// keys and values before any attention reads them, so requests of one step hit each
-    /// other's prefix blocks; measured: the same prompt tokens computed either way).
+    /// other's prefix blocks: docs/benchmarks.md).
     /// llama-server does not: one slot evaluates one prompt at a time and reuses only what
     /// its cache held before, so a staged request seats the head first.
     fn shares_prefixes_in_flight(&self) -> bool {
