@@ -51,7 +51,7 @@ bound="${SYSTEMONE_VLLM_START_SECS:-600}"
 # The block size stays vLLM's CPU default (128) for the tests: a smaller block lets more reads
 # reuse keys and values computed in another batch, whose float32 sums can differ in the last
 # bits, and the tests compare two requests' probabilities to 1e-12 (one of 2 full runs of
-# tests/vllm_real.rs failed so at 32). For throughput serve with --block-size 32 (README).
+# tests/live/vllm_real.rs failed so at 32). For throughput serve with --block-size 32 (README).
 # --max-model-len 16384 (as llama-server's -c): a read of a 150-option question with short
 # option texts is ~8,100 tokens (measured), so 255 options need ~14,000.
 started=$SECONDS

@@ -27,13 +27,14 @@
 //! request/      caller JSON → ValidRequest → prompt bytes; pure
 //! models/       the registry at run time, failover, the circuit breaker, token tables and
 //!               their live check
-//! backend/      the trait, the shared OpenAI chat wire types, one file per dialect
+//! backend/      the trait, the shared OpenAI chat wire types, one file per dialect, the native
+//!               upstream (systemone/: a model either reads or forwards, `models::Serving`)
 //! calibration/  temperatures, profiles (apply, prediction sets), the calibrated answer; fit/:
 //!               the fitting maths (optimisers, temperature fits, conformal sets, metrics)
 //! question.rs   the domain vocabulary: lowering questions to numbered options, the preamble
 //! config/       serve flags (one file per flag group), one model's config, the TOML registry
-//! days.rs error.rs json.rs limits.rs metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
-//!               day numbers and dates)
+//! days.rs error.rs in_flight.rs json.rs metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
+//!               day numbers and dates; in_flight.rs: the cap on upstream requests in flight)
 //! ```
 //!
 //! # Request lifecycle
@@ -55,7 +56,7 @@
 //! 3. Every door hands its validated requests to the one front-door flow
 //!    (`http/flow/mod.rs`): it takes the circuit's ticket (an open circuit refuses the request
 //!    here), counts the key's questions per minute and per day, runs
-//!    [`engine::Pipeline::run`], gives back the questions of whatever sent no read, asks
+//!    [`engine::Pipeline::run`] (its [`engine::Answers`]), gives back the questions of whatever sent no read, asks
 //!    the serving model's unsure answers again of its escalation model (`http/flow/escalate.rs`),
 //!    and records usage, metrics and the ledger's record (`http/flow/ledger_step.rs`). A model served by a native System One upstream
 //!    ([`backend::systemone`]) is not read: the pipeline forwards its requests whole
@@ -65,10 +66,10 @@
 //! 4. The pipeline first settles what the byte estimate could not: a request it put over
 //!    a token limit is counted with the backend's tokenizer and refused only on that count,
 //!    and a prompt longer than the backend's context window is counted against it
-//!    ([`engine::context`]). Then it renders each (question, option order) with [`request::prompt::plan`],
+//!    ([`engine::context_window`]). Then it renders each (question, option order) with [`request::prompt::plan`],
 //!    sends one read per node of the question's [`request::trie::ReadPlan`] (one node for
 //!    single-token labels, a trie for multi-token ones) and slice of ≤128 ids through the
-//!    model's [`backend::Backend`] while holding an in-flight permit ([`limits`]), and
+//!    model's [`backend::Backend`] while holding an in-flight permit ([`in_flight`]), and
 //!    joins them into one log-probability per option.
 //! 5. [`engine::decode`] turns log-probabilities into answers calibrated by
 //!    [`calibration`] (the model's temperature formula, or a named profile).
@@ -91,9 +92,9 @@ pub mod days;
 pub mod engine;
 pub mod error;
 pub mod http;
+pub mod in_flight;
 pub mod json;
 pub mod ledger;
-pub mod limits;
 pub mod metrics;
 pub mod models;
 pub mod question;

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::http::exchange;
 use super::{BackendError, Due};
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 
 /// How often the window is read again (a backend restarted with another window).
 const REFRESH: Duration = Duration::from_secs(600);

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::pool::{Pool, RequestBody, Share};
 use super::BackendError;
-use crate::limits::InFlightPermit;
+use crate::in_flight::InFlightPermit;
 use crate::secret::Secret;
 
 /// One request to a backend, built before it is sent: method, URL, headers, body.

@@ -27,10 +27,9 @@
 //!   not `/v1`), and the chat template through `POST /apply-template`: a template that
 //!   opens a reasoning block before the answer position is refused.
 //!
-//! One read, sometimes two or three: measured on Gemma 3 270M here, one raw read with K =
-//! 1000 returned all option ids in every 4-option call (technique §7); 24 of 26 letters on
-//! the letters test prompt. The recovery read comes from the prefix cache (20–35 ms); the
-//! whole-vocabulary read is ~26 MB and seconds, so it is the last resort.
+//! One read, sometimes two or three: one raw read with K = 1000 usually returns every
+//! option id (docs/benchmarks.md); the recovery read comes from the prefix cache; the
+//! whole-vocabulary read is tens of megabytes and seconds, so it is the last resort.
 
 use std::sync::Arc;
 
@@ -43,7 +42,7 @@ use super::chat::{ChatResponse, Positions, TokenLogprobs};
 use super::context::ContextWindow;
 use super::http::{exchange, exchange_up_to, get, post};
 use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest, ReadUsage};
-use crate::limits::{InFlight, InFlightPermit};
+use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
 /// How many raw top log-probabilities one read asks for.

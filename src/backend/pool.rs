@@ -5,10 +5,10 @@
 //! sibling read failed, the read timed out, the client left) before the backend answered,
 //! the exchange is dropped; hyper then closes the connection that carried it (its HTTP/1
 //! dispatcher sees the answer will never be read), and vLLM aborts a request whose client
-//! disconnected (llama-server, measured, evaluates the prompt to its end). Freeing the slot at the drop let a new request reach
-//! the backend before the old one was let go (5–6 requests at a cap of 4); keeping it until
-//! the backend would have answered let a hung backend hold every slot for a minute
-//! (issue 29). So the dropped exchange hands its share to the connection it was sent on;
+//! disconnected (llama-server evaluates the prompt to its end). Freeing the slot at the
+//! drop would let a new request reach the backend before the old one is let go (more in
+//! flight than the cap); keeping it until the backend would have answered would let a hung
+//! backend hold every slot. So the dropped exchange hands its share to the connection it was sent on;
 //! the connection shuts its side down, waits until the backend closes its own (it has seen
 //! the close and dropped the request) or [`CLOSE_GRACE`] passes, and lets go of the share
 //! once the socket is gone: the cap stays exact in the backend's eyes, and a hung backend
@@ -34,7 +34,7 @@ use hyper_util::client::legacy::connect::{
 };
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use crate::limits::InFlightPermit;
+use crate::in_flight::InFlightPermit;
 
 /// The body of every upstream request: whole, in memory.
 pub(crate) type RequestBody = http_body_util::Full<bytes::Bytes>;

@@ -31,7 +31,7 @@ use super::chat::Positions;
 use super::context::ContextWindow;
 use super::http::{exchange, get, post, Call};
 use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest};
-use crate::limits::{InFlight, InFlightPermit};
+use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
 /// The most `top_logprobs` vLLM accepts.

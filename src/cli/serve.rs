@@ -60,7 +60,7 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
         let table = model.table.get();
         tracing::info!(
             model = %model.name,
-            dialect = model.backend.dialect(),
+            dialect = model.serving.dialect(),
             labels = table.as_ref().map(|t| t.capacity()),
             options = table.as_ref().map(|t| t.option_capacity()),
             token_table = if model.table.is_auto() { "auto" } else { "file" },

@@ -9,7 +9,7 @@ use crate::backend::llamacpp::LlamaCppBackend;
 use crate::backend::vllm::VllmBackend;
 use crate::backend::Backend;
 use crate::config::BackendKind;
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 use crate::models::tokens::build::{
     build_with, check, letters_scheme, BuildOptions, LoadedTokenizer, DEFAULT_SEARCH_LIMIT,
 };

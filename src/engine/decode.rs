@@ -152,8 +152,8 @@ mod tests {
 /// Temperature × log-probability extremes, for every question type: whatever reads the
 /// backend returns and whatever temperature applies (a request's subnormal `1e-310`, a
 /// calibration formula's or a profile's), an answer that decodes holds only finite
-/// numbers, each probability in [0, 1], summing to 1 (issue 29: `1e-310` once gave NaN,
-/// written as `null` in a 200).
+/// numbers, each probability in [0, 1], summing to 1 (a subnormal temperature overflows
+/// `1/T`: unguarded, it gives NaN, written as `null` in a 200).
 #[cfg(test)]
 mod extremes {
     use std::sync::Arc;

@@ -8,11 +8,11 @@
 //! * [`decode`]: log-probabilities become option mass and calibrated probabilities;
 //! * `outcome`: what a run gives, its answers and token accounting or why it failed.
 
-pub mod context;
+pub mod context_window;
 pub mod decode;
 mod native;
 mod outcome;
 pub mod pipeline;
 
-pub use outcome::{Outcome, PipelineError, Usage};
+pub use outcome::{Answers, PipelineError, TokenUsage};
 pub use pipeline::Pipeline;

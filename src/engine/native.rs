@@ -19,10 +19,10 @@ use serde_json::{Map, Value};
 use tokio::time::{timeout_at, Instant};
 
 use super::decode::{certain, Decoded};
-use super::outcome::{Outcome, PipelineError, Usage};
+use super::outcome::{Answers, PipelineError, TokenUsage};
 use super::pipeline::{status_class, Pipeline};
 use crate::backend::systemone::{NativeAnswer, NativeAsk, NativeReply, SystemOneBackend};
-use crate::backend::{Backend, BackendError};
+use crate::backend::BackendError;
 use crate::calibration::{confidence, temper};
 use crate::config::Layout;
 use crate::models::tokens::estimate_tokens_for_bytes;
@@ -36,7 +36,7 @@ impl Pipeline {
         upstream: &SystemOneBackend,
         req: &ValidRequest,
         sent: &AtomicU64,
-    ) -> Result<Outcome, PipelineError> {
+    ) -> Result<Answers, PipelineError> {
         crate::models::upkeep::start(req.model(), self.in_flight());
         let asked: Vec<usize> = (0..req.questions().len())
             .filter(|q| req.questions()[*q].options.len() >= 2)
@@ -46,7 +46,7 @@ impl Pipeline {
         }
         // A request only the byte estimate put over a limit: a native upstream has no
         // tokenizer to count it with, so it is refused on the estimate, saying so.
-        super::context::settle_limits(req, self.in_flight()).await?;
+        super::context_window::settle_limits(req, self.in_flight()).await?;
         let ask = native_ask(req, &asked)?;
         // Waiting for the model or a slot is the caller's time (the deadline); only the
         // exchange itself running out of it is the upstream's timeout (and its circuit's).
@@ -73,10 +73,10 @@ impl Pipeline {
 }
 
 /// The outcome of a request none of whose questions needed asking.
-fn unasked(req: &ValidRequest) -> Outcome {
-    Outcome {
+fn unasked(req: &ValidRequest) -> Answers {
+    Answers {
         answers: req.questions().iter().map(|_| certain()).collect(),
-        usage: Usage::default(),
+        usage: TokenUsage::default(),
         model: req.model().upstream_model.clone(),
     }
 }
@@ -159,7 +159,7 @@ fn history(req: &ValidRequest, asked: &[usize]) -> Option<Value> {
 
 /// The upstream's answers in the request's order (the unasked ones certain), its usage or
 /// an estimate from the bytes sent, and the model it says served.
-fn outcome(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize) -> Outcome {
+fn outcome(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize) -> Answers {
     let mut answers: Vec<Decoded> = req.questions().iter().map(|_| certain()).collect();
     for (q, answer) in asked.iter().zip(reply.answers) {
         answers[*q] = match req.calibration() {
@@ -168,7 +168,7 @@ fn outcome(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize
         };
     }
     let usage = match reply.usage {
-        Some((u, estimated)) => Usage {
+        Some((u, estimated)) => TokenUsage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
             cached_tokens: u.cached_tokens,
@@ -176,7 +176,7 @@ fn outcome(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize
             upstream_requests: 1,
             estimated,
         },
-        None => Usage {
+        None => TokenUsage {
             input_tokens: estimate_tokens_for_bytes(bytes) as u64,
             output_tokens: asked.len() as u64,
             cached_tokens: 0,
@@ -185,7 +185,7 @@ fn outcome(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize
             estimated: true,
         },
     };
-    Outcome {
+    Answers {
         answers,
         usage,
         model: reply.model,

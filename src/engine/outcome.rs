@@ -1,5 +1,5 @@
-//! What running a request gives: its answers and token accounting ([`Outcome`],
-//! [`Usage`]), or why it failed ([`PipelineError`]) and the error the caller gets for it.
+//! What running a request gives: its answers and token accounting ([`Answers`],
+//! [`TokenUsage`]), or why it failed ([`PipelineError`]) and the error the caller gets for it.
 
 use super::decode::{DecodeError, Decoded};
 use crate::backend::BackendError;
@@ -8,7 +8,7 @@ use crate::models::circuit::Health;
 
 /// Token accounting of one request.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
+pub struct TokenUsage {
     /// Prompt tokens over every upstream request.
     pub input_tokens: u64,
     /// Generated tokens (one per upstream request).
@@ -26,11 +26,11 @@ pub struct Usage {
 
 /// The answers of one request.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct Answers {
     /// One per question, in request order.
     pub answers: Vec<Decoded>,
     /// Token accounting.
-    pub usage: Usage,
+    pub usage: TokenUsage,
     /// The model as the backend reported it (or the configured upstream id).
     pub model: String,
 }
@@ -72,9 +72,9 @@ impl PipelineError {
     }
 }
 
-impl Usage {
+impl TokenUsage {
     /// Adds another part's counts.
-    pub fn add(&mut self, other: &Usage) {
+    pub fn add(&mut self, other: &TokenUsage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.upstream_requests += other.upstream_requests;

@@ -17,16 +17,17 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 
-use super::outcome::{Outcome, PipelineError, Usage};
+use super::outcome::{Answers, PipelineError, TokenUsage};
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
 use crate::config::UpstreamSettings;
 use crate::engine::decode::{certain, decode, Decoded, OrderRead};
 use crate::error::MAX_RETRY_AFTER_SECS;
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 use crate::metrics::Metrics;
 use crate::models::circuit::{Health, Ticket};
 use crate::models::tokens::estimate_tokens_for_bytes;
 use crate::models::tokens::verify::Verdict;
+use crate::models::Serving;
 use crate::request::prompt::{plan, Ask};
 use crate::request::trie::ReadPlan;
 use crate::request::ValidRequest;
@@ -71,7 +72,7 @@ pub struct Pipeline {
 /// What one question's reads returned, before decoding.
 struct QuestionReads {
     orders: Vec<OrderRead>,
-    usage: Usage,
+    usage: TokenUsage,
     model: Option<String>,
 }
 
@@ -115,7 +116,7 @@ impl Pipeline {
         &self,
         req: &ValidRequest,
         ticket: Ticket<'_>,
-    ) -> Result<Outcome, PipelineError> {
+    ) -> Result<Answers, PipelineError> {
         self.run_counting(req, ticket, &AtomicU64::new(0)).await
     }
 
@@ -126,13 +127,16 @@ impl Pipeline {
         req: &ValidRequest,
         ticket: Ticket<'_>,
         sent: &AtomicU64,
-    ) -> Result<Outcome, PipelineError> {
-        let result = match req.model().backend.native() {
+    ) -> Result<Answers, PipelineError> {
+        let result = match &req.model().serving {
             // A native upstream answers the whole request: its own timeout is the deadline.
-            Some(upstream) => self.forward(upstream, req, sent).await,
-            None => timeout(self.request_timeout, self.run_unbounded(req, sent))
-                .await
-                .unwrap_or(Err(PipelineError::Deadline)),
+            Serving::Forwards(upstream) => self.forward(upstream, req, sent).await,
+            Serving::Reads(backend) => timeout(
+                self.request_timeout,
+                self.run_unbounded(req, backend.as_ref(), sent),
+            )
+            .await
+            .unwrap_or(Err(PipelineError::Deadline)),
         };
         ticket.record(match &result {
             Ok(outcome) if outcome.usage.upstream_requests > 0 => Health::Success,
@@ -145,19 +149,20 @@ impl Pipeline {
     async fn run_unbounded(
         &self,
         req: &ValidRequest,
+        backend: &dyn Backend,
         sent: &AtomicU64,
-    ) -> Result<Outcome, PipelineError> {
+    ) -> Result<Answers, PipelineError> {
         // The model's upkeep (token-table check, host probe) runs in the background; a
         // pipeline used without a router starts it here.
         crate::models::upkeep::start(req.model(), &self.in_flight);
         // A dialect that probes its host knows how to slice the reads only after the probe.
-        req.model().backend.prepare().await?;
+        backend.prepare().await?;
         self.check_table(req).await?;
-        super::context::settle_limits(req, &self.in_flight).await?;
+        super::context_window::settle_limits(req, &self.in_flight).await?;
         let asks = plan(req);
-        super::context::fits(req.model(), &self.in_flight, &asks).await?;
-        let mut reads = self.ask_all(req, asks, sent).await?;
-        let mut usage = Usage::default();
+        super::context_window::fits(req.model(), backend, &self.in_flight, &asks).await?;
+        let mut reads = self.ask_all(req, backend, asks, sent).await?;
+        let mut usage = TokenUsage::default();
         let mut model = None;
         let mut answers = Vec::with_capacity(reads.len());
         for (q, r) in reads.iter_mut().enumerate() {
@@ -169,7 +174,7 @@ impl Pipeline {
             usage.add(&r.usage);
             model = model.or(r.model);
         }
-        Ok(Outcome {
+        Ok(Answers {
             answers,
             usage,
             model: model.unwrap_or_else(|| req.model().upstream_model.clone()),
@@ -197,6 +202,7 @@ impl Pipeline {
     async fn ask_all(
         &self,
         req: &ValidRequest,
+        backend: &dyn Backend,
         asks: Vec<Vec<Ask>>,
         sent: &AtomicU64,
     ) -> Result<Vec<Option<QuestionReads>>, PipelineError> {
@@ -210,11 +216,14 @@ impl Pipeline {
             try_join_all(qs.iter().map(|q| {
                 let q = *q;
                 let asks = &asks[q];
-                async move { self.ask_question(req, q, asks, sent).await.map(|r| (q, r)) }
+                async move {
+                    let reads = self.ask_question(req, backend, q, asks, sent).await;
+                    reads.map(|r| (q, r))
+                }
             }))
         };
         let mut results = Vec::with_capacity(asked.len());
-        if seats_first(req) && asked.len() > 1 {
+        if seats_first(req, backend) && asked.len() > 1 {
             results.extend(ask(&asked[..1]).await?);
             results.extend(ask(&asked[1..]).await?);
         } else {
@@ -232,13 +241,12 @@ impl Pipeline {
     async fn ask_question(
         &self,
         req: &ValidRequest,
+        backend: &dyn Backend,
         question: usize,
         asks: &[Ask],
         sent: &AtomicU64,
     ) -> Result<QuestionReads, PipelineError> {
-        let model = req.model();
         let plan = &req.rendered()[question].reads;
-        let backend = model.backend.as_ref();
         let slices: Vec<Slice> = (0..asks.len())
             .flat_map(|ask| {
                 plan.nodes.iter().enumerate().flat_map(move |(node, n)| {
@@ -261,7 +269,7 @@ impl Pipeline {
                     read_ids: &node.ids[slice.ids.clone()],
                     chained: plan.chained(),
                 };
-                self.read(model.backend.as_ref(), request, sent)
+                self.read(backend, request, sent)
             }))
         };
         // A trie's reads share the whole prompt but the prefill: the root's slices go
@@ -304,8 +312,8 @@ impl Pipeline {
 /// staged request, unless its backend shares prefixes between requests in flight. Images
 /// keep it staged on every backend: whether vLLM encodes an image once for requests that
 /// arrive together is not measured here (no vision model runs on this CPU).
-fn seats_first(req: &ValidRequest) -> bool {
-    req.staged() && (!req.images().is_empty() || !req.model().backend.shares_prefixes_in_flight())
+fn seats_first(req: &ValidRequest, backend: &dyn Backend) -> bool {
+    req.staged() && (!req.images().is_empty() || !backend.shares_prefixes_in_flight())
 }
 
 /// The status class label of one upstream read.
@@ -350,7 +358,7 @@ fn merge_replies(
         })
         .collect();
     let mut pre_mask = vec![true; asks.len()];
-    let mut usage = Usage::default();
+    let mut usage = TokenUsage::default();
     let mut reported = None;
     for (slice, reply) in slices.iter().zip(replies) {
         node_reads[slice.ask][slice.node].extend_from_slice(&reply.logprobs);

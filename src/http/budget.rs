@@ -3,7 +3,7 @@
 //!
 //! A body's decoded size is unknown until it is decoded (a 23 KB gzip body can expand to
 //! the 24 MiB body limit), and its parsed JSON can be larger than its text; without a
-//! shared cap, 64 such bodies at once held 2.6–2.9 GB (issue 29, item 5). Every request
+//! shared cap, many such bodies at once hold gigabytes. Every request
 //! takes a [`Share`] of one byte semaphore before it holds a body and grows it as the body
 //! grows; the share goes back when the [`Share`] is dropped, with the parsed body.
 //!

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::calibration::profile::set_member;
 use crate::engine::decode::Decoded;
-use crate::engine::{Outcome, Usage};
+use crate::engine::TokenUsage;
 use crate::error::{ApiError, Code};
 use crate::question::{LoweredQuestion, QuestionKind};
 
@@ -33,12 +33,15 @@ pub(super) struct SystemOneResponse<'a> {
     pub model: &'a str,
     pub questions: &'a [LoweredQuestion],
     pub answers: &'a [Decoded],
-    pub usage: Usage,
+    pub usage: TokenUsage,
 }
 
 impl<'a> SystemOneResponse<'a> {
     /// The body for an outcome.
-    pub(super) fn new(questions: &'a [LoweredQuestion], outcome: &'a Outcome) -> Self {
+    pub(super) fn new(
+        questions: &'a [LoweredQuestion],
+        outcome: &'a crate::engine::Answers,
+    ) -> Self {
         SystemOneResponse {
             model: &outcome.model,
             questions,
@@ -200,7 +203,7 @@ impl<'k, V: Serialize, I: Iterator<Item = (&'k str, V)> + Clone> Serialize for P
 }
 
 /// `usage` as `/v1/systemone` writes it (`/v2/rerank` repeats it beside Cohere's `meta`).
-pub(super) struct UsageWire(pub Usage);
+pub(super) struct UsageWire(pub TokenUsage);
 
 impl Serialize for UsageWire {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

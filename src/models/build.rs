@@ -9,6 +9,7 @@ use super::circuit::Circuit;
 use super::escalation;
 use super::model::Model;
 use super::registry::Models;
+use super::serving::Serving;
 use super::tokens::build::{check, LoadedTokenizer};
 use super::tokens::served::ServedTable;
 use super::tokens::verify::Verifier;
@@ -53,7 +54,7 @@ impl Models {
         let table = Self::table(c, &upstream_model).map_err(invalid)?;
         let counter = Self::token_counter(c, table.get().as_deref()).map_err(invalid)?;
         let calibration = Self::calibration(c).map_err(invalid)?;
-        let backend = Self::backend(
+        let serving = Self::serving(
             c,
             client,
             &upstream_model,
@@ -72,7 +73,7 @@ impl Models {
             release_date: c.release_date.clone(),
             rerank_question: c.rerank_question.clone(),
             verifier: Arc::new(Verifier::new(check_interval, check_timeout)),
-            ..Model::serving(c.name.clone(), backend, table)
+            ..Model::with_table(c.name.clone(), serving, table)
         })
     }
 
@@ -145,19 +146,23 @@ impl Models {
         Ok(TokenCounter::Tokenizer(Arc::new(tk)))
     }
 
-    /// The backend of the configured dialect (the `openai` one learns the label texts of
-    /// `table`, which it always has, and probes within `probe_timeout`).
-    fn backend(
+    /// How the configured dialect serves the model: a native upstream's forwarding, or the
+    /// reads of a chat dialect (the `openai` one learns the label texts of `table`, which it
+    /// always has, and probes within `probe_timeout`).
+    fn serving(
         c: &ModelConfig,
         client: &crate::backend::Pool,
         upstream_model: &str,
         table: Option<&TokenTable>,
         probe_timeout: Duration,
-    ) -> Arc<dyn Backend> {
+    ) -> Serving {
         let thinking_off = c
             .disable_thinking
             .then(|| serde_json::json!({"enable_thinking": false}));
-        match c.backend {
+        let reads: Arc<dyn Backend> = match c.backend {
+            BackendKind::Systemone => {
+                return Serving::Forwards(Arc::new(Self::native_backend(c, client, upstream_model)))
+            }
             BackendKind::Vllm => Arc::new(
                 VllmBackend::new(
                     client.clone(),
@@ -176,7 +181,6 @@ impl Models {
                 c.cache_prompt,
                 thinking_off,
             )),
-            BackendKind::Systemone => Arc::new(Self::native_backend(c, client, upstream_model)),
             BackendKind::Openai => Arc::new(CompatBackend::new(
                 client.clone(),
                 &c.backend_url,
@@ -185,7 +189,8 @@ impl Models {
                 table.map(label_texts).unwrap_or_default(),
                 probe_timeout,
             )),
-        }
+        };
+        Serving::Reads(reads)
     }
 
     /// The native upstream of a `systemone` model.

@@ -3,7 +3,8 @@
 //! Also what keeps a model servable while it runs: the [`circuit`] breaker in front of its
 //! backend, failover to a configured fallback, and the [`tokens`] table with its live check.
 //!
-//! [`Model`] is one model (`model.rs`); [`Models`] the registry (`registry.rs`), built from
+//! [`Model`] is one model (`model.rs`), read through a chat dialect or forwarded to a native
+//! upstream ([`Serving`], `serving.rs`); [`Models`] the registry (`registry.rs`), built from
 //! configuration in `build.rs` (the one place that knows every dialect), its graph of
 //! fallbacks and escalations checked in `checks.rs`; [`Routes`] resolves which model serves
 //! a request while circuits are open (`routes.rs`).
@@ -15,6 +16,7 @@ pub mod escalation;
 mod model;
 mod registry;
 mod routes;
+mod serving;
 pub mod tokens;
 pub mod upkeep;
 
@@ -22,3 +24,4 @@ pub use build::label_texts;
 pub use model::{Model, Resolved, DEFAULT_CHECK_INTERVAL, DEFAULT_CHECK_TIMEOUT};
 pub use registry::{Models, DEFAULT_ALIAS};
 pub use routes::Routes;
+pub use serving::Serving;

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use super::circuit::Circuit;
 use super::escalation;
+use super::serving::Serving;
 use super::tokens::served::ServedTable;
 use super::tokens::verify::Verifier;
 use super::tokens::{TokenCounter, TokenTable};
-use crate::backend::Backend;
 use crate::calibration::{Calibration, DEFAULT_FORMULA};
 use crate::config::{CircuitSettings, Layout};
 use crate::question::PREAMBLE;
@@ -30,8 +30,8 @@ pub struct Model {
     pub aliases: Vec<String>,
     /// The backend's id for it (also the `model` of answers with no upstream request).
     pub upstream_model: String,
-    /// Where its reads go.
-    pub backend: Arc<dyn Backend>,
+    /// How its requests are answered: read through a chat dialect, or forwarded whole.
+    pub serving: Serving,
     /// Its labels and their token ids (fixed, or built from the backend: `auto`).
     pub table: ServedTable,
     /// Counts tokens for the limits (the real tokenizer when configured).
@@ -70,19 +70,23 @@ impl Model {
     /// `accuracy` layout, the default label scheme (numerals: any letters in `table` are
     /// dropped), estimated token counts, a check every 10 minutes, no images, the default
     /// circuit breaker, no fallback and the default rerank question.
-    pub fn new(name: impl Into<String>, backend: Arc<dyn Backend>, table: TokenTable) -> Self {
-        Self::serving(name, backend, ServedTable::fixed(table.numerals_only()))
+    pub fn new(name: impl Into<String>, serving: impl Into<Serving>, table: TokenTable) -> Self {
+        Self::with_table(
+            name,
+            serving.into(),
+            ServedTable::fixed(table.numerals_only()),
+        )
     }
 
     /// [`Model::new`]'s defaults, serving `table` as it is.
-    pub fn serving(name: impl Into<String>, backend: Arc<dyn Backend>, table: ServedTable) -> Self {
+    pub fn with_table(name: impl Into<String>, serving: Serving, table: ServedTable) -> Self {
         let name = name.into();
         Model {
             upstream_model: name.clone(),
             circuit: Circuit::new(name.clone(), CircuitSettings::default()),
             name,
             aliases: Vec::new(),
-            backend,
+            serving,
             table,
             counter: TokenCounter::Estimate,
             calibration: DEFAULT_FORMULA,

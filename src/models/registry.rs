@@ -82,7 +82,7 @@ impl Models {
     }
 
     /// Starts every model's background [`upkeep`] (once; later calls do nothing).
-    pub fn start_upkeep(&self, in_flight: &crate::limits::InFlight) {
+    pub fn start_upkeep(&self, in_flight: &crate::in_flight::InFlight) {
         for model in &self.list {
             upkeep::start(model, in_flight);
         }

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::Model;
 use crate::backend::Due;
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 
 /// The first retry of an attempt that could not conclude.
 pub const RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -104,18 +104,18 @@ async fn keep(model: Weak<Model>, in_flight: InFlight) {
         let (probed, checked) = tokio::join!(
             async {
                 match probe_due {
-                    true => Some(m.backend.upkeep(&in_flight).await),
+                    true => Some(m.serving.upkeep(&in_flight).await),
                     false => None,
                 }
             },
             async {
-                match check_due {
-                    true => Some(
-                        m.verifier
-                            .check(m.backend.as_ref(), &m.table, &in_flight)
-                            .await,
-                    ),
-                    false => None,
+                match (check_due, m.serving.reads()) {
+                    (true, Some(backend)) => {
+                        Some(m.verifier.check(backend, &m.table, &in_flight).await)
+                    }
+                    // A model that forwards has no token table of its own to check.
+                    (true, None) => Some(Due::Never),
+                    (false, _) => None,
                 }
             },
         );

@@ -9,7 +9,10 @@
 //! tokens' conditional log-probabilities along its path (the chain rule); decoding then
 //! renormalises over the question's labels and sums their mass, exactly as it does for
 //! single-token labels. Every node depends only on the label texts, never on another
-//! node's answer, so all of a question's reads go out together.
+//! node's answer, so the reads could all go out together; the engine still sends the
+//! root's first, alone, so the backend's prefix cache holds the prompt before the other
+//! nodes arrive, unless the backend shares prefixes between requests in flight
+//! (`engine/pipeline.rs`).
 
 use crate::models::tokens::{OptionLabels, TokenTable};
 

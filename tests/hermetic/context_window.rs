@@ -52,8 +52,9 @@ fn window(service: &Service) -> Option<usize> {
         .state
         .models
         .default_model()
-        .backend
-        .context_tokens()
+        .serving
+        .reads()
+        .and_then(|backend| backend.context_tokens())
 }
 
 /// A 3,000-byte state of ordinary text does not fit a 2,000-token window: 413

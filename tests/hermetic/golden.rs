@@ -27,7 +27,7 @@ use systemone::backend::UserContent;
 use systemone::calibration::DEFAULT_FORMULA;
 use systemone::config::{Layout, UpstreamSettings};
 use systemone::engine::decode::{decode, OrderRead};
-use systemone::engine::{Outcome, Pipeline};
+use systemone::engine::{Answers, Pipeline};
 use systemone::json::to_python;
 use systemone::models::tokens::TokenTable;
 use systemone::models::Model;
@@ -170,7 +170,7 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// Compares an outcome with a recorded `result_*` object.
-fn assert_outcome(name: &str, outcome: &Outcome, req: &ValidRequest, want: &Value) {
+fn assert_outcome(name: &str, outcome: &Answers, req: &ValidRequest, want: &Value) {
     assert_eq!(outcome.model, want["response_model"], "{name}: model");
     let usage = &outcome.usage;
     let recorded = |section: &str, key: &str| want[section][key].as_u64().expect("u64");

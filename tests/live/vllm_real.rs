@@ -508,14 +508,22 @@ async fn a_prompt_longer_than_vllms_window_is_a_413_before_any_read() {
     let service = support::start(vllm_config(proxy.url(), &raised)).await;
     let model = service.state.models.default_model();
     let started = Instant::now();
-    while model.backend.context_tokens().is_none() {
+    while model
+        .serving
+        .reads()
+        .and_then(|b| b.context_tokens())
+        .is_none()
+    {
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "the window was never read"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(model.backend.context_tokens(), Some(16_384));
+    assert_eq!(
+        model.serving.reads().and_then(|b| b.context_tokens()),
+        Some(16_384)
+    );
     let tokenized = proxy.tokenizes();
     let mut body = team_and_refund(4);
     body["state"] = json!("The customer writes again about the invoice. ".repeat(2_500));

@@ -265,13 +265,14 @@ pub async fn start(config: ServeConfig) -> Service {
 /// first host probe and token-table check: `/readyz` answers from memory and never waits
 /// for them, so a test that reads what they found waits here first.
 pub async fn settled(service: &Service) {
+    use systemone::backend::host_report::Probe;
     use systemone::models::tokens::verify::Verdict;
     for _ in 0..3000 {
         let done = service.state.models.iter().all(|m| {
             let probed = m
-                .backend
+                .serving
                 .host_report()
-                .is_none_or(|h| h.probe != "unprobed");
+                .is_none_or(|h| h.probe != Probe::Unprobed);
             let status = m.verifier.status();
             let checked = status.verdict == Verdict::Disabled || status.last_check.is_some();
             probed && checked && !status.checking

@@ -42,162 +42,34 @@
 //! ids it sees must carry the label texts the table says).
 
 //!
-//! The files: this one holds what the probe found ([`Host`]) and the backend; `probe.rs`
-//! the probe; `read.rs` the two read strategies.
+//! The files: this one holds the backend; `host.rs` what the probe found ([`Host`]);
+//! `label_texts.rs` the label texts; `probe.rs` the probe; `read.rs` the two read
+//! strategies.
 
+mod host;
+mod label_texts;
 mod probe;
 mod read;
 
-use std::collections::HashMap;
+use host::{empty_report, Host, ProbeState};
+pub use label_texts::LabelTexts;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde::Serialize;
-use tokio::time::Instant;
 
+use super::host_report::{LogitBias, Probe};
 use super::http::{exchange, post};
 use super::{Backend, BackendError, Due, HostReport, ReadReply, ReadRequest};
-use crate::limits::{InFlight, InFlightPermit};
+use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
 /// The bias that makes a group of options the top of the distribution (hosted APIs accept
 /// at most ±100).
 const GROUP_BIAS: f64 = 100.0;
-
-/// How the host names the tokens of its logprob entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TokenIds {
-    /// An `id` field (llama.cpp) or a `token_id` field.
-    Field,
-    /// Tokens written `token_id:N`.
-    Strings,
-    /// Only the text: options are found by their label text.
-    Text,
-}
-
-/// What `logit_bias` does on the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Bias {
-    /// Honoured, and the returned logprobs include it.
-    AfterLogprobs,
-    /// Honoured, but the returned logprobs are raw.
-    BeforeLogprobs,
-    /// Not honoured (or refused).
-    Ignored,
-}
-
-/// Which request field makes the host continue the `answer=` prefill.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Prefill {
-    /// A trailing assistant message is continued as it is.
-    TrailingMessage,
-    /// `continue_final_message: true` with `add_generation_prompt: false`.
-    ContinueFinalMessage,
-}
-
-/// What the probe found out about the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Host {
-    /// Most `top_logprobs` entries one answer carries.
-    cap: usize,
-    /// How its entries name tokens.
-    ids: TokenIds,
-    /// What `logit_bias` does to its logprobs.
-    bias: Bias,
-    /// What continues the `answer=` prefill.
-    prefill: Prefill,
-}
-
-impl Host {
-    /// The strategy's name for `/readyz`, the metric and the log.
-    fn strategy(&self) -> &'static str {
-        match self.bias {
-            Bias::AfterLogprobs => "post_bias",
-            Bias::BeforeLogprobs | Bias::Ignored => "raw_top_k",
-        }
-    }
-
-    fn report(&self) -> HostReport {
-        HostReport {
-            probe: "ready",
-            strategy: Some(self.strategy()),
-            refused: None,
-            top_logprobs: Some(self.cap),
-            token_ids: Some(match self.ids {
-                TokenIds::Field => "id",
-                TokenIds::Strings => "token_id:N",
-                TokenIds::Text => "text",
-            }),
-            logit_bias: Some(match self.bias {
-                Bias::AfterLogprobs => "after_logprobs",
-                Bias::BeforeLogprobs => "before_logprobs",
-                Bias::Ignored => "ignored",
-            }),
-            prefill: Some(match self.prefill {
-                Prefill::TrailingMessage => "trailing_message",
-                Prefill::ContinueFinalMessage => "continue_final_message",
-            }),
-        }
-    }
-}
-
-/// The probe's standing verdict.
-#[derive(Debug, Clone)]
-enum ProbeState {
-    /// No probe has concluded: none finished yet (`None`), or the last one could not
-    /// conclude, for this reason (refused requests are answered with it).
-    Unprobed(Option<BackendError>),
-    Ready(Host),
-    /// The host cannot be read exactly; since when.
-    Refused {
-        what: String,
-        since: Instant,
-    },
-}
-
-/// The text of every label token the token table names, for hosts that return token text
-/// only, and the single-token labels the bias probe uses.
-#[derive(Debug, Clone, Default)]
-pub struct LabelTexts {
-    /// The prefill (`answer=`).
-    prefix: String,
-    /// Single-token labels: `(id, text)`, in table order.
-    singles: Vec<(u32, String)>,
-    /// Every label token's text; an id two labels give different texts is left out.
-    by_id: HashMap<u32, String>,
-}
-
-impl LabelTexts {
-    /// From the prefix, the single-token labels and the tokens of the multi-token labels
-    /// (each `(id, text)`: one character per token).
-    pub fn new(
-        prefix: String,
-        singles: Vec<(u32, String)>,
-        multi: impl IntoIterator<Item = (u32, String)>,
-    ) -> Self {
-        let mut by_id: HashMap<u32, String> = HashMap::new();
-        let mut ambiguous = Vec::new();
-        for (id, text) in singles.iter().cloned().chain(multi) {
-            match by_id.get(&id) {
-                Some(seen) if *seen != text => ambiguous.push(id),
-                Some(_) => {}
-                None => {
-                    by_id.insert(id, text);
-                }
-            }
-        }
-        for id in ambiguous {
-            by_id.remove(&id);
-        }
-        LabelTexts {
-            prefix,
-            singles,
-            by_id,
-        }
-    }
-}
 
 /// An OpenAI-compatible host serving one model.
 // Derived: the key is a `Secret`, whose `Debug` is redacted.
@@ -281,7 +153,7 @@ impl Backend for CompatBackend {
     /// the anchor); raw reads take every option at once.
     fn max_ids_per_read(&self, ids: usize) -> usize {
         match &*self.lock() {
-            ProbeState::Ready(host) if host.bias == Bias::AfterLogprobs && ids > host.cap => {
+            ProbeState::Ready(host) if host.bias == LogitBias::AfterLogprobs && ids > host.cap => {
                 (host.cap - 1).max(1)
             }
             _ => usize::MAX,
@@ -322,40 +194,11 @@ impl Backend for CompatBackend {
         Some(match &*self.lock() {
             ProbeState::Ready(host) => host.report(),
             ProbeState::Refused { what, .. } => HostReport {
-                probe: "refused",
+                probe: Probe::Refused,
                 refused: Some(what.clone()),
                 ..empty_report()
             },
             ProbeState::Unprobed(_) => empty_report(),
         })
-    }
-}
-
-fn empty_report() -> HostReport {
-    HostReport {
-        probe: "unprobed",
-        strategy: None,
-        refused: None,
-        top_logprobs: None,
-        token_ids: None,
-        logit_bias: None,
-        prefill: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn label_texts_drop_ids_two_labels_disagree_on() {
-        let labels = LabelTexts::new(
-            "answer=".into(),
-            vec![(10, "0".into()), (11, "1".into())],
-            [(10, "0".into()), (11, "7".into()), (12, "2".into())],
-        );
-        assert_eq!(labels.by_id.get(&10).map(String::as_str), Some("0"));
-        assert_eq!(labels.by_id.get(&11), None, "ambiguous");
-        assert_eq!(labels.by_id.get(&12).map(String::as_str), Some("2"));
     }
 }

@@ -8,10 +8,11 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::{Bias, CompatBackend, Host, Prefill, ProbeState, TokenIds, GROUP_BIAS};
+use super::{CompatBackend, Host, ProbeState, GROUP_BIAS};
 use crate::backend::chat::{self, ChatResponse, TokenLogprobs};
+use crate::backend::host_report::{LogitBias, Prefill, TokenIds};
 use crate::backend::{BackendError, Due};
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 
 /// `top_logprobs` values the probe tries, largest first: the llama.cpp dialect's raw K,
 /// hosted APIs' and Ollama's 20, TGI's default `top_n_tokens` cap of 5.
@@ -106,14 +107,13 @@ impl CompatBackend {
     fn record(&self, outcome: Result<Host, ProbeFailure>) {
         match outcome {
             Ok(host) => {
-                let r = host.report();
                 tracing::info!(
                     upstream_model = %self.upstream_model,
-                    strategy = host.strategy(),
+                    strategy = host.strategy().as_str(),
                     top_logprobs = host.cap,
-                    token_ids = r.token_ids,
-                    logit_bias = r.logit_bias,
-                    prefill = r.prefill,
+                    token_ids = host.ids.as_str(),
+                    logit_bias = host.bias.as_str(),
+                    prefill = host.prefill.as_str(),
                     "OpenAI-compatible host probed"
                 );
                 *self.lock() = ProbeState::Ready(host);
@@ -270,7 +270,7 @@ impl CompatBackend {
         in_flight: &InFlight,
         cap: usize,
         prefill: Prefill,
-    ) -> Result<Bias, ProbeFailure> {
+    ) -> Result<LogitBias, ProbeFailure> {
         let user = "Pick a number.";
         let body = self.with_prefill(
             self.probe_body(Value::Null, cap),
@@ -287,13 +287,13 @@ impl CompatBackend {
         self.check_label_ids(&unbiased)?;
         // Without a single-token label to bias, the raw read (exact or a 502) is the safe way.
         let Some((target, text, before)) = self.least_likely_label(&unbiased) else {
-            return Ok(Bias::Ignored);
+            return Ok(LogitBias::Ignored);
         };
         let mut biased_body = body.clone();
         biased_body["logit_bias"] = json!({ target.to_string(): GROUP_BIAS });
         let bytes = match self.post_probe(in_flight, &biased_body).await {
             Err(BackendError::Rejected { status }) if status != 401 && status != 403 => {
-                return Ok(Bias::Ignored)
+                return Ok(LogitBias::Ignored)
             }
             other => other?,
         };
@@ -309,11 +309,11 @@ impl CompatBackend {
         let after = biased.logprob_of(target, &text);
         Ok(
             if after.is_some_and(|lp| lp > LN_HALF) && before.is_none_or(|lp| lp < LN_HALF) {
-                Bias::AfterLogprobs
+                LogitBias::AfterLogprobs
             } else if sampled {
-                Bias::BeforeLogprobs
+                LogitBias::BeforeLogprobs
             } else {
-                Bias::Ignored
+                LogitBias::Ignored
             },
         )
     }

@@ -7,15 +7,16 @@ use std::sync::Arc;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use super::{Bias, CompatBackend, Host, Prefill, TokenIds, GROUP_BIAS};
+use super::{CompatBackend, Host, GROUP_BIAS};
 use crate::backend::chat::{ChatResponse, TopLogprob};
+use crate::backend::host_report::{LogitBias, Prefill, TokenIds};
 use crate::backend::{BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
-use crate::limits::InFlightPermit;
+use crate::in_flight::InFlightPermit;
 
 /// `logit_bias` as OpenAI writes it: `{"<id>": bias, …}`.
-struct LogitBias<'a>(&'a [u32]);
+struct BiasMap<'a>(&'a [u32]);
 
-impl Serialize for LogitBias<'_> {
+impl Serialize for BiasMap<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.0.len()))?;
         for id in self.0 {
@@ -41,7 +42,7 @@ struct ChatRequest<'a> {
     logprobs: bool,
     top_logprobs: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
-    logit_bias: Option<LogitBias<'a>>,
+    logit_bias: Option<BiasMap<'a>>,
 }
 
 impl CompatBackend {
@@ -52,7 +53,7 @@ impl CompatBackend {
         slot: &Arc<InFlightPermit>,
     ) -> Result<ReadReply, BackendError> {
         let host = self.host()?;
-        if host.bias == Bias::AfterLogprobs && !request.chained {
+        if host.bias == LogitBias::AfterLogprobs && !request.chained {
             self.read_post_bias(host, request, slot).await
         } else {
             self.read_raw(host, request, slot).await
@@ -79,7 +80,7 @@ impl CompatBackend {
             seed: 0,
             logprobs: true,
             top_logprobs,
-            logit_bias: biased.map(LogitBias),
+            logit_bias: biased.map(BiasMap),
         }
     }
 
@@ -242,7 +243,7 @@ mod tests {
 
     #[test]
     fn logit_bias_is_an_object_of_id_strings() {
-        let body = serde_json::to_value(LogitBias(&[7, 1000])).expect("serialises");
+        let body = serde_json::to_value(BiasMap(&[7, 1000])).expect("serialises");
         assert_eq!(body, serde_json::json!({"7": 100.0, "1000": 100.0}));
     }
 

@@ -4,8 +4,8 @@
 //! How it differs from the chat dialects:
 //! * no masked reads: the validated request is forwarded as the contract's body (the
 //!   engine builds the caller's fields; this file adds `model` = the upstream model, the
-//!   images and the flavor's own fields), so [`Backend::read`] and [`Backend::tokenize`]
-//!   refuse and the engine sends the model's requests through [`SystemOneBackend::forward`];
+//!   images and the flavor's own fields): the model forwards (`models::Serving::Forwards`)
+//!   and the engine sends its requests through [`SystemOneBackend::forward`];
 //! * the answer is checked against the contract's types ([`answer`]): a missing or
 //!   mistyped field is a 502 that names it (by question position, never by the caller's
 //!   ids), never passed on; fields this service does not know are kept;
@@ -13,85 +13,34 @@
 //!   529 are rate limits with the upstream's wait (capped), 503 overload, 504 a timeout,
 //!   other 4xx a rejection with this service's message, other 5xx a 502.
 //!
-//! Each flavor's quirks are in its own file: [`typesafe`], [`ollama`], [`vllm`].
+//! Each flavor's quirks are in its own file: [`typesafe`], [`ollama`], [`vllm`] (the trait
+//! they implement in `quirks.rs`); the request sent in `native_ask.rs`; the answer's check
+//! in [`answer`].
 
 pub mod answer;
+mod native_ask;
 mod ollama;
+mod quirks;
 mod typesafe;
 mod vllm;
 
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use serde_json::{Map, Value};
 
-use super::http::{exchange_raw, post, retry_after_secs, RawAnswer};
-use super::{Backend, BackendError, Due, HostReport, ReadReply, ReadRequest};
+use super::host_report::{HostReport, Probe};
+use super::http::{exchange_raw, post, RawAnswer};
+use super::{BackendError, Due};
 use crate::config::Flavor;
-use crate::limits::{InFlight, InFlightPermit};
-use crate::question::LoweredQuestion;
+use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 pub use answer::{NativeAnswer, NativeReply};
-
-/// What one flavor of native server does differently. One implementation per file.
-trait Quirks: Send + Sync + std::fmt::Debug {
-    /// Most options one question may have on this server (refused with a 422 before
-    /// sending beyond it).
-    fn max_options(&self) -> usize;
-    /// The request's images as this server takes them (data URLs as they are, by default).
-    fn images(&self, images: &[Arc<str>]) -> Value {
-        Value::Array(images.iter().map(|i| Value::from(&**i)).collect())
-    }
-    /// Fields of its own added to every body (from configuration, never from the caller).
-    fn add_fields(&self, body: &mut Map<String, Value>) {
-        let _ = body;
-    }
-    /// Seconds to wait, from an error answer's headers.
-    fn retry_after(&self, headers: &hyper::header::HeaderMap) -> Option<u64> {
-        retry_after_secs(headers)
-    }
-    /// A status this flavor gives its own meaning (`None`: the common mapping).
-    fn refusal(&self, status: u16, model: &str) -> Option<BackendError> {
-        let _ = (status, model);
-        None
-    }
-    /// Whether a startup probe must find out if the server serves the model natively.
-    fn probes(&self) -> bool {
-        false
-    }
-    /// Logs what the server says about one exchange (its request id), at `debug`.
-    fn note_answer(&self, headers: &hyper::header::HeaderMap) {
-        let _ = headers;
-    }
-}
-
-/// The quirks of `flavor`, with the configured `keep_alive` (Ollama only).
-fn quirks(flavor: Flavor, keep_alive: Option<String>) -> Box<dyn Quirks> {
-    match flavor {
-        Flavor::Typesafe => Box::new(typesafe::TypeSafe),
-        Flavor::Ollama => Box::new(ollama::Ollama { keep_alive }),
-        Flavor::Vllm => Box::new(vllm::VllmNative),
-    }
-}
+pub use native_ask::NativeAsk;
+use quirks::Quirks;
 
 /// Most options one question may have on a server of `flavor`.
 pub fn max_options(flavor: Flavor) -> usize {
-    quirks(flavor, None).max_options()
-}
-
-/// One request for a native server: the caller's fields and what to check the answer
-/// against.
-#[derive(Debug)]
-pub struct NativeAsk<'a> {
-    /// The caller's fields in the contract's shape (`state`, `questions`, and `temperature`,
-    /// `permutations`, `layout`, `history` when set); `model`, images and the flavor's
-    /// fields are added by the dialect.
-    pub fields: Map<String, Value>,
-    /// Image data URLs, sent in the flavor's form.
-    pub images: &'a [Arc<str>],
-    /// The questions sent, in order: the answer must hold one of each.
-    pub questions: Vec<&'a LoweredQuestion>,
+    SystemOneBackend::quirks(flavor, None).max_options()
 }
 
 /// A native System One server serving one model.
@@ -113,6 +62,15 @@ pub struct SystemOneBackend {
 }
 
 impl SystemOneBackend {
+    /// The quirks of `flavor`, with the configured `keep_alive` (Ollama only).
+    fn quirks(flavor: Flavor, keep_alive: Option<String>) -> Box<dyn Quirks> {
+        match flavor {
+            Flavor::Typesafe => Box::new(typesafe::TypeSafe),
+            Flavor::Ollama => Box::new(ollama::Ollama { keep_alive }),
+            Flavor::Vllm => Box::new(vllm::VllmNative),
+        }
+    }
+
     /// A native server at `base_url` (ending in `/v1`) of `flavor`.
     pub fn new(
         client: crate::backend::Pool,
@@ -127,7 +85,7 @@ impl SystemOneBackend {
             url: format!("{}/systemone", base_url.trim_end_matches('/')),
             upstream_model,
             api_key,
-            quirks: quirks(flavor, keep_alive),
+            quirks: Self::quirks(flavor, keep_alive),
             probe: Mutex::new(None),
         }
     }
@@ -240,52 +198,39 @@ impl SystemOneBackend {
     }
 }
 
-impl Backend for SystemOneBackend {
-    fn dialect(&self) -> &'static str {
+/// What a native upstream shares with the chat dialects: a name, a host upkeep (the
+/// startup probe, for flavors that probe) and its report.
+impl SystemOneBackend {
+    /// The dialect's name, for logs and metrics.
+    pub fn dialect(&self) -> &'static str {
         "systemone"
     }
 
-    fn max_ids_per_read(&self, ids: usize) -> usize {
-        ids
-    }
-
-    fn read<'a>(
-        &'a self,
-        _request: ReadRequest<'a>,
-        _permit: InFlightPermit,
-    ) -> BoxFuture<'a, Result<ReadReply, BackendError>> {
-        futures::future::ready(Err(whole_requests_only())).boxed()
-    }
-
-    fn tokenize<'a>(
-        &'a self,
-        _texts: &'a [String],
-        _permit: InFlightPermit,
-    ) -> BoxFuture<'a, Result<Vec<Vec<u32>>, BackendError>> {
-        futures::future::ready(Err(whole_requests_only())).boxed()
-    }
-
-    fn upkeep<'a>(&'a self, in_flight: &'a InFlight) -> BoxFuture<'a, Due> {
+    /// Background upkeep: the startup probe, for flavors that probe, and when to come back.
+    pub async fn upkeep(&self, in_flight: &InFlight) -> Due {
         if !self.quirks.probes() {
-            return futures::future::ready(Due::Never).boxed();
+            return Due::Never;
         }
-        self.probe_once(in_flight).boxed()
+        self.probe_once(in_flight).await
     }
 
-    fn prepare(&self) -> BoxFuture<'_, Result<(), BackendError>> {
-        futures::future::ready(self.refused()).boxed()
+    /// Whether requests may go out: refused once the probe found the model cannot be served.
+    pub async fn prepare(&self) -> Result<(), BackendError> {
+        self.refused()
     }
 
-    fn host_report(&self) -> Option<HostReport> {
+    /// What the probe found, for `/readyz` and the metrics; `None` for flavors that do not
+    /// probe.
+    pub fn host_report(&self) -> Option<HostReport> {
         if !self.quirks.probes() {
             return None;
         }
         let probe = self.probe.lock().unwrap_or_else(|e| e.into_inner()).clone();
         Some(HostReport {
             probe: match probe {
-                None => "unprobed",
-                Some(Ok(())) => "ready",
-                Some(Err(_)) => "refused",
+                None => Probe::Unprobed,
+                Some(Ok(())) => Probe::Ready,
+                Some(Err(_)) => Probe::Refused,
             },
             refused: probe.and_then(Result::err),
             strategy: None,
@@ -295,16 +240,4 @@ impl Backend for SystemOneBackend {
             prefill: None,
         })
     }
-
-    fn native(&self) -> Option<&SystemOneBackend> {
-        Some(self)
-    }
-}
-
-/// What a read or a tokenize call gets from a native server, which takes whole requests
-/// only (the engine never sends it one: it forwards the model's requests instead).
-fn whole_requests_only() -> BackendError {
-    BackendError::Unsupported(
-        "a native System One upstream answers whole requests, not single reads".into(),
-    )
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::Quirks;
+use super::quirks::Quirks;
 
 /// The most options Ollama's native route takes (its labels are the letters A–Z).
 const MAX_OPTIONS: usize = 26;

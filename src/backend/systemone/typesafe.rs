@@ -4,7 +4,7 @@
 //! message, never the upstream's), waits come as `retry-after-ms` (milliseconds, before
 //! `Retry-After`), and 529 means overloaded (a rate limit to the caller).
 
-use super::Quirks;
+use super::quirks::Quirks;
 use crate::backend::http::retry_after_secs;
 
 /// TypeSafe's API takes as many options as the contract (255).

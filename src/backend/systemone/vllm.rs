@@ -4,7 +4,7 @@
 //! stays disabled (503 `system_one_backend_unsupported`, `/readyz` says why) rather than
 //! answering every request with an error.
 
-use super::Quirks;
+use super::quirks::Quirks;
 use crate::backend::BackendError;
 
 /// vLLM's native route takes as many options as the contract.

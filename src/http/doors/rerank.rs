@@ -24,7 +24,7 @@ use serde_json::{json, Map, Value};
 
 use super::Door;
 use crate::config::Limits;
-use crate::engine::Outcome;
+use crate::engine::Answers;
 use crate::error::{ApiError, Code};
 use crate::http::blocking::Weight;
 use crate::http::body::RequestBody;
@@ -437,7 +437,7 @@ fn in_rerank_terms(mut e: ApiError, docs: &[(usize, &str)]) -> ApiError {
 
 /// `(index, relevance_score)` of every document, most relevant first (ties: lower index
 /// first), cut to `top_n`.
-fn ranked(plan: &Plan, outcomes: &[Outcome]) -> Vec<(usize, f64)> {
+fn ranked(plan: &Plan, outcomes: &[Answers]) -> Vec<(usize, f64)> {
     let mut scores: Vec<(usize, f64)> = plan
         .batches
         .iter()

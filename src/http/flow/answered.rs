@@ -1,15 +1,15 @@
 //! What the flow hands back to a door, and the ledger step records: the answered call.
 
 use super::escalate;
-use crate::engine::{Outcome, Usage};
+use crate::engine::{Answers, TokenUsage};
 
 /// What the flow returns to a door: one outcome per request, in order, and their sum.
 #[derive(Debug)]
 pub(in crate::http) struct Answered {
     /// One per request handed in, in order.
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<Answers>,
     /// Every request's usage added up.
-    pub usage: Usage,
+    pub usage: TokenUsage,
     /// What escalation when unsure did, for [`super::headers::set_escalation_headers`].
     pub escalation: escalate::Report,
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use tokio::time::Instant;
 
-use crate::engine::{Outcome, PipelineError};
+use crate::engine::{Answers, PipelineError};
 use crate::error::{ApiError, Code};
 use crate::http::AppState;
 use crate::models::escalation::Escalation;
@@ -46,7 +46,7 @@ enum Step {
 pub(super) async fn escalate(
     state: &AppState,
     requests: &[ValidRequest],
-    outcomes: &mut [Outcome],
+    outcomes: &mut [Answers],
     started: Instant,
 ) -> Result<Report, ApiError> {
     let steps = requests
@@ -74,7 +74,7 @@ pub(super) async fn escalate(
 async fn escalate_one(
     state: &AppState,
     request: &ValidRequest,
-    outcome: &mut Outcome,
+    outcome: &mut Answers,
     started: Instant,
 ) -> Result<Step, ApiError> {
     let Some(escalation) = request.model().escalation.as_ref() else {
@@ -125,7 +125,7 @@ async fn ask_again(
     unsure: &[usize],
     escalation: &Escalation,
     started: Instant,
-) -> Result<Outcome, ApiError> {
+) -> Result<Answers, ApiError> {
     let target = state
         .models
         .resolve(&escalation.to)

@@ -7,7 +7,7 @@
 //! request is hashed on the blocking pool, like its validation.
 
 use super::Answered;
-use crate::engine::Usage;
+use crate::engine::TokenUsage;
 use crate::error::{ApiError, Code};
 use crate::http::auth::Caller;
 use crate::http::blocking::{self, Weight};
@@ -57,7 +57,7 @@ fn build(
     who: draft::Identity,
     model: &str,
     requests: &[ValidRequest],
-    outcomes: &[crate::engine::Outcome],
+    outcomes: &[crate::engine::Answers],
     usage: Tokens,
     full_inputs: bool,
 ) -> Decision {
@@ -136,7 +136,7 @@ fn identity(context: &RequestContext, key: &str) -> draft::Identity {
     }
 }
 
-fn tokens(usage: &Usage) -> Tokens {
+fn tokens(usage: &TokenUsage) -> Tokens {
     Tokens {
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,

@@ -7,7 +7,7 @@ use futures::future::try_join_all;
 
 use super::escalate::escalate;
 use super::{ledger_step, Answered};
-use crate::engine::{Outcome, PipelineError, Usage};
+use crate::engine::{Answers, PipelineError, TokenUsage};
 use crate::error::{ApiError, Code};
 use crate::http::auth::{count_rejection, Caller};
 use crate::http::context::RequestContext;
@@ -58,7 +58,7 @@ pub(in crate::http) async fn run(
         }
     };
     let escalation = escalate(state, requests, &mut outcomes, started).await?;
-    let mut total = Usage::default();
+    let mut total = TokenUsage::default();
     for (request, outcome) in requests.iter().zip(&outcomes) {
         total.add(&outcome.usage);
         observe_answers(state, &request.model().name, outcome);
@@ -83,7 +83,7 @@ async fn run_all(
     requests: &[ValidRequest],
     ticket: Ticket<'_>,
     sent: &[AtomicU64],
-) -> Result<Vec<Outcome>, ApiError> {
+) -> Result<Vec<Answers>, ApiError> {
     let pipeline = &state.pipeline;
     let first = pipeline
         .run_counting(&requests[0], ticket, &sent[0])
@@ -123,7 +123,7 @@ async fn refund_unsent(
 }
 
 /// Records each answer's option mass and the profile that covered it, if any.
-fn observe_answers(state: &AppState, model: &str, outcome: &Outcome) {
+fn observe_answers(state: &AppState, model: &str, outcome: &Answers) {
     for answer in &outcome.answers {
         let profile = answer.profile.as_ref().map(|p| (&*p.name, p.automate));
         state

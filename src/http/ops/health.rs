@@ -46,7 +46,7 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
 fn model_readiness(model: &crate::models::Model) -> (bool, serde_json::Value) {
     let status = model.verifier.status();
     let circuit = model.circuit.state();
-    let host = model.backend.host_report();
+    let host = model.serving.host_report();
     let ready = match status.verdict {
         Verdict::Verified => status.last_check_concluded == Some(true),
         Verdict::Disabled => true,
@@ -68,7 +68,7 @@ fn model_readiness(model: &crate::models::Model) -> (bool, serde_json::Value) {
         "backend_answered": status.last_check_concluded,
         "circuit": circuit.as_str(),
         "last_check_unix": last_check,
-        "dialect": model.backend.dialect(),
+        "dialect": model.serving.dialect(),
         "host": host,
     });
     (ready, line)

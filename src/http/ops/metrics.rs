@@ -3,6 +3,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 
+use crate::backend::host_report::Strategy;
 use crate::http::AppState;
 use crate::metrics::ModelGauges;
 
@@ -16,9 +17,9 @@ pub(in crate::http) async fn render(State(state): State<AppState>) -> Response {
             last_check: status.last_check,
             circuit: model.circuit.state().as_metric(),
             read_strategy: model
-                .backend
+                .serving
                 .host_report()
-                .map(|h| h.strategy.unwrap_or(h.probe)),
+                .map(|h| h.strategy.map_or(h.probe.as_str(), Strategy::as_str)),
         }
     });
     if state.quotas.store_kind() != "memory" {

@@ -13,7 +13,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::days::{date_of, day_of};
-use crate::engine::Usage;
+use crate::engine::TokenUsage;
 use crate::error::{ApiError, Code};
 use crate::http::auth::{Caller, ANONYMOUS};
 use crate::http::AppState;
@@ -27,7 +27,7 @@ pub(in crate::http) async fn record(
     state: &AppState,
     caller: &Caller,
     questions: usize,
-    usage: &Usage,
+    usage: &TokenUsage,
 ) {
     let counts = UsageCounts {
         requests: 1,

@@ -18,7 +18,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::build::{build_from, single_id, BuildError, BuildOptions};
 use super::{SchemeKind, TokenTable, TokenizerSource, MAX_NUMERAL_WIDTH};
 use crate::backend::{Backend, BackendError};
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 
 /// Texts per tokenize call (one in-flight slot each).
 const BATCH: usize = 256;

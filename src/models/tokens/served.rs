@@ -14,7 +14,7 @@ use super::table::PREFIX;
 use super::TokenTable;
 use crate::backend::Backend;
 use crate::config::LabelScheme;
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 
 /// A model's table: fixed, or built from the backend.
 #[derive(Debug)]

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backend::{Backend, Due};
-use crate::limits::InFlight;
+use crate::in_flight::InFlight;
 use crate::models::tokens::live::LiveBuildError;
 use crate::models::tokens::served::ServedTable;
 use crate::models::tokens::TokenTable;

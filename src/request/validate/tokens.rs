@@ -5,7 +5,7 @@
 //! the request last). Without one the count is the byte estimate, an upper bound about four
 //! times the real count: a request it puts over a limit is not refused here but marked
 //! ([`ValidRequest::recount`]) for the engine to count exactly with the backend's own
-//! tokenizer before refusing (`engine/context.rs`), so ordinary requests pay nothing and
+//! tokenizer before refusing (`engine/context_window.rs`), so ordinary requests pay nothing and
 //! none is refused on the estimate while an exact count can be had.
 //!
 //! The request limit bounds what the backend must evaluate, not what the reads repeat:

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::translate::{Asked, AskedKind};
 use crate::calibration::Decoded;
-use crate::engine::Usage;
+use crate::engine::TokenUsage;
 use crate::error::ApiError;
 
 /// The 200 body: `answers` in question order, `model` as resolved, `usage` in OpenAI's
@@ -18,7 +18,7 @@ pub(super) struct DecisionBody<'a> {
     pub model: &'a str,
     pub asked: &'a [Asked],
     pub answers: &'a [Decoded],
-    pub usage: Usage,
+    pub usage: TokenUsage,
 }
 
 impl Serialize for DecisionBody<'_> {
@@ -96,7 +96,7 @@ fn member(q: &Asked, index: usize) -> Value {
 }
 
 /// OpenAI's `usage`. No backend here reports cache writes or reasoning, so both are 0.
-fn usage(u: Usage) -> Value {
+fn usage(u: TokenUsage) -> Value {
     let mut usage = json!({
         "input_tokens": u.input_tokens,
         "input_tokens_details": {"cached_tokens": u.cached_tokens, "cache_write_tokens": 0},

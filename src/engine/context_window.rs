@@ -13,8 +13,8 @@
 use std::sync::Arc;
 
 use super::outcome::PipelineError;
-use crate::backend::EncodedContent;
-use crate::limits::InFlight;
+use crate::backend::{Backend, EncodedContent};
+use crate::in_flight::InFlight;
 use crate::models::Model;
 use crate::request::prompt::Ask;
 use crate::request::validate::{
@@ -33,10 +33,11 @@ pub const AROUND_MESSAGE: usize = 32;
 /// backend's own. Images are not counted (their tokens depend on the model).
 pub async fn fits(
     model: &Model,
+    backend: &dyn Backend,
     in_flight: &InFlight,
     asks: &[Vec<Ask>],
 ) -> Result<(), PipelineError> {
-    let Some(window) = model.backend.context_tokens() else {
+    let Some(window) = backend.context_tokens() else {
         return Ok(());
     };
     let room = window.saturating_sub(AROUND_MESSAGE);
@@ -82,13 +83,15 @@ pub async fn settle_limits(req: &ValidRequest, in_flight: &InFlight) -> Result<(
 }
 
 /// Each text's tokens: by the configured tokenizer, else by the backend's (one tokenize
-/// call under an in-flight slot); `None` when the backend cannot say now.
+/// call under an in-flight slot); `None` when the backend cannot say now, or the model
+/// forwards to a native upstream (which has no tokenizer to ask).
 async fn count(model: &Model, in_flight: &InFlight, texts: &[String]) -> Option<Vec<usize>> {
     if model.counter.is_exact() {
         return Some(texts.iter().map(|t| model.counter.count(t)).collect());
     }
+    let backend = model.serving.reads()?;
     let permit = in_flight.acquire().await;
-    match model.backend.tokenize(texts, permit).await {
+    match backend.tokenize(texts, permit).await {
         Ok(ids) if ids.len() == texts.len() => Some(ids.iter().map(Vec::len).collect()),
         Ok(_) => {
             tracing::debug!("the backend's tokenizer answered for other texts than asked");

@@ -1,0 +1,13 @@
+//! [`Due`]: when a piece of background upkeep wants to run again.
+
+/// When a piece of background upkeep (a host probe, a token-table check) wants to run
+/// again, as the attempt that just finished decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// After this long (the attempt concluded, or a verdict stands).
+    In(std::time::Duration),
+    /// The attempt could not conclude and nothing stands yet: soon, with backoff.
+    Retry,
+    /// Nothing more to keep.
+    Never,
+}

@@ -1,0 +1,69 @@
+//! [`Serving`]: how a model's requests are answered, one of two roles. A model either reads
+//! through a chat dialect (the engine lowers each question into masked reads) or forwards
+//! whole requests to a native System One upstream, which reads for itself. What both share
+//! (the dialect's name, the host's upkeep and report) is asked of the enum, never of a
+//! downcast.
+
+use std::sync::Arc;
+
+use crate::backend::systemone::SystemOneBackend;
+use crate::backend::{Backend, Due, HostReport};
+use crate::in_flight::InFlight;
+
+/// How a model's requests are answered.
+#[derive(Debug, Clone)]
+pub enum Serving {
+    /// Masked reads through a chat dialect.
+    Reads(Arc<dyn Backend>),
+    /// Whole requests forwarded to a native System One upstream.
+    Forwards(Arc<SystemOneBackend>),
+}
+
+impl Serving {
+    /// The dialect's name, for logs, metrics and `/readyz`.
+    pub fn dialect(&self) -> &'static str {
+        match self {
+            Serving::Reads(backend) => backend.dialect(),
+            Serving::Forwards(upstream) => upstream.dialect(),
+        }
+    }
+
+    /// What the host's upkeep found, for `/readyz` and the metrics; `None` when there is
+    /// nothing to find out.
+    pub fn host_report(&self) -> Option<HostReport> {
+        match self {
+            Serving::Reads(backend) => backend.host_report(),
+            Serving::Forwards(upstream) => upstream.host_report(),
+        }
+    }
+
+    /// The host's background upkeep (a probe): runs what is due now and says when to come
+    /// back. Only the model's upkeep task calls it.
+    pub async fn upkeep(&self, in_flight: &InFlight) -> Due {
+        match self {
+            Serving::Reads(backend) => backend.upkeep(in_flight).await,
+            Serving::Forwards(upstream) => upstream.upkeep(in_flight).await,
+        }
+    }
+
+    /// The dialect the model reads through; `None` when it forwards (nothing to read with,
+    /// tokenize with or check a token table against).
+    pub fn reads(&self) -> Option<&dyn Backend> {
+        match self {
+            Serving::Reads(backend) => Some(backend.as_ref()),
+            Serving::Forwards(_) => None,
+        }
+    }
+}
+
+impl<B: Backend + 'static> From<Arc<B>> for Serving {
+    fn from(backend: Arc<B>) -> Self {
+        Serving::Reads(backend)
+    }
+}
+
+impl From<Arc<SystemOneBackend>> for Serving {
+    fn from(upstream: Arc<SystemOneBackend>) -> Self {
+        Serving::Forwards(upstream)
+    }
+}
