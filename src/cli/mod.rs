@@ -3,6 +3,7 @@
 //! maths ([`fit`]) lives here too, beside the commands that fit.
 
 pub mod calibrate;
+pub mod docs;
 pub mod eval;
 pub mod ledger;
 mod log;
@@ -49,6 +50,9 @@ pub enum Command {
     /// Read the decision ledger: `export` its labelled rows as JSON lines.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
+    /// Write the book's generated reference pages (flags, error codes, metrics) under
+    /// `docs/`, or with `--check` fail when a committed one is stale.
+    Docs(docs::DocsArgs),
 }
 
 /// Runs one parsed command line; the exit code says whether it succeeded (the reason is
@@ -65,6 +69,7 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Usage(args) => usage::run_command(&args),
         Command::Ledger(command) => ledger::run(command).map_err(|e| format!("ledger: {e}")),
+        Command::Docs(args) => docs::run_command(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

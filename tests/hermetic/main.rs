@@ -41,6 +41,7 @@ mod limits_shared;
 mod llamacpp_fake;
 mod openai_fake;
 mod profiles;
+mod reference_pages;
 mod rerank_validation;
 mod robustness_answers;
 mod robustness_malformed;
