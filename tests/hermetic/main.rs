@@ -16,6 +16,7 @@ mod support;
 mod architecture;
 mod auto_table;
 mod body_memory;
+mod book_examples;
 mod cli_errors;
 mod context_window;
 mod decisions_validation;
