@@ -745,7 +745,7 @@ pub(super) struct ModelReadiness {
     host: Option<HostReadiness>,
 }
 
-/// The `openai` dialect's probe of its host (README "The `openai` dialect").
+/// The `openai` dialect's probe of its host (docs/backends.md, "The `openai` dialect").
 #[derive(Serialize, ToSchema)]
 pub(super) struct HostReadiness {
     /// `unprobed`, `ready` or `refused`.
