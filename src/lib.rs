@@ -10,7 +10,7 @@
 //!
 //! # Layout
 //! The folders are the layers; every `use crate::…` points down this list (the test
-//! `tests/architecture.rs` fails on one that climbs):
+//! `tests/hermetic/architecture.rs` fails on one that climbs):
 //!
 //! ```text
 //! cli/          every command (serve, tokens, eval, calibrate) and its arguments

@@ -4,6 +4,8 @@
 //! Exposed at `/metrics` in Prometheus text format. Gauges that mirror state (token-table
 //! verdicts, slots in use, circuit states) are read when scraped.
 
+use std::cell::RefCell;
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{
@@ -16,6 +18,8 @@ use prometheus::{
 pub struct Metrics {
     /// Holds every metric below.
     registry: Registry,
+    /// Every metric as registered, even those with no series yet (which a scrape omits).
+    catalogue: Arc<[MetricInfo]>,
     /// Requests by route, status and error code.
     pub requests: IntCounterVec,
     /// Seconds from a request's arrival to its response, by route and status class: what an
@@ -103,8 +107,8 @@ impl Metrics {
     /// Registers every metric.
     pub fn new() -> Self {
         let registry = Registry::new_custom(Some("systemone".into()), None).unwrap_or_default();
-        let r = Registrar(&registry);
-        Metrics {
+        let r = Registrar(&registry, RefCell::default());
+        let mut metrics = Metrics {
             requests: r.counters(&REQUESTS),
             token_table_verdict: r.gauges(&TOKEN_TABLE_VERDICT),
             token_table_last_check: r.register(GaugeVec::new(
@@ -162,8 +166,18 @@ impl Metrics {
                 "requests_shed_total",
                 "Requests refused over the concurrent-request cap",
             )),
-            registry,
-        }
+            catalogue: Arc::from(Vec::new()),
+            registry: registry.clone(),
+        };
+        metrics.catalogue = r.1.take().into();
+        metrics
+    }
+
+    /// Every metric this service can export, in registration order: what the generated
+    /// metrics page lists (`systemone docs`), read from the registrations themselves so the
+    /// page cannot miss one.
+    pub fn catalogue(&self) -> &[MetricInfo] {
+        &self.catalogue
     }
 
     /// Records one limit-store call's duration.
@@ -372,9 +386,23 @@ pub struct ModelGauges<'a> {
 /// Every value of the `strategy` label of `systemone_backend_read_strategy`.
 pub const READ_STRATEGIES: [&str; 4] = ["post_bias", "raw_top_k", "unprobed", "refused"];
 
-/// Creates metrics and registers each as it is made. Names and label sets are fixed at
-/// compile time, so a failure here is a programming error caught by every test.
-struct Registrar<'a>(&'a Registry);
+/// One registered metric as documentation sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricInfo {
+    /// The exported name, `systemone_` prefix included.
+    pub name: String,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: &'static str,
+    /// The label names, in order.
+    pub labels: Vec<String>,
+    /// The `# HELP` text.
+    pub help: String,
+}
+
+/// Creates metrics and registers each as it is made, noting each in the catalogue. Names and
+/// label sets are fixed at compile time, so a failure here is a programming error caught by
+/// every test.
+struct Registrar<'a>(&'a Registry, RefCell<Vec<MetricInfo>>);
 
 /// One labelled metric family as declared: name (after the `systemone_` prefix), help and
 /// label names.
@@ -584,7 +612,26 @@ impl Registrar<'_> {
         self.0
             .register(Box::new(metric.clone()))
             .expect("metric names are unique");
+        self.note(&metric);
         metric
+    }
+
+    /// Adds `metric` to the catalogue: a vector with no series yet still describes itself.
+    fn note(&self, metric: &dyn prometheus::core::Collector) {
+        let kinds = metric.collect().into_iter().map(|f| f.get_field_type());
+        for (desc, kind) in metric.desc().into_iter().zip(kinds) {
+            self.1.borrow_mut().push(MetricInfo {
+                name: format!("systemone_{}", desc.fq_name),
+                kind: match kind {
+                    prometheus::proto::MetricType::COUNTER => "counter",
+                    prometheus::proto::MetricType::GAUGE => "gauge",
+                    prometheus::proto::MetricType::HISTOGRAM => "histogram",
+                    _ => "untyped",
+                },
+                labels: desc.variable_labels.clone(),
+                help: desc.help.clone(),
+            });
+        }
     }
 
     fn counters(&self, f: &Family) -> IntCounterVec {

@@ -272,7 +272,7 @@ impl Profiles {
         self.0.get(name)
     }
 
-    /// Every name, sorted (for error messages and the README's examples).
+    /// Every name, sorted (for error messages and the book's examples).
     pub fn names(&self) -> Vec<&str> {
         self.0.keys().map(String::as_str).collect()
     }

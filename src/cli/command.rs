@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use super::{calibrate, eval, ledger, serve, tokens, usage, Cli};
+use super::{calibrate, docs, eval, ledger, serve, tokens, usage, Cli};
 use crate::config::ServeConfig;
 
 /// What to do.
@@ -28,6 +28,9 @@ pub enum Command {
     /// Read the decision ledger: `export` its labelled rows as JSON lines.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
+    /// Write the book's generated reference pages (flags, error codes, metrics) under
+    /// `docs/`, or with `--check` fail when a committed one is stale.
+    Docs(docs::DocsArgs),
 }
 
 /// Runs one parsed command line; the exit code says whether it succeeded (the reason is
@@ -44,6 +47,7 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Usage(args) => usage::run_command(&args),
         Command::Ledger(command) => ledger::run(command).map_err(|e| format!("ledger: {e}")),
+        Command::Docs(args) => docs::run_command(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

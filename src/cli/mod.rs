@@ -1,9 +1,10 @@
 //! Every command of the `systemone` binary and its arguments: `serve`, `tokens`, `eval`,
-//! `calibrate`, `usage`. The top layer: nothing outside `cli/` imports it. The offline commands'
+//! `calibrate`, `usage`, `ledger`, `openapi`, `docs`. The top layer: nothing outside `cli/` imports it. The offline commands'
 //! maths ([`fit`]) lives here too, beside the commands that fit.
 
 pub mod calibrate;
 mod command;
+pub mod docs;
 pub mod eval;
 pub mod ledger;
 mod log;

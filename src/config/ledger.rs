@@ -72,7 +72,7 @@ pub enum LedgerInputs {
 }
 
 /// The decision ledger: a record per answered or refused request, durable before the
-/// answer leaves (README "Decision ledger").
+/// answer leaves (docs/operations/ledger.md).
 #[derive(Debug, Clone, Args)]
 pub struct LedgerSettings {
     /// Where decisions are recorded: `sqlite:PATH`, `postgres://…` (many replicas; needs

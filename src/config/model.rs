@@ -19,7 +19,7 @@ pub const DEFAULT_MAX_IDS_PER_READ: usize = 128;
 /// Most rotated option orders a request (or a model's default) may ask for.
 pub const MAX_PERMUTATIONS: usize = 8;
 /// The noul `/v2/rerank` asks of each document, unless a model configures its own
-/// (`rerank_question`). The query is the state; the document follows it (README "Rerank").
+/// (`rerank_question`). The query is the state; the document follows it (docs/api/rerank.md).
 pub const DEFAULT_RERANK_QUESTION: &str =
     "Is the document after the state relevant to the query in the state, that is, does it help answer the query?";
 

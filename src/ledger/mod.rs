@@ -1,5 +1,5 @@
 //! The decision ledger: a record of every answered or refused request, committed before
-//! the answer leaves (README "Decision ledger").
+//! the answer leaves (docs/operations/ledger.md).
 //!
 //! * [`record`]: what a record holds: numbers, bounded names and keyed hashes of the
 //!   caller's text ([`key`]: HMAC-SHA256 with the ledger key), never the text itself unless

@@ -1,4 +1,4 @@
-//! Escalation when unsure, against fake native servers (`tests/support/fake_native.rs`): a
+//! Escalation when unsure, against fake native servers (`tests/hermetic/setup/fake_native.rs`): a
 //! `cheap` model whose `unsure…` questions come back uniform (confidence 0) escalates to a
 //! `strong` one.
 //!

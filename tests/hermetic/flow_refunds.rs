@@ -1,4 +1,4 @@
-//! The front-door flow's one refund rule (`src/http/flow.rs`): a key is charged for the
+//! The front-door flow's one refund rule (`src/http/flow/run.rs`): a key is charged for the
 //! questions of every request that sent a read, and given back those of every request
 //! that sent none, whatever the refusal (a disabled model, a host the probe could not
 //! reach, rerank batches never started). Over HTTP, with a key capped per day, in the

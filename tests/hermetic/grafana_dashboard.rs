@@ -5,8 +5,8 @@
 //! name in every panel's `expr` (a histogram's `_bucket`/`_sum`/`_count` series mapped to
 //! its base name) must be a metric family in the `/metrics` output of a service that has
 //! answered a few requests on the fake vLLM (plain, with a profile, a refused key and a
-//! validation error, so every labelled series exists), and every metric the README's
-//! `/metrics` row lists must be charted.
+//! validation error, so every labelled series exists), and every metric the book's metrics
+//! page (`docs/operations/metrics.md`) lists must be charted.
 
 use crate::support;
 use std::collections::BTreeSet;
@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use crate::support::{ask_as, get_as};
 
 const DASHBOARD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/grafana-dashboard.json");
-const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+const METRICS_PAGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations/metrics.md");
 
 /// Every `systemone_…` identifier in a PromQL expression, outside quoted label values.
 fn metric_names(expr: &str) -> Vec<String> {
@@ -83,13 +83,13 @@ fn family_of(series: &str, histograms: &BTreeSet<String>) -> String {
     series.to_string()
 }
 
-/// The metric names the README's `/metrics` route row lists.
-fn readme_metrics() -> BTreeSet<String> {
-    let readme = std::fs::read_to_string(README).expect("README.md");
-    let row = readme
+/// The metric names the book's metrics page lists in its `GET /metrics` paragraph.
+fn page_metrics() -> BTreeSet<String> {
+    let page = std::fs::read_to_string(METRICS_PAGE).expect("docs/operations/metrics.md");
+    let row = page
         .lines()
-        .find(|l| l.starts_with("| `GET /metrics` |"))
-        .expect("the README's /metrics row");
+        .find(|l| l.starts_with("`GET /metrics` answers"))
+        .expect("the metrics page's `GET /metrics` paragraph");
     row.split('`')
         .skip(1)
         .step_by(2)
@@ -190,7 +190,7 @@ async fn metrics_after_traffic() -> String {
 /// The dashboard is Grafana's JSON model with a `${DS_PROMETHEUS}` input; each panel has a
 /// title and PromQL targets on that datasource; every metric any `expr` names is exported
 /// by `/metrics` (histogram series by their family, and only a histogram's); and every
-/// metric the README lists is charted.
+/// metric the book's metrics page lists is charted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_the_dashboard_charts_is_exported_and_every_exported_one_is_charted() {
     let text = std::fs::read_to_string(DASHBOARD).expect("docs/grafana-dashboard.json");
@@ -273,15 +273,15 @@ async fn every_metric_the_dashboard_charts_is_exported_and_every_exported_one_is
         used.insert(family);
     }
 
-    let listed = readme_metrics();
+    let listed = page_metrics();
     assert!(
         listed.contains("systemone_requests_total") && listed.len() > 10,
-        "the README's /metrics row: {listed:?}"
+        "the metrics page's list: {listed:?}"
     );
     for name in &listed {
         assert!(
             names.contains(name),
-            "README lists {name}; /metrics lacks it"
+            "docs/operations/metrics.md lists {name}; /metrics lacks it"
         );
         assert!(used.contains(name), "the dashboard does not chart {name}");
     }

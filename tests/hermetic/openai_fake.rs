@@ -1,4 +1,4 @@
-//! The `openai` dialect against fakes of each host family (`tests/support/fake_openai.rs`):
+//! The `openai` dialect against fakes of each host family (`tests/hermetic/setup/fake_openai.rs`):
 //! the probe picks the strategy the family allows and `/readyz` and the metric report it;
 //! every strategy is exact to 1e-12 against the masked distribution computed here from the
 //! fake's own logits (post-bias renormalised, the anchor merge of 50 options at cap 20,

@@ -203,7 +203,7 @@ async fn every_rerank_rule_refuses_before_anything_is_sent() {
     assert!(problems.is_empty(), "{} problems in {} rows:\n{}", problems.len(), rows.len(), problems.join("\n"));
 }
 
-/// The `/v1/systemone` body that asks what a rerank call asks (the README's mapping).
+/// The `/v1/systemone` body that asks what a rerank call asks (docs/api/rerank.md's mapping).
 fn systemone_body(query: &str, documents: &[&str]) -> Value {
     let questions: serde_json::Map<String, Value> = (0..documents.len())
         .map(|i| {

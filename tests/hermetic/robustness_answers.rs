@@ -1,5 +1,5 @@
 //! Robustness of `POST /v1/systemone` for valid requests, by a property test: requests
-//! valid by construction (`tests/support/props.rs`), pushed through the real router
+//! valid by construction (`tests/hermetic/setup/props.rs`), pushed through the real router
 //! in-process against a fake vLLM server, always get a 200 whose answers obey the
 //! contract's response rules.
 

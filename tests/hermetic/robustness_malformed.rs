@@ -1,7 +1,7 @@
 //! Robustness of `POST /v1/systemone` against malformed requests, by property tests that
 //! push arbitrary bytes, arbitrary nested JSON and structured-but-wrong requests (random
 //! types in every known field, or valid requests with fields replaced or removed) through
-//! the real router in-process (`tower::ServiceExt::oneshot`, `tests/support/props.rs`),
+//! the real router in-process (`tower::ServiceExt::oneshot`, `tests/hermetic/setup/props.rs`),
 //! against a fake vLLM server: the handler never panics, the status is one the contract
 //! lists, every error has a JSON body whose `error.code` starts with `system_one_` and equals
 //! `x-systemone-error-code`, and a request refused with a 400, 413, 415 or 422 never reached

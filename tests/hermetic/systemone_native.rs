@@ -1,5 +1,5 @@
 //! The `systemone` dialect against fake native servers of each flavor
-//! (`tests/support/fake_native.rs`):
+//! (`tests/hermetic/setup/fake_native.rs`):
 //!
 //! * a request is forwarded whole: the caller's fields in the contract's shape, `model` =
 //!   the upstream model, the bearer key, Ollama's `keep_alive` from configuration only; the

@@ -1,11 +1,11 @@
 //! Every validation rule of the public contract (`/work/shared/spec/contract.md`), of
-//! `src/validate.rs` and of `src/api/body.rs`, as one table of requests over HTTP: JSON
+//! `src/request/validate/` and of `src/http/body.rs`, as one table of requests over HTTP: JSON
 //! syntax, body shape, duplicate keys, model, state, questions and their ids and types,
 //! choice options and labels, noul and score criteria, temperature, layout, permutations,
 //! history, images, media types and encodings, and the size limits, each refused with its
 //! own status, code and location, and everything the contract accepts answered with 200.
 //!
-//! The rows are run by `tests/support/rows.rs`, which says what it checks of each one; the
+//! The rows are run by `tests/hermetic/setup/rows.rs`, which says what it checks of each one; the
 //! compressed and multipart bodies of the official SDK's transport are in
 //! `tests/hermetic/validation_transport.rs`.
 

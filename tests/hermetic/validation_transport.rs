@@ -1,5 +1,5 @@
 //! The transport features the official SDK uses, over HTTP, as rows of the validation table
-//! (`tests/support/rows.rs` runs them): `gzip` and `zstd` request bodies are read, a
+//! (`tests/hermetic/setup/rows.rs` runs them): `gzip` and `zstd` request bodies are read, a
 //! decompression bomb is a 413, a broken stream a 400, an unknown encoding a 415; a
 //! `multipart/form-data` body with a `request` part is read as the JSON body, and its image
 //! parts follow the model's vision support. The gzip, zstd and multipart encoders are made

@@ -1,20 +1,19 @@
-//! The README's first `systemone eval` recipe, run as printed (issue 17: "the README's eval
-//! recipe exactly as printed, against the local default, with zero failed lines"). The
-//! block after the marker is read from the README itself, so the README cannot drift from
-//! what works; only the two machine-specific words change: the release binary becomes the
-//! binary cargo built for this test, and run-local's backend address becomes the test's
-//! llama-server (`SYSTEMONE_LLAMA_URL`, from `scripts/test.sh`). It runs in a temporary
-//! directory (with the repository's `scripts/` linked in), so the data file it writes
-//! stays out of the repository.
+//! The book's first `systemone eval` recipe (`docs/evaluation.md`), run as printed against
+//! the local default, with zero failed lines. The block after the marker is read from the
+//! page itself, so the page cannot drift from what works; only the two machine-specific
+//! words change: the release binary becomes the binary cargo built for this test, and
+//! run-local's backend address becomes the test's llama-server (`SYSTEMONE_LLAMA_URL`, from
+//! `scripts/test.sh`). It runs in a temporary directory (with the repository's `scripts/`
+//! linked in), so the data file it writes stays out of the repository.
 
-const MARKER: &str = "<!-- the first eval, run as printed by tests/eval_recipe.rs -->";
+const MARKER: &str = "<!-- the first eval, run as printed by tests/live/eval_recipe.rs -->";
 
 /// The shell lines of the fenced block after [`MARKER`].
 fn recipe() -> Vec<String> {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/evaluation.md");
     let after = readme
         .split_once(MARKER)
-        .unwrap_or_else(|| panic!("the README has no {MARKER}"))
+        .unwrap_or_else(|| panic!("docs/evaluation.md has no {MARKER}"))
         .1;
     let block = after
         .split_once("```sh\n")
@@ -28,7 +27,7 @@ fn recipe() -> Vec<String> {
         .collect()
 }
 
-/// Proves the recipe, as the README prints it, builds its data and scores every line of it
+/// Proves the recipe, as the book prints it, builds its data and scores every line of it
 /// against Gemma 3 270M on llama-server: the eval's last summary line reports ten answers
 /// from ten lines and zero failures.
 #[test]

@@ -1,7 +1,7 @@
 //! The official OpenAI Python SDK (`openai` 3.51.0, `OpenAI(base_url=…/v1)`) calls
 //! `client.decisions.create` on the service in front of a real llama.cpp `llama-server`
 //! serving Gemma 3 270M, and parses what comes back; every probability is what
-//! `/v1/systemone` answers for the same questions (the README's mapping), to
+//! `/v1/systemone` answers for the same questions (docs/api/decisions.md's mapping), to
 //! `setup::SAME_READ` (two requests' reads of the same prompts).
 //!
 //! Needs, as exported by `scripts/test.sh`:

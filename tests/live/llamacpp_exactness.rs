@@ -8,7 +8,7 @@
 //!   (`scripts/start-llama.sh` starts one and prints it).
 //!
 //! Without it the test fails with a message that says so; it never skips. The service
-//! listens on 127.0.0.1:0; `tests/support/llama.rs` has the setup and the shape checks.
+//! listens on 127.0.0.1:0; `tests/live/setup/llama.rs` has the setup and the shape checks.
 
 use crate::support;
 use std::time::Instant;

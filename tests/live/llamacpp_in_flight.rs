@@ -1,13 +1,13 @@
 //! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (technique §7):
 //! the in-flight cap holds under concurrent callers, as a recording proxy
-//! (`tests/support/proxy.rs`) between the service and llama-server sees.
+//! (`tests/live/setup/proxy.rs`) between the service and llama-server sees.
 //!
 //! Needs, as exported by `scripts/test.sh`:
 //! * `SYSTEMONE_LLAMA_URL`: base URL of a llama-server with Gemma 3 270M, ending in `/v1`
 //!   (`scripts/start-llama.sh` starts one and prints it).
 //!
 //! Without it the test fails with a message that says so; it never skips. The service
-//! listens on 127.0.0.1:0; `tests/support/llama.rs` has the setup and the shape checks.
+//! listens on 127.0.0.1:0; `tests/live/setup/llama.rs` has the setup and the shape checks.
 
 use crate::support;
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! The official Cohere Python SDK (`cohere` 7.3.1, `ClientV2(base_url=…, api_key=…)`) calls
 //! `rerank` on the service in front of a real llama.cpp `llama-server` serving Gemma 3 270M,
 //! and parses what comes back; the scores are the noul answers `/v1/systemone` gives to the
-//! same questions (the README's mapping), to `setup::SAME_READ` (two requests' reads of the
+//! same questions (docs/api/rerank.md's mapping), to `setup::SAME_READ` (two requests' reads of the
 //! same prompts).
 //!
 //! Needs, as exported by `scripts/test.sh`:

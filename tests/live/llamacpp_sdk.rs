@@ -1,6 +1,6 @@
 //! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (technique §7):
 //! the official TypeSafe Python SDK works against the service unchanged, and a recording
-//! proxy (`tests/support/proxy.rs`) between the SDK and the service sees what the SDK put on
+//! proxy (`tests/live/setup/proxy.rs`) between the SDK and the service sees what the SDK put on
 //! the wire (zstd bodies).
 //!
 //! Needs, as exported by `scripts/test.sh`:
@@ -9,7 +9,7 @@
 //! * `SYSTEMONE_PYTHON`: a Python with `typesafe-sdk[zstd]==0.7.5` installed.
 //!
 //! Without them the test fails with a message that says so; it never skips. The service
-//! listens on 127.0.0.1:0; `tests/support/llama.rs` has the setup and the shape checks.
+//! listens on 127.0.0.1:0; `tests/live/setup/llama.rs` has the setup and the shape checks.
 
 use crate::support;
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (technique §7):
 //! the llama.cpp dialect answers a noul, a choice and a score in the contract's shapes, fits
 //! Gemma 3's ten single-token labels, and refuses what it cannot do (a 256th option,
-//! images) before any upstream call, which a recording proxy (`tests/support/proxy.rs`) in
+//! images) before any upstream call, which a recording proxy (`tests/live/setup/proxy.rs`) in
 //! front of llama-server sees.
 //!
 //! Needs, as exported by `scripts/test.sh`:
@@ -9,7 +9,7 @@
 //!   (`scripts/start-llama.sh` starts one and prints it).
 //!
 //! Without it the tests fail with a message that says so; they never skip. Services listen
-//! on 127.0.0.1:0; `tests/support/llama.rs` has the setup and the shape checks.
+//! on 127.0.0.1:0; `tests/live/setup/llama.rs` has the setup and the shape checks.
 
 use crate::support;
 use std::time::Instant;

@@ -146,7 +146,7 @@ async fn an_option_outside_the_top_k_is_a_clean_502_where_llamacpp_falls_back() 
 }
 
 /// The anchor merge on the real model: llama-server made a post-bias host with a top-20 cap
-/// (`tests/support/post_bias_proxy.rs`), 50 letters (one node of 50 single-token labels)
+/// (`tests/live/setup/post_bias_proxy.rs`), 50 letters (one node of 50 single-token labels)
 /// read in 3 groups of at most 19 plus the anchor, merged by the ratios to the anchor. The
 /// answer equals the masked distribution the llama.cpp dialect reads for the same prompt
 /// (its post-sampling read of all 50 at once, or its raw read renormalised when all 50 are

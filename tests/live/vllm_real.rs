@@ -706,7 +706,7 @@ async fn decisions_over_vllm_are_the_answers_of_the_same_questions() {
     let stdout = crate::setup::sdk::run_program(python, vec![script.to_string()], env).await;
     let lines = json_lines(&stdout);
 
-    // The script's questions as /v1/systemone asks them (the README's mapping; the same
+    // The script's questions as /v1/systemone asks them (the book's mapping, docs/api/; the same
     // as tests/live/llamacpp_decisions.rs).
     let questions = json!({
         "0": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
@@ -792,7 +792,7 @@ async fn rerank_over_vllm_is_the_nouls_of_the_same_questions() {
     let stdout = crate::setup::sdk::run_program(python, vec![script.to_string()], env).await;
     let lines = json_lines(&stdout);
 
-    // The body a rerank maps to (the README's mapping; as tests/live/llamacpp_rerank.rs).
+    // The body a rerank maps to (docs/api/rerank.md's mapping; as tests/live/llamacpp_rerank.rs).
     let mut questions = Map::new();
     let mut history = Map::new();
     for (i, doc) in documents.iter().enumerate() {

@@ -379,7 +379,7 @@ fn exact_refusal_in_rerank_terms(e: ApiError, batches: &[ValidRequest]) -> ApiEr
 }
 
 /// The System One body of one batch: what a caller would post to `/v1/systemone` to get
-/// the same answers (the README shows it).
+/// the same answers (docs/api/rerank.md shows it).
 fn systemone_body(call: &Call, docs: &[(usize, &str)]) -> Value {
     let question = json!({"type": "noul", "instructions": call.model.rerank_question});
     let mut questions = Map::new();

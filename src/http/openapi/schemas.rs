@@ -1,7 +1,7 @@
 //! The bodies of every route, as OpenAPI schemas. The handlers read bodies as JSON values
 //! and write them with hand-made serializers (key order, full `f64` precision), so these
 //! types exist only to be described; what keeps them true is the tests, which check real
-//! answers of every route against this description (`tests/openapi.rs`) and run
+//! answers of every route against this description (`tests/live/openapi.rs`) and run
 //! Schemathesis from it in CI.
 //!
 //! The rules a schema cannot say (labels, sizes, the model's capacity, every configurable
@@ -745,7 +745,7 @@ pub(super) struct ModelReadiness {
     host: Option<HostReadiness>,
 }
 
-/// The `openai` dialect's probe of its host (README "The `openai` dialect").
+/// The `openai` dialect's probe of its host (docs/backends.md, "The `openai` dialect").
 #[derive(Serialize, ToSchema)]
 pub(super) struct HostReadiness {
     /// `unprobed`, `ready` or `refused`.

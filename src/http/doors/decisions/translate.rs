@@ -5,7 +5,7 @@
 //! labels, the model's capacity, images) is validation's, and its refusal is said back in
 //! the Decisions body's terms by [`in_decision_terms`].
 //!
-//! The mapping (the README shows it):
+//! The mapping (docs/api/decisions.md shows it):
 //! * `input` is the state: a string as it is; messages as a list of `{"role", "content"}`,
 //!   a content of one text part written as that text, otherwise as a list whose text parts
 //!   are strings, JSON parts their `data`, and image parts the reference `"<image:K>"`
