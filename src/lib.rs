@@ -13,7 +13,7 @@
 //! `tests/hermetic/architecture.rs` fails on one that climbs):
 //!
 //! ```text
-//! cli/          every command (serve, tokens, eval, calibrate) and its arguments
+//! cli/          every command (serve, tokens, eval, calibrate, usage, ledger, openapi, docs)
 //! http/         by role: doors/ (one file or folder per front door, one Door trait and handler), flow/ (the
 //!               steps every door shares: run, escalate, ledger_step, headers), ops/ (health, metrics,
 //!               models, usage, ledger routes); the router, the request middleware and context, API keys,
@@ -40,7 +40,7 @@
 //! # Request lifecycle
 //! 1. [`http`]'s middleware (`http/middleware.rs`) gives the request its context
 //!    (`http/context.rs`: `req_<hex>`, route, arrival, summary), which the door's handler
-//!    (`http/doors/mod.rs`) takes and passes down; before the body is read the bearer is
+//!    (`http/doors/handler.rs`) takes and passes down; before the body is read the bearer is
 //!    checked against the API keys and counted against its key's requests per minute
 //!    ([`http::auth`]); then content type and size are checked and the body parsed strictly
 //!    (`http/body.rs`), on the blocking pool when it is large (a multipart body: its
@@ -50,11 +50,11 @@
 //!    what that body cannot say. Then [`request::validate()`] applies every schema and size
 //!    rule and lowers the questions ([`question`]), against the model that will serve: the
 //!    requested one, or its fallback while its [`models::circuit`] is open
-//!    ([`models::Models::serving`]). Counting tokens and decoding images run on the
+//!    ([`models::Routes::serving`]). Counting tokens and decoding images run on the
 //!    blocking pool too ([`http`]'s `blocking.rs` weighs each step's work per byte against
 //!    the hop).
 //! 3. Every door hands its validated requests to the one front-door flow
-//!    (`http/flow/mod.rs`): it takes the circuit's ticket (an open circuit refuses the request
+//!    (`http/flow/run.rs`): it takes the circuit's ticket (an open circuit refuses the request
 //!    here), counts the key's questions per minute and per day, runs
 //!    [`engine::Pipeline::run`] (its [`engine::Answers`]), gives back the questions of whatever sent no read, asks
 //!    the serving model's unsure answers again of its escalation model (`http/flow/escalate.rs`),
@@ -74,10 +74,42 @@
 //! 5. [`engine::decode`] turns log-probabilities into answers calibrated by
 //!    [`calibration`] (the model's temperature formula, or a named profile).
 //! 6. The door writes the answers in its own client's shape (its `Door::respond`;
-//!    [`http::wire`] for `/v1/systemone`: question order, full `f64` precision; a noul is
+//!    `http/wire.rs` for `/v1/systemone`: question order, full `f64` precision; a noul is
 //!    P(option 1), a score Σ i·p, both [`calibration::Decoded`]'s) with the flow's headers
 //!    (`http/flow/headers.rs`); every failure on the way became one [`error::ApiError`],
 //!    whose code decides the status, said in the door's shape (`Door::refuse`).
+//!
+//! # Words used throughout
+//! - **door**: a front door, one client family's route and wire shape (`http/doors/`);
+//!   every door ends in the same **flow** (`http/flow/`), the steps all share.
+//! - **question**, **option**, **label**: a caller's question has options; the prompt
+//!   numbers them and a label is the text the model answers with (`"1"`, `"12"`, `"A"`).
+//!   A **label scheme** says which texts; a **token table** maps each label to the serving
+//!   tokenizer's ids and is checked against it while serving (`models/tokens/`).
+//! - **read**: one masked completion upstream, returning the labels' log-probabilities
+//!   ([`backend::ReadRequest`] → [`backend::ReadReply`]); a question takes one read per option order (and per node
+//!   of its label trie). **layout**: how a request's prompts are cut into reads (`accuracy`:
+//!   the reference's bytes, `cost`: a shared head).
+//! - **dialect**: how one kind of host is asked for a read (`backend/vllm.rs`,
+//!   `llamacpp.rs`, `openai/`); a model either reads through a dialect or forwards whole
+//!   requests to a native System One upstream ([`models::Serving`]).
+//! - **answers** ([`engine::Answers`]) and **token usage** ([`engine::TokenUsage`]): what
+//!   the pipeline returns for one request; **usage** (`quota/usage.rs`) is a key's running
+//!   count of requests, questions and tokens.
+//! - **limits**: [`config::Limits`] are the size limits of one request; per-key rates and
+//!   caps live in `quota/`; the in-flight cap ([`in_flight`]) bounds upstream requests for
+//!   the whole process.
+//! - **circuit**, **fallback**, **escalation**: a model's circuit opens on failures and its
+//!   requests go to its fallback; escalation asks a stronger model again when an answer is
+//!   unsure (`http/flow/escalate.rs`).
+//! - **upkeep**: a model's background task (token-table check, host probe) whose last
+//!   verdict requests read ([`models::upkeep`]).
+//! - **profile** and **formula**: a temperature formula by option count calibrates every
+//!   answer; a named profile (fitted on labelled rows) replaces it when asked for.
+//! - **ledger record** and **outcome**: the ledger keeps a record per answer or refusal; an
+//!   outcome is the ground truth a caller posts later for a recorded decision.
+//! - **edge**: the listener in front of the router: connection caps, header and body
+//!   deadlines, graceful shutdown (`http/edge/`).
 
 // Nothing is `pub` that no one outside its module tree can reach: the public surface is
 // what `main.rs`, the benches and the tests use (the tests and benches, being other

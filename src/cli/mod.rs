@@ -1,6 +1,6 @@
 //! Every command of the `systemone` binary and its arguments: `serve`, `tokens`, `eval`,
 //! `calibrate`, `usage`, `ledger`, `openapi`, `docs`. The top layer: nothing outside `cli/` imports it. The offline commands'
-//! maths ([`fit`]) lives here too, beside the commands that fit.
+//! maths lives in [`crate::calibration::fit`].
 
 pub mod calibrate;
 mod command;

@@ -4,7 +4,7 @@
 //!   first question when a prefix is shared, bounds each read and the whole request, and
 //!   cancels everything on the first failure;
 //! * `native`: forwards a request whole to a model's native System One upstream instead;
-//! * [`context`]: refuses reads that cannot fit the backend's context window;
+//! * [`context_window`]: refuses reads that cannot fit the backend's context window;
 //! * [`decode`]: log-probabilities become option mass and calibrated probabilities;
 //! * `outcome`: what a run gives, its answers and token accounting or why it failed.
 

@@ -1,6 +1,6 @@
 //! How right the answers turned out, per model, from the outcomes people recorded: the
 //! count of answered questions with an outcome, their accuracy (the answered option was
-//! the outcome) and Brier score (Σ over options of (p − 1[outcome])², 0 best, 2 worst),
+//! the outcome) and Brier score (Σ over options of (p − 1\[outcome\])², 0 best, 2 worst),
 //! over the newest records with outcomes. Computed in the background, never per request.
 
 use std::collections::BTreeMap;

@@ -25,7 +25,7 @@ pub struct Decision {
     pub latency_ms: f64,
     /// Token accounting (zero for a refusal before any read).
     pub usage: Tokens,
-    /// The keyed hash of the request as read (see [`super::Draft`]).
+    /// The keyed hash of the request as read (made in `ledger/draft.rs`).
     pub body_hash: Option<String>,
     /// The images sent, as their SHA-256 and size.
     pub images: Vec<ImageRecord>,

@@ -49,7 +49,7 @@ pub struct Model {
     /// The breaker in front of `backend`.
     pub circuit: Circuit,
     /// The models (by public name) that serve this one's requests while `circuit` is open,
-    /// in order (each with its own fallbacks: [`Routes::serving`]).
+    /// in order (each with its own fallbacks: [`super::Routes::serving`]).
     pub fallback: Vec<String>,
     /// Which of its answers another model answers again, if any ([`escalation`]).
     pub escalation: Option<escalation::Escalation>,
@@ -60,7 +60,7 @@ pub struct Model {
     pub rerank_question: String,
     /// Its release date, `YYYY-MM-DD`, when configured (listed by `/v1/models`).
     pub release_date: Option<String>,
-    /// Whether its background [`upkeep`] task runs (started once, by the first router or
+    /// Whether its background [`super::upkeep`] task runs (started once, by the first router or
     /// request in a runtime).
     pub upkeep_started: std::sync::atomic::AtomicBool,
 }

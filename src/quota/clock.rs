@@ -26,7 +26,7 @@ impl Now {
     }
 }
 
-/// Where [`Quotas`] reads the time: the system clock, or one a test sets.
+/// Where [`super::Quotas`] reads the time: the system clock, or one a test sets.
 #[derive(Debug, Clone, Default)]
 pub enum LimitClock {
     /// `SystemTime::now()`, and the shared store's own clock for per-minute limits.

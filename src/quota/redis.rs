@@ -72,7 +72,7 @@ end
 return {0, used}
 ";
 
-/// Gives back up to ARGV[1] of the day's counter KEYS[1] (never below zero, never creating
+/// Gives back up to `ARGV[1]` of the day's counter `KEYS[1]` (never below zero, never creating
 /// it); returns what is left.
 const REFUND: &str = r"
 local used = tonumber(redis.call('GET', KEYS[1]) or '0')

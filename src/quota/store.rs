@@ -39,11 +39,11 @@ impl StoreError {
 /// A store's answer to a limit check: the store failed, or the limit's verdict.
 pub type Checked = Result<Result<(), Refusal>, StoreError>;
 
-/// Where per-key counts live. Object-safe: [`Quotas`] holds one as `Arc<dyn LimitStore>`.
+/// Where per-key counts live. Object-safe: [`super::Quotas`] holds one as `Arc<dyn LimitStore>`.
 pub trait LimitStore: Send + Sync + fmt::Debug {
     /// `memory`, `embedded` or `redis` (metrics label, `/readyz`).
     fn kind(&self) -> &'static str;
-    /// Whether calls leave the process (then [`Quotas`] bounds each by its timeout and
+    /// Whether calls leave the process (then [`super::Quotas`] bounds each by its timeout and
     /// applies the failure policy).
     fn remote(&self) -> bool;
     /// Counts one request against the key's requests per minute.

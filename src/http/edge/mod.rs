@@ -9,7 +9,7 @@
 //!   408 when it passes);
 //! - graceful shutdown: no new connections, in-flight requests finish within the grace.
 //!
-//! The cap on concurrent API requests is a router layer ([`crate::http::router`]).
+//! The cap on concurrent API requests is a router layer ([`crate::http::router()`]).
 
 mod connection;
 mod deadline_body;

@@ -4,7 +4,7 @@
 //! each naming the model that gave it (an extension field `model`: the escalation model's
 //! public name), and the usage adds up. One hop (the escalation model's own escalation is
 //! not followed), under the escalation model's circuit, within what is left of the request's
-//! deadline. When it fails, the first answers stand and [`super::headers::ESCALATION_HEADER`] says so,
+//! deadline. When it fails, the first answers stand and the `x-systemone-escalation` header says so,
 //! unless the model sets `escalate_required`: then the request fails with its error.
 //! Counted per model pair and outcome (`systemone_escalations_total`).
 

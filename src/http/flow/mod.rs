@@ -1,8 +1,8 @@
 //! The front-door flow: what every door (`/v1/systemone`, `/v1/decisions`, `/v2/rerank`)
 //! does with the validated requests its body became, so that a new step is added once.
 //!
-//! A door parses and translates its body into [`ValidRequest`]s (rerank: one per batch of
-//! documents), hands them to [`run`], and writes the [`Answered`] outcomes in its client's
+//! A door parses and translates its body into [`crate::request::ValidRequest`]s (rerank: one per batch of
+//! documents), hands them to [`run()`], and writes the [`Answered`] outcomes in its client's
 //! shape, with the [`headers`] on the response. The flow owns the rest,
 //! in this order:
 //!

@@ -1,4 +1,4 @@
-//! Validation: a caller's JSON body becomes a [`ValidRequest`], the only thing the engine
+//! Validation: a caller's JSON body becomes a [`super::ValidRequest`], the only thing the engine
 //! runs. Every schema and size rule of the contract is checked here, before any upstream
 //! call, and each failure names the field, the limit and the value received.
 //!
@@ -17,7 +17,7 @@
 //! 5. `tokens.rs`: the state and whole-request token limits, counted last because they
 //!    need everything above. Counted by the byte estimate (no `--tokenizer`), a request over
 //!    a limit is not refused here but marked for the engine to count exactly first
-//!    ([`ValidRequest::recount`]).
+//!    ([`super::ValidRequest::recount`]).
 //!
 //! `duplicates.rs` is the one rule run before these, on every door: where a body repeats a
 //! key, said without the key (the body parser finds it; see [`duplicate_key`]).

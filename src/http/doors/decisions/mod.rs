@@ -1,6 +1,6 @@
 //! `POST /v1/decisions`: OpenAI's Decisions API, as the `openai` SDK's
 //! `client.decisions.create(...)` calls it (3.51.0 on PyPI). A front door, not a second
-//! engine: [`translate`] turns the body into the System One body that asks the same, which
+//! engine: [`translate()`] turns the body into the System One body that asks the same, which
 //! [`crate::request::validate()`] checks and the same pipeline runs under the same keys,
 //! limits, circuit, metrics and logs as `/v1/systemone`; [`answer`] writes the `Decision`.
 //! Every refusal, the key's included, goes out in OpenAI's error shape.
