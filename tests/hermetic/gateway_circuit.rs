@@ -20,7 +20,6 @@
 
 use crate::support;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +28,7 @@ use serde_json::{json, Value};
 use systemone::config::CircuitSettings;
 
 use crate::support::fake_vllm::{FakeVllm, Fault};
+use crate::support::replicas::Stoppable;
 use crate::support::{ask, get, metrics, post, setup, Reply, Service};
 
 /// The public model name of the single-model configuration.
@@ -564,14 +564,8 @@ async fn metrics_expose_the_gateway_series_with_bounded_labels() {
 
 // ---- Graceful shutdown ----------------------------------------------------------------
 
-/// A service run by [`systemone::serve`] with a shutdown trigger.
-struct Running {
-    addr: SocketAddr,
-    stop: tokio::sync::oneshot::Sender<()>,
-    server: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-async fn serve(fake: &FakeVllm, grace_secs: &str) -> Running {
+/// A service with a shutdown trigger and `grace_secs` of grace.
+async fn serve(fake: &FakeVllm, grace_secs: &str) -> Stoppable {
     let config = support::config(
         &fake.base_url(),
         &[
@@ -584,22 +578,7 @@ async fn serve(fake: &FakeVllm, grace_secs: &str) -> Running {
         ],
     );
     let state = systemone::build_state(&config).expect("state");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let edge = systemone::Edge::new(&state);
-    let server = tokio::spawn(systemone::serve(
-        listener,
-        systemone::app(state),
-        edge,
-        async move {
-            let _ = stopped.await;
-        },
-        config.gateway.shutdown_grace(),
-    ));
-    Running { addr, stop, server }
+    Stoppable::start_with_grace(state, config.gateway.shutdown_grace()).await
 }
 
 /// After the shutdown signal the listener refuses new connections, the request already at
@@ -609,12 +588,12 @@ async fn shutdown_finishes_the_request_in_flight_then_completes() {
     let fake = FakeVllm::start().await;
     fake.set_delay(Duration::from_secs(5));
     let running = serve(&fake, "30").await;
-    let url = format!("http://{}/v1/systemone", running.addr);
+    let url = format!("http://{}/v1/systemone", running.service.addr);
     let in_flight =
         tokio::spawn(async move { post(&reqwest::Client::new(), &url, &one_question()).await });
     wait_until("the request at the backend", || fake.chat_requests() == 1).await;
     running.stop.send(()).expect("server listening");
-    let addr = running.addr;
+    let addr = running.service.addr;
     wait_until("new connections refused", || {
         std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50)).is_err()
     })
@@ -640,7 +619,7 @@ async fn shutdown_waits_no_longer_than_the_grace_period() {
     let fake = FakeVllm::start().await;
     fake.set_delay(Duration::from_secs(3600));
     let running = serve(&fake, "2").await;
-    let url = format!("http://{}/v1/systemone", running.addr);
+    let url = format!("http://{}/v1/systemone", running.service.addr);
     let in_flight = tokio::spawn(async move {
         reqwest::Client::new()
             .post(url)

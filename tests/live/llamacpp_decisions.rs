@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::setup::assert_same_read;
 use crate::setup::llama::{backend_turn, llama_config, MODEL};
+use crate::setup::sdk::scenario;
 use crate::support::Service;
 
 /// The SDK script's questions (`tests/sdk/openai_decisions.py`) as `/v1/systemone` asks
@@ -44,14 +45,6 @@ fn messages_state() -> Value {
         {"role": "system", "content": "Tickets come from the support inbox."},
         {"role": "user", "content": ["Please look at my account.", {"plan": "pro", "open_invoices": 2}]},
     ])
-}
-
-/// The one JSON line the SDK script printed for `scenario`.
-fn scenario<'a>(lines: &'a [Value], name: &str) -> &'a Value {
-    lines
-        .iter()
-        .find(|l| l["scenario"] == name)
-        .unwrap_or_else(|| panic!("the SDK script printed no {name:?} line: {lines:?}"))
 }
 
 /// `/v1/systemone`'s answers for `state` and `questions`.

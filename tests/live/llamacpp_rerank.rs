@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value};
 
 use crate::setup::assert_same_read;
 use crate::setup::llama::{backend_turn, llama_config, MODEL};
+use crate::setup::sdk::scenario;
 use crate::setup::tokenizers::tokenizer_path;
 use crate::support::Service;
 use systemone::config::DEFAULT_RERANK_QUESTION;
@@ -34,14 +35,6 @@ const DOCUMENTS: [&str; 5] = [
 ];
 /// What the SDK script asks as `max_tokens_per_doc` in its `truncated` scenario.
 const TRUNCATE_AT: usize = 8;
-
-/// The one JSON line the SDK script printed for `scenario`.
-fn scenario<'a>(lines: &'a [Value], name: &str) -> &'a Value {
-    lines
-        .iter()
-        .find(|l| l["scenario"] == name)
-        .unwrap_or_else(|| panic!("the SDK script printed no {name:?} line: {lines:?}"))
-}
 
 /// `(index, relevance_score)` as the SDK parsed them.
 fn results(line: &Value) -> Vec<(usize, f64)> {

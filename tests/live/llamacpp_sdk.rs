@@ -14,31 +14,14 @@
 use crate::support;
 use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::setup::llama::{
     answer, answer_ids, assert_request_id, backend_turn, check_answer, check_usage, llama_config,
-    num, run_typesafe_script, MODEL, NO_YES,
+    num, MODEL, NO_YES,
 };
-use crate::setup::proxy::{Proxy, Seen};
-
-/// The one JSON line the SDK script printed for `scenario`.
-fn scenario<'a>(lines: &'a [Value], name: &str) -> &'a Value {
-    lines
-        .iter()
-        .find(|l| l["scenario"] == name)
-        .unwrap_or_else(|| panic!("the SDK script printed no {name:?} line: {lines:?}"))
-}
-
-/// The one request the proxy saw for an SDK scenario.
-fn seen_for(seen: &[Seen], name: &str) -> Seen {
-    let hits: Vec<&Seen> = seen
-        .iter()
-        .filter(|s| s.scenario.as_deref() == Some(name))
-        .collect();
-    assert_eq!(hits.len(), 1, "one wire request for {name}: {seen:?}");
-    hits[0].clone()
-}
+use crate::setup::proxy::{seen_for, Proxy};
+use crate::setup::sdk::{run_typesafe_script, scenario};
 
 /// Proves the official TypeSafe Python SDK (`typesafe-sdk` 0.7.5, pointed at the service with
 /// `TYPESAFE_BASE_URL` and any `TYPESAFE_API_KEY`) works unchanged: a noul/choice/score round

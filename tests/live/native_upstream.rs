@@ -21,8 +21,9 @@ use std::net::SocketAddr;
 use serde_json::{json, Value};
 
 use crate::setup::assert_same_read;
-use crate::setup::llama::{backend_turn, num, run_typesafe_script, MODEL};
+use crate::setup::llama::{backend_turn, num, MODEL};
 use crate::setup::proxy::Proxy;
+use crate::setup::sdk::{run_typesafe_script, scenario};
 use crate::support::ask;
 use crate::support::native_model;
 use crate::support::{Reply, Service};
@@ -74,13 +75,6 @@ impl Upstream {
     fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
-}
-
-fn scenario<'a>(lines: &'a [Value], name: &str) -> &'a Value {
-    lines
-        .iter()
-        .find(|l| l["scenario"] == name)
-        .unwrap_or_else(|| panic!("no {name:?} line: {lines:?}"))
 }
 
 /// Every number of `got` equals `want`'s (two requests' reads: `assert_same_read`), and

@@ -32,7 +32,8 @@ use crate::setup::llama::{
     answer, answer_ids, ask, assert_close, assert_request_id, check_answer, check_mixed,
     check_usage, default_temperature, mixed_body, num, MODEL, NO_YES,
 };
-use crate::setup::proxy::{Proxy, Seen};
+use crate::setup::proxy::{seen_for, Proxy};
+use crate::setup::sdk::{json_lines, run_typesafe_script, scenario};
 use crate::setup::team_and_refund;
 use crate::setup::tokenizers::tokenizer_path;
 use crate::setup::vllm::{
@@ -542,33 +543,6 @@ async fn a_prompt_longer_than_vllms_window_is_a_413_before_any_read() {
     );
 }
 
-/// The one JSON line a script printed for `scenario`.
-fn scenario<'a>(lines: &'a [Value], name: &str) -> &'a Value {
-    lines
-        .iter()
-        .find(|l| l["scenario"] == name)
-        .unwrap_or_else(|| panic!("the script printed no {name:?} line: {lines:?}"))
-}
-
-/// A script's stdout as JSON lines.
-fn json_lines(stdout: &str) -> Vec<Value> {
-    stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
-}
-
-/// The one request a recording proxy saw for an SDK scenario.
-fn seen_for(seen: &[Seen], name: &str) -> Seen {
-    let hits: Vec<&Seen> = seen
-        .iter()
-        .filter(|s| s.scenario.as_deref() == Some(name))
-        .collect();
-    assert_eq!(hits.len(), 1, "one wire request for {name}: {seen:?}");
-    hits[0].clone()
-}
-
 /// Proves the official TypeSafe Python SDK (`typesafe-sdk` 0.7.5, `tests/sdk/system_one.py`)
 /// works unchanged against the service on vLLM: the noul/choice/score round trip parses to
 /// the values the service sent, in the contract's shapes, with vLLM's usage; a body over
@@ -582,28 +556,7 @@ async fn the_official_python_sdk_round_trips_over_vllm() {
     let started = Instant::now();
     let service = support::start(vllm_config(&url, &["--release-date", "2025-08-14"])).await;
     let front = Proxy::start(format!("http://{}", service.addr)).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/system_one.py");
-    let base_url = front.url();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(&python)
-            .arg(script)
-            .env("TYPESAFE_BASE_URL", base_url)
-            .env("TYPESAFE_API_KEY", "sk-any-value-works")
-            .env_remove("TYPESAFE_DEFAULT_MODEL")
-            .env_remove("TYPESAFE_LOG_LEVEL")
-            .output()
-            .expect("SYSTEMONE_PYTHON runs")
-    })
-    .await
-    .expect("the SDK run joins");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the SDK script failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let lines = json_lines(&stdout);
+    let lines = run_typesafe_script(&python, "system_one.py", front.url()).await;
     let seen = front.seen();
 
     let trip = scenario(&lines, "roundtrip");

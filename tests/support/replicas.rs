@@ -18,13 +18,21 @@ pub fn unique_prefix() -> String {
 pub struct Stoppable {
     /// The running service.
     pub service: Service,
-    stop: tokio::sync::oneshot::Sender<()>,
-    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// Sends the shutdown signal.
+    pub stop: tokio::sync::oneshot::Sender<()>,
+    /// The server's task: done once shutdown has finished.
+    pub server: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl Stoppable {
-    /// Serves `state` until [`Stoppable::stop`].
+    /// Serves `state` until [`Stoppable::stop`], with a 5 s shutdown grace.
     pub async fn start(state: AppState) -> Self {
+        Self::start_with_grace(state, Duration::from_secs(5)).await
+    }
+
+    /// Serves `state` until its `stop` is sent, letting requests in flight finish for up
+    /// to `grace`.
+    pub async fn start_with_grace(state: AppState, grace: Duration) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -38,7 +46,7 @@ impl Stoppable {
             async move {
                 let _ = stopped.await;
             },
-            Duration::from_secs(5),
+            grace,
         ));
         Stoppable {
             service: Service {

@@ -13,7 +13,6 @@ use systemone::calibration::{Calibration, DEFAULT_FORMULA};
 use systemone::config::ServeConfig;
 
 use crate::support::Service;
-use std::path::Path;
 
 /// The public (and llama-server `--alias`) name of the model.
 pub const MODEL: &str = "gemma-3-270m";
@@ -70,39 +69,6 @@ pub fn llama_config(backend_url: &str, extra: &[&str]) -> ServeConfig {
     }
     flags.extend_from_slice(extra);
     crate::support::llamacpp_config(backend_url, &flags)
-}
-
-/// Runs an SDK script of `tests/sdk/` with `python` against `base_url` (as
-/// `TYPESAFE_BASE_URL`, with any API key) and returns the JSON lines it printed; fails with
-/// its output when it fails.
-pub async fn run_typesafe_script(python: &Path, script: &str, base_url: String) -> Vec<Value> {
-    let path = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
-    let program = python.to_path_buf();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(&program)
-            .arg(path)
-            .env("TYPESAFE_BASE_URL", base_url)
-            .env("TYPESAFE_API_KEY", "sk-any-value-works")
-            .env_remove("TYPESAFE_DEFAULT_MODEL")
-            .env_remove("TYPESAFE_LOG_LEVEL")
-            .output()
-    })
-    .await
-    .expect("the SDK run joins")
-    .unwrap_or_else(|e| panic!("cannot run SYSTEMONE_PYTHON={}: {e}", python.display()));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the SDK script failed ({}); is typesafe-sdk[zstd]==0.7.5 installed in {}?\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        output.status,
-        python.display()
-    );
-    stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------

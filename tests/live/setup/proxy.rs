@@ -157,3 +157,13 @@ async fn forward(State(state): State<ProxyState>, request: Request) -> Response 
     }
     response
 }
+
+/// The one request a recording proxy saw for an SDK scenario.
+pub fn seen_for(seen: &[Seen], name: &str) -> Seen {
+    let hits: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.scenario.as_deref() == Some(name))
+        .collect();
+    assert_eq!(hits.len(), 1, "one wire request for {name}: {seen:?}");
+    hits[0].clone()
+}

@@ -2,7 +2,9 @@
 //! Cohere SDKs (`SYSTEMONE_PYTHON`, else the project's `.venv`), the npm SDK's install
 //! prefix (`SYSTEMONE_NPM_SDK`) and node.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
 
 use crate::support::require;
 
@@ -66,4 +68,50 @@ pub fn node() -> PathBuf {
     std::env::var_os("SYSTEMONE_NODE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("node"))
+}
+
+/// Runs an SDK script of `tests/sdk/` with `python` against `base_url` (as
+/// `TYPESAFE_BASE_URL`, with any API key) and returns the JSON lines it printed; fails with
+/// its output when it fails.
+pub async fn run_typesafe_script(python: &Path, script: &str, base_url: String) -> Vec<Value> {
+    let path = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let program = python.to_path_buf();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(&program)
+            .arg(path)
+            .env("TYPESAFE_BASE_URL", base_url)
+            .env("TYPESAFE_API_KEY", "sk-any-value-works")
+            .env_remove("TYPESAFE_DEFAULT_MODEL")
+            .env_remove("TYPESAFE_LOG_LEVEL")
+            .output()
+    })
+    .await
+    .expect("the SDK run joins")
+    .unwrap_or_else(|e| panic!("cannot run SYSTEMONE_PYTHON={}: {e}", python.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the SDK script failed ({}); is typesafe-sdk[zstd]==0.7.5 installed in {}?\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status,
+        python.display()
+    );
+    json_lines(&stdout)
+}
+
+/// A script's stdout as JSON lines.
+pub fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The one JSON line an SDK script printed for `scenario`.
+pub fn scenario<'a>(lines: &'a [Value], name: &str) -> &'a Value {
+    lines
+        .iter()
+        .find(|l| l["scenario"] == name)
+        .unwrap_or_else(|| panic!("the SDK script printed no {name:?} line: {lines:?}"))
 }
