@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::chat::{ChatResponse, Positions, TokenLogprobs};
-use super::context::ContextWindow;
+use super::context_window::ContextWindow;
 use super::http::{exchange, exchange_up_to, get, post};
 use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest, ReadUsage};
 use crate::in_flight::{InFlight, InFlightPermit};

@@ -14,7 +14,7 @@ pub use http::set_log_error_text;
 pub mod pool;
 pub use pool::Pool;
 pub mod chat;
-pub mod context;
+pub mod context_window;
 mod due;
 mod failure;
 pub mod host_report;

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::chat::ChatResponse;
 use super::chat::Positions;
-use super::context::ContextWindow;
+use super::context_window::ContextWindow;
 use super::http::{exchange, get, post, Call};
 use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest};
 use crate::in_flight::{InFlight, InFlightPermit};

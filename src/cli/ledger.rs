@@ -5,7 +5,7 @@
 use clap::{Args, Subcommand};
 
 use crate::config::LedgerTarget;
-use crate::ledger::read::Filter;
+use crate::ledger::query::Filter;
 use crate::ledger::rows::{labelled, LabelledRow, Probabilities};
 use crate::ledger::store::Store;
 

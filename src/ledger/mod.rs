@@ -24,7 +24,7 @@ pub mod draft;
 pub mod key;
 mod open;
 pub mod quality;
-pub mod read;
+pub mod query;
 pub mod record;
 mod retention;
 pub mod rows;

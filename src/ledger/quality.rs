@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::read::Filter;
+use super::query::Filter;
 use super::store::{Store, StoreError};
 
 /// Newest records with outcomes the figures look back over.

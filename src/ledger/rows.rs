@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use super::read::Filter;
+use super::query::Filter;
 use super::record::Decision;
 use super::store::{Store, StoreError};
 use crate::calibration::temperature::temper;

@@ -22,7 +22,7 @@ use crate::error::{ApiError, Code};
 use crate::http::auth::Caller;
 use crate::http::AppState;
 use crate::ledger::key::{Domain, LedgerKey};
-use crate::ledger::read::{Filter, NewOutcome, OutcomeError, OutcomeRow};
+use crate::ledger::query::{Filter, NewOutcome, OutcomeError, OutcomeRow};
 use crate::ledger::record::{Decision, QuestionRecord};
 use crate::ledger::store::{Store, StoreError};
 use crate::quota::UNAVAILABLE_RETRY_SECS;

@@ -18,6 +18,6 @@
 //!   browser.
 
 mod page;
-mod policy;
+mod csp;
 
 pub(super) use page::{page, root};

@@ -9,7 +9,7 @@ use axum::http::header::{
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::policy::policy;
+use super::csp::policy;
 
 /// The page, as served.
 pub(super) const PAGE: &str = include_str!("index.html");
