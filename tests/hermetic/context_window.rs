@@ -135,3 +135,39 @@ async fn a_request_over_the_estimate_only_is_counted_exactly_and_answered() {
     );
     assert_eq!(fake.chat_requests(), chats, "nothing was read");
 }
+
+/// A state whose bytes alone prove it over `--max-state-tokens` (no token of a model
+/// without a configured tokenizer is taken to stand for more than 512 bytes) is refused at
+/// once with the code an exact count gives, saying it is a lower bound, and the backend's
+/// `/tokenize` is never asked; a state long only by the estimate is still counted exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_its_bytes_prove_too_long_is_refused_without_the_backend() {
+    let (fake, service) = service_with(0, &["--max-state-tokens", "500"]).await;
+    let tokenized = fake.tokenize_requests();
+    // 500 * 512 bytes and its two quotes: at least 501 tokens.
+    let refused = ask(&service, &about("x".repeat(500 * 512))).await;
+    assert_error(&refused, 413, "system_one_state_too_large", "cap_exceeded");
+    assert_eq!(
+        refused.body["error"]["message"],
+        "state: the state is at least 501 tokens, more than the limit of 500 \
+         (--max-state-tokens); counted from its UTF-8 bytes, no token of the model standing \
+         for more than 512 bytes"
+    );
+    assert_eq!(
+        fake.tokenize_requests(),
+        tokenized,
+        "never sent to be counted"
+    );
+    // Two bytes fewer: at least 500 tokens, not provably over, so counted by the backend.
+    let counted = ask(&service, &about("x".repeat(500 * 512 - 2))).await;
+    assert_error(&counted, 413, "system_one_state_too_large", "cap_exceeded");
+    let message = counted.body["error"]["message"]
+        .as_str()
+        .expect("a message");
+    assert!(
+        message.ends_with("counted by the backend's tokenizer"),
+        "{message}"
+    );
+    assert!(fake.tokenize_requests() > tokenized, "counted exactly");
+    assert_eq!(fake.chat_requests(), 0, "nothing was read");
+}

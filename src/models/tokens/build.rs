@@ -49,6 +49,9 @@ pub struct LoadedTokenizer {
     pub tokenizer: Tokenizer,
     /// Hex sha256 of the `tokenizer.json` bytes.
     pub sha256: String,
+    /// The most bytes of a text one of its tokens stands for, when its steps bound it
+    /// ([`super::widest`]): a text's bytes over it bound the text's tokens from below.
+    pub widest_token_bytes: Option<usize>,
 }
 
 impl LoadedTokenizer {
@@ -75,7 +78,12 @@ impl LoadedTokenizer {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        Ok(LoadedTokenizer { tokenizer, sha256 })
+        let widest_token_bytes = super::widest::widest_token_bytes(&tokenizer);
+        Ok(LoadedTokenizer {
+            tokenizer,
+            sha256,
+            widest_token_bytes,
+        })
     }
 
     /// Token ids of `text`, without special tokens (no BOS).

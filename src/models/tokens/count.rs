@@ -34,6 +34,17 @@ impl TokenCounter {
         }
     }
 
+    /// The most UTF-8 bytes of a text one token can stand for: the loaded tokenizer's
+    /// widest token (`None` when its steps give no bound), else
+    /// [`UNTOKENIZED_WIDEST_TOKEN_BYTES`]. [`fewest_tokens_for_bytes`] turns it into a
+    /// lower bound on a text's tokens.
+    pub fn widest_token_bytes(&self) -> Option<usize> {
+        match self {
+            TokenCounter::Estimate => Some(UNTOKENIZED_WIDEST_TOKEN_BYTES),
+            TokenCounter::Tokenizer(t) => t.widest_token_bytes,
+        }
+    }
+
     /// Whether counts are exact rather than estimated.
     pub fn is_exact(&self) -> bool {
         matches!(self, TokenCounter::Tokenizer(_))
@@ -78,6 +89,25 @@ pub fn estimate_tokens(text: &str) -> usize {
 /// [`estimate_tokens`] for a text of `bytes` UTF-8 bytes.
 pub fn estimate_tokens_for_bytes(bytes: usize) -> usize {
     bytes
+}
+
+/// The most UTF-8 bytes of a caller's text one token is taken to stand for when the
+/// service has no tokenizer of the model loaded (the backend's tokenizer counts exactly,
+/// and a lower bound from bytes alone saves that count for a text it already proves too
+/// long).
+///
+/// Conservative by four times the widest real token measured: Qwen 3's widest covers 128
+/// spaces (its vocabulary's longest entry, 256 bytes spelled byte-level), Gemma 3's 31, a
+/// SentencePiece or byte-level vocabulary's others a few dozen; Unicode normalization can
+/// make a token stand for at most 3 times its bytes of canonical text (see
+/// `tokens/widest.rs`), 384 for Qwen 3. At the default `--max-state-tokens` of 32,768 a
+/// state is refused on its bytes alone from 16 MiB (a 23 MB state at once).
+pub const UNTOKENIZED_WIDEST_TOKEN_BYTES: usize = 512;
+
+/// The fewest tokens a text of `bytes` UTF-8 bytes can be when no token stands for more
+/// than `widest` bytes of it: `ceil(bytes / widest)`.
+pub fn fewest_tokens_for_bytes(bytes: usize, widest: usize) -> usize {
+    bytes.div_ceil(widest.max(1))
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! (`token-tables/<name>.json`), built from the model's real tokenizer; the tables shipped
 //! in the repository are also compiled into the binary so a name alone finds them.
 //!
-//! Counting tokens for the limits is in `count.rs`, the multi-token label schemes in
+//! Counting tokens for the limits is in `count.rs` (and the widest token that bounds a
+//! count from below, in `widest.rs`), the multi-token label schemes in
 //! `scheme.rs` (its doc says when they are used), the table and its JSON format in
 //! `table.rs`.
 
@@ -16,8 +17,12 @@ mod scheme;
 pub mod served;
 mod table;
 pub mod verify;
+mod widest;
 
-pub use count::{estimate_tokens, estimate_tokens_for_bytes, TokenCounter};
+pub use count::{
+    estimate_tokens, estimate_tokens_for_bytes, fewest_tokens_for_bytes, TokenCounter,
+    UNTOKENIZED_WIDEST_TOKEN_BYTES,
+};
 pub use scheme::{
     prefix_conflict, MultiLabel, MultiTokenScheme, PrefixConflict, SchemeKind, MAX_NUMERAL_WIDTH,
 };

@@ -14,10 +14,12 @@
 //! prefix-caching backend evaluates once. `usage.input_tokens` still sums every read's
 //! whole prompt, as the backend bills it.
 
+use std::borrow::Cow;
+
 use super::{loc, prompt, refuse, Entry};
 use crate::config::{Layout, Limits};
 use crate::error::{ApiError, Code};
-use crate::models::tokens::{estimate_tokens, TokenCounter};
+use crate::models::tokens::{estimate_tokens, fewest_tokens_for_bytes, TokenCounter};
 use crate::models::Resolved;
 use crate::question::{LoweredQuestion, PREAMBLE};
 use crate::request::{History, ValidRequest};
@@ -83,22 +85,30 @@ pub enum Counted {
     Backend,
     /// By the byte estimate, no exact count being available.
     Estimate,
+    /// Bounded from below by bytes alone, no token standing for more than this many
+    /// bytes ([`TokenCounter::widest_token_bytes`]).
+    Fewest(usize),
 }
 
 impl Counted {
     fn about(self) -> &'static str {
-        if self == Counted::Estimate {
-            "about "
-        } else {
-            ""
+        match self {
+            Counted::Estimate => "about ",
+            Counted::Fewest(_) => "at least ",
+            Counted::Tokenizer | Counted::Backend => "",
         }
     }
 
-    fn note(self) -> &'static str {
+    fn note(self) -> Cow<'static, str> {
         match self {
-            Counted::Tokenizer => "",
-            Counted::Backend => BACKEND_NOTE,
-            Counted::Estimate => ESTIMATE_NOTE,
+            Counted::Tokenizer => "".into(),
+            Counted::Backend => BACKEND_NOTE.into(),
+            Counted::Estimate => ESTIMATE_NOTE.into(),
+            Counted::Fewest(widest) => format!(
+                "; counted from its UTF-8 bytes, no token of the model standing for more than \
+                 {widest} bytes"
+            )
+            .into(),
         }
     }
 }
@@ -150,6 +160,16 @@ impl PieceTokens {
             questions,
             histories,
         }
+    }
+
+    /// The fewest tokens each piece can be, from its bytes alone when no token stands for
+    /// more than `widest` bytes.
+    fn fewest(req: &ValidRequest, widest: usize) -> Self {
+        let counts: Vec<usize> = piece_texts(req)
+            .into_iter()
+            .map(|text| fewest_tokens_for_bytes(text.len(), widest))
+            .collect();
+        Self::from_counts(req, &counts)
     }
 
     /// The pieces counted by `counter`, reusing the question counts validation already has.
@@ -241,16 +261,18 @@ fn question_within(
 }
 
 /// The token limits once the whole request is known; `question_tokens` is aligned with
-/// the questions. With an exact counter a request over a limit is refused; with the
-/// estimate it is marked for an exact recount ([`Recount`]) instead.
+/// the questions. A request whose bytes alone prove it over a limit is refused first,
+/// without counting it. Then, with an exact counter a request over a limit is refused;
+/// with the estimate it is marked for an exact recount ([`Recount`]) instead.
 pub(super) fn check_token_limits(
     req: &mut ValidRequest,
     question_tokens: &[usize],
     limits: &Limits,
 ) -> Result<(), ApiError> {
+    let bounds = TokenLimits::from(limits);
+    check_fewest(req, bounds)?;
     let counter = &req.model.counter;
     let tokens = PieceTokens::counted(req, question_tokens, counter);
-    let bounds = TokenLimits::from(limits);
     if counter.is_exact() {
         return check(req, &tokens, bounds, Counted::Tokenizer);
     }
@@ -261,6 +283,19 @@ pub(super) fn check_token_limits(
         });
     }
     Ok(())
+}
+
+/// Refuses `req` when the fewest tokens its pieces' bytes allow are already over a limit:
+/// a lower bound, so nothing it refuses could have passed an exact count, and a state of
+/// megabytes is refused in the time it takes to measure it rather than to tokenize it
+/// (with the backend's tokenizer: minutes, and the backend's CPU). A counter whose widest
+/// token is unknown refuses nothing here.
+fn check_fewest(req: &ValidRequest, limits: TokenLimits) -> Result<(), ApiError> {
+    let Some(widest) = req.model.counter.widest_token_bytes() else {
+        return Ok(());
+    };
+    let fewest = PieceTokens::fewest(req, widest);
+    check(req, &fewest, limits, Counted::Fewest(widest))
 }
 
 /// Every token limit on counts `tokens`, in the order a refusal is chosen: each question
@@ -425,7 +460,8 @@ mod tests {
             accept("state at max_state_tokens", top("state", json!("s".repeat(98)))).limits(|l| l.max_state_tokens = 100),
             reject("the questions before the state's size", big_state_bad_q, Code::UnsupportedQuestionType, &["questions", "q1", "type"], "type must be \"choice\", \"noul\" or \"score\"").limits(|l| l.max_state_tokens = 100),
             reject("the images before the state's size", big_state_images, Code::ImagesUnsupported, &["images"], "model glm-5.3-flash is not configured as vision-capable, so it takes no images").limits(|l| l.max_state_tokens = 100),
-            reject("the state's size before the request's", top("state", json!("s".repeat(200))), Code::StateTooLarge, &["state"], state_over(202, 100)).limits(|l| { l.max_state_tokens = 100; l.max_request_tokens = 0; }),
+            reject("the state's size before the request's", top("state", json!("s".repeat(200))), Code::StateTooLarge, &["state"], state_over(202, 100)).limits(|l| { l.max_state_tokens = 100; l.max_request_tokens = 100; }),
+            reject("a state its bytes prove too long, on them alone", top("state", json!("s".repeat(600))), Code::StateTooLarge, &["state"], "the state is at least 2 tokens, more than the limit of 1 (--max-state-tokens); counted from its UTF-8 bytes, no token of the model standing for more than 512 bytes").limits(|l| l.max_state_tokens = 1),
             reject("request one token over", base(), Code::RequestTooLarge, &[], needs(ONE_CHOICE, ONE_CHOICE - 1)).limits(|l| l.max_request_tokens = ONE_CHOICE - 1),
             accept("request at max_request_tokens", base()).limits(|l| l.max_request_tokens = ONE_CHOICE),
             reject("each order is a read", top("permutations", json!(2)), Code::RequestTooLarge, &[], needs(2 * ONE_CHOICE, ONE_CHOICE)).limits(|l| l.max_request_tokens = ONE_CHOICE),
@@ -435,10 +471,10 @@ mod tests {
             accept("255 options pass the default limits, even on the estimate", on_vision(255)).holds(|r| r.recount().is_none()),
             reject("255 options: one prompt and 55 prefix tokens", on_vision(255), Code::RequestTooLarge, &[], needs(TRIE_255, TRIE_255 - 1)).limits(|l| l.max_request_tokens = TRIE_255 - 1),
             reject("255 options: the question limit on the estimate", on_vision(255), Code::QuestionTooLarge, &["questions", "q1"], question_over(Q_255, Q_255 - 1)).limits(|l| l.max_question_tokens = Q_255 - 1),
-            reject("accuracy: each question leads alone", pair(json!({})), Code::RequestTooLarge, &[], needs(ONE_CHOICE + ONE_NOUL, 0)).limits(|l| l.max_request_tokens = 0),
-            reject("cost: the whole block leads", pair(json!({"layout": "cost"})), Code::RequestTooLarge, &[], needs(2 * BASE + 3 * (CHOICE + NOUL), 0)).limits(|l| l.max_request_tokens = 0),
-            reject("a shared history: the whole block leads", pair(json!({"history": history})), Code::RequestTooLarge, &[], needs(2 * BASE + 3 * (CHOICE + NOUL) + 2 * 50, 0)).limits(|l| l.max_request_tokens = 0),
-            reject("a per-question history counts for its question", pair(json!({"history": {"q2": history}})), Code::RequestTooLarge, &[], needs(ONE_CHOICE + ONE_NOUL + 50, 0)).limits(|l| l.max_request_tokens = 0),
+            reject("accuracy: each question leads alone", pair(json!({})), Code::RequestTooLarge, &[], needs(ONE_CHOICE + ONE_NOUL, 100)).limits(|l| l.max_request_tokens = 100),
+            reject("cost: the whole block leads", pair(json!({"layout": "cost"})), Code::RequestTooLarge, &[], needs(2 * BASE + 3 * (CHOICE + NOUL), 100)).limits(|l| l.max_request_tokens = 100),
+            reject("a shared history: the whole block leads", pair(json!({"history": history})), Code::RequestTooLarge, &[], needs(2 * BASE + 3 * (CHOICE + NOUL) + 2 * 50, 100)).limits(|l| l.max_request_tokens = 100),
+            reject("a per-question history counts for its question", pair(json!({"history": {"q2": history}})), Code::RequestTooLarge, &[], needs(ONE_CHOICE + ONE_NOUL + 50, 100)).limits(|l| l.max_request_tokens = 100),
             accept("a one-option question costs nothing", q1(json!({"type": "choice", "criteria": {"only": null}}))).limits(|l| l.max_request_tokens = 0),
             accept("request under the default limit", pair(json!({"permutations": 8}))),
         ]);
