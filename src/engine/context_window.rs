@@ -8,7 +8,10 @@
 //!
 //! Both count with the configured tokenizer, else with the backend's own (`POST /tokenize`,
 //! under one in-flight slot, within the request's deadline); a request the byte bound
-//! settles pays nothing.
+//! settles pays nothing. What is sent to be counted is bounded: a text whose bytes alone
+//! prove it over its limit was refused at validation, so a counted text is at most the limit
+//! times the widest token's bytes (16 MiB for a state at the default limits), and the body's
+//! share of the memory budget stays held while it is counted (`http/doors/handler.rs`).
 
 use std::sync::Arc;
 

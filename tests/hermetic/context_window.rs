@@ -171,3 +171,38 @@ async fn a_state_its_bytes_prove_too_long_is_refused_without_the_backend() {
     assert!(fake.tokenize_requests() > tokenized, "counted exactly");
     assert_eq!(fake.chat_requests(), 0, "nothing was read");
 }
+
+/// While the backend counts a request the estimate put over a limit, the body's share of
+/// the memory budget stays held: the texts sent to be counted are copies of the body's, so
+/// a burst of such requests waits for the budget instead of holding gigabytes outside it.
+/// Once the count ends the share goes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_being_counted_keeps_its_share_of_the_body_budget() {
+    let (fake, service) = service_with(0, &["--max-state-tokens", "500"]).await;
+    let budget = service.state.body_budget.clone();
+    let total = budget.free_bytes();
+    fake.set_count_delay(Duration::from_secs(2));
+    let before = fake.tokenize_requests();
+    // 140 KB, 20,000 of the fake's tokens: over 500 on the estimate, not provably so on
+    // bytes (at most 274 tokens' worth at 512 bytes a token), so the backend counts it.
+    let body = about("answer ".repeat(20_000));
+    let asking = {
+        let (client, addr) = (service.client.clone(), service.addr);
+        tokio::spawn(async move {
+            support::post(&client, &format!("http://{addr}/v1/systemone"), &body).await
+        })
+    };
+    let started = std::time::Instant::now();
+    while fake.tokenize_requests() == before {
+        assert!(started.elapsed() < Duration::from_secs(60), "never counted");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let held = total - budget.free_bytes();
+    assert!(
+        held >= 140_000,
+        "the share held while counting: {held} bytes"
+    );
+    let reply = asking.await.expect("request task");
+    assert_error(&reply, 413, "system_one_state_too_large", "cap_exceeded");
+    assert_eq!(budget.free_bytes(), total, "the share went back");
+}

@@ -89,6 +89,9 @@ pub struct FakeState {
     pub recorded: Mutex<HashMap<(String, Vec<u64>), Value>>,
     /// Delay applied to every correct answer (tokio time).
     pub delay: Mutex<Duration>,
+    /// Delay before `/tokenize` answers a text other than the check's prefix: a backend
+    /// slow to count a long prompt.
+    pub count_delay: Mutex<Duration>,
     /// How `/tokenize` misbehaves on the first request of each check (the prefix's):
     /// RateLimited, Slow, MalformedJson and ServerError apply.
     pub tokenizer_fault: Mutex<Fault>,
@@ -123,6 +126,7 @@ impl FakeVllm {
             tokenize_requests: AtomicUsize::new(0),
             recorded: Mutex::new(HashMap::new()),
             delay: Mutex::new(Duration::ZERO),
+            count_delay: Mutex::new(Duration::ZERO),
             tokenizer_fault: Mutex::new(Fault::None),
             token_id_offset: AtomicUsize::new(0),
             mixed_seen: AtomicUsize::new(0),
@@ -188,6 +192,11 @@ impl FakeVllm {
     /// Sets a delay before every correct answer.
     pub fn set_delay(&self, delay: Duration) {
         *self.state.delay.lock().expect("lock") = delay;
+    }
+
+    /// Sets a delay before `/tokenize` counts any text but the check's prefix.
+    pub fn set_count_delay(&self, delay: Duration) {
+        *self.state.count_delay.lock().expect("lock") = delay;
     }
 
     /// Chat requests received so far.
@@ -515,6 +524,8 @@ async fn tokenize(
         return error(StatusCode::BAD_REQUEST, "prompt must be a string");
     };
     if prompt != PREFIX {
+        let delay = *state.count_delay.lock().expect("lock");
+        tokio::time::sleep(delay).await;
         return tokenized(&state, &body, prompt);
     }
     state.tokenizer_checks.fetch_add(1, Ordering::SeqCst);

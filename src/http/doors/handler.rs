@@ -57,9 +57,14 @@ async fn answer<D: Door>(
         D::plan(body.json, &body.parts, &models.routes(), &limits)
     })
     .await??;
-    // Validated: the body's memory goes back to the budget before the upstream reads.
-    drop(body.share);
     let requests = D::requests(&plan);
+    // Validated: the body's memory goes back to the budget before the upstream reads,
+    // unless a request is still to be counted by the backend's tokenizer: its texts are
+    // copied into that count, so the share covers them until the flow ends.
+    let _counting = requests
+        .iter()
+        .any(|r| r.recount().is_some())
+        .then_some(body.share);
     let answered = flow::run(state, context, caller, requests)
         .await
         .map_err(|e| D::in_door_terms(e, &plan))?;
