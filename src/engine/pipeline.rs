@@ -374,11 +374,14 @@ fn merge_replies(
                 evaluated_tokens: prompt_tokens,
             }
         });
-        usage.input_tokens += u.prompt_tokens;
-        usage.output_tokens += u.completion_tokens;
-        usage.cached_tokens += u.cached_tokens;
-        usage.evaluated_tokens += u.evaluated_tokens;
-        usage.upstream_requests += reply.http_requests;
+        usage.add(&TokenUsage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+            cached_tokens: u.cached_tokens,
+            evaluated_tokens: u.evaluated_tokens,
+            upstream_requests: reply.http_requests,
+            estimated: false,
+        });
         reported = reported.or(reply.model);
     }
     let orders = asks

@@ -57,15 +57,24 @@ pub(in crate::http) async fn run(
             return Err(e);
         }
     };
-    let escalation = escalate(state, requests, &mut outcomes, started).await?;
-    let mut total = TokenUsage::default();
-    for (request, outcome) in requests.iter().zip(&outcomes) {
-        total.add(&outcome.usage);
-        observe_answers(state, &request.model().name, outcome);
-    }
+    let escalated = escalate(state, requests, &mut outcomes, started).await;
+    let total = total_usage(&outcomes);
     context
         .summary
         .note_upstream_requests(total.upstream_requests);
+    let escalation = match escalated {
+        Ok(report) => report,
+        Err(e) => {
+            // A required escalation failed: the reads and the escalation were sent all the
+            // same, so their usage counts for the key and on the record of the refusal.
+            usage::record_unanswered(state, caller, &total).await;
+            ledger_step::failed(state, context, caller, first, &total, &e).await;
+            return Err(e);
+        }
+    };
+    for (request, outcome) in requests.iter().zip(&outcomes) {
+        observe_answers(state, &request.model().name, outcome);
+    }
     usage::record(state, caller, questions, &total).await;
     let answered = Answered {
         outcomes,
@@ -120,6 +129,15 @@ async fn refund_unsent(
         ..a
     });
     caller.refund(&state.quotas, admission).await;
+}
+
+/// What every request of a call used, escalations included.
+fn total_usage(outcomes: &[Answers]) -> TokenUsage {
+    let mut total = TokenUsage::default();
+    for outcome in outcomes {
+        total.add(&outcome.usage);
+    }
+    total
 }
 
 /// Records each answer's option mass and the profile that covered it, if any.
