@@ -44,7 +44,7 @@ pub struct ReadUsage {
 }
 
 impl ReadUsage {
-    /// The usage, when every count is at most [`MAX_REPORTED_TOKENS`]; else a protocol
+    /// The usage, when every count is at most `MAX_REPORTED_TOKENS` (2^40); else a protocol
     /// error naming the count (a number, never upstream text).
     pub fn plausible(self) -> Result<Self, BackendError> {
         let counts = [
