@@ -200,26 +200,31 @@ impl<'a> ChatResponse<'a> {
 
     /// The token counts, when the backend reported usage (cached tokens from
     /// `prompt_tokens_details`, else llama.cpp's `timings.cache_n`; evaluated tokens from
-    /// llama.cpp's `timings.prompt_n`, else the prompt tokens not cached).
-    pub fn read_usage(&self) -> Option<ReadUsage> {
+    /// llama.cpp's `timings.prompt_n`, else the prompt tokens not cached); a count beyond
+    /// [`ReadUsage::plausible`]'s bound breaks the protocol.
+    pub fn read_usage(&self) -> Result<Option<ReadUsage>, BackendError> {
         let cache_n = self.timings.as_ref().and_then(|t| t.cache_n);
         let prompt_n = self.timings.as_ref().and_then(|t| t.prompt_n);
-        self.usage.as_ref().map(|u| {
-            let prompt_tokens = u.prompt_tokens.unwrap_or(0);
-            let cached_tokens = u
-                .prompt_tokens_details
-                .as_ref()
-                .and_then(|d| d.cached_tokens)
-                .or(cache_n)
-                .unwrap_or(0);
-            ReadUsage {
-                prompt_tokens,
-                completion_tokens: u.completion_tokens.unwrap_or(1),
-                cached_tokens,
-                evaluated_tokens: prompt_n
-                    .unwrap_or_else(|| prompt_tokens.saturating_sub(cached_tokens)),
-            }
-        })
+        self.usage
+            .as_ref()
+            .map(|u| {
+                let prompt_tokens = u.prompt_tokens.unwrap_or(0);
+                let cached_tokens = u
+                    .prompt_tokens_details
+                    .as_ref()
+                    .and_then(|d| d.cached_tokens)
+                    .or(cache_n)
+                    .unwrap_or(0);
+                ReadUsage {
+                    prompt_tokens,
+                    completion_tokens: u.completion_tokens.unwrap_or(1),
+                    cached_tokens,
+                    evaluated_tokens: prompt_n
+                        .unwrap_or_else(|| prompt_tokens.saturating_sub(cached_tokens)),
+                }
+                .plausible()
+            })
+            .transpose()
     }
 
     /// The first choice's first generated position: the answer position.
@@ -249,11 +254,21 @@ mod tests {
             ChatResponse::parse(b)
                 .expect("parses")
                 .read_usage()
+                .expect("plausible")
                 .expect("usage")
         };
         let l = usage(llama);
         assert_eq!((l.cached_tokens, l.evaluated_tokens), (97, 3));
         let v = usage(vllm);
         assert_eq!((v.cached_tokens, v.evaluated_tokens), (64, 36));
+    }
+
+    /// A count no request can hold (a wrapped 2^64 − 1) breaks the protocol.
+    #[test]
+    fn an_implausible_count_is_a_protocol_error() {
+        let wrapped =
+            br#"{"usage": {"prompt_tokens": 18446744073709551615, "completion_tokens": 1}}"#;
+        let read = ChatResponse::parse(wrapped).expect("parses").read_usage();
+        assert!(matches!(read, Err(BackendError::Protocol(_))), "{read:?}");
     }
 }

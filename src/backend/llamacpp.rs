@@ -433,7 +433,7 @@ fn parse(bytes: &[u8]) -> Result<Parsed<'_>, BackendError> {
     let mut response = ChatResponse::parse(bytes)?;
     Ok(Parsed {
         model: response.model.take(),
-        usage: response.read_usage(),
+        usage: response.read_usage()?,
         position: response.into_first_position(),
     })
 }
@@ -497,10 +497,10 @@ fn finite_option(id: u32, lp: f64) -> Result<f64, BackendError> {
 fn add_usage(reply: &mut ReadReply, more: Option<ReadUsage>) {
     reply.http_requests += 1;
     if let (Some(u), Some(m)) = (reply.usage.as_mut(), more) {
-        u.prompt_tokens += m.prompt_tokens;
-        u.completion_tokens += m.completion_tokens;
-        u.cached_tokens += m.cached_tokens;
-        u.evaluated_tokens += m.evaluated_tokens;
+        u.prompt_tokens = u.prompt_tokens.saturating_add(m.prompt_tokens);
+        u.completion_tokens = u.completion_tokens.saturating_add(m.completion_tokens);
+        u.cached_tokens = u.cached_tokens.saturating_add(m.cached_tokens);
+        u.evaluated_tokens = u.evaluated_tokens.saturating_add(m.evaluated_tokens);
     }
 }
 

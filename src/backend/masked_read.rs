@@ -2,6 +2,16 @@
 //! ([`ReadReply`], with the [`ReadUsage`] the backend reported).
 
 use super::user_content::EncodedContent;
+use super::BackendError;
+
+/// The most tokens of one kind one upstream request may report. A read's prompt fits its
+/// model's context window (10^7 tokens at the very most today), and a native upstream's
+/// reply sums the reads of one request (its questions × orders × slices, each one such
+/// prompt); 2^40 (≈ 1.1 × 10^12) is orders of magnitude above both, so a count beyond it is
+/// not a count (2^64 − 1 was seen) and is refused as a broken protocol instead of being
+/// summed. At 2^40 a request, a key's daily sums (which saturate) stay exact for millions of
+/// requests.
+pub(super) const MAX_REPORTED_TOKENS: u64 = 1 << 40;
 
 /// One upstream request: a masked single-token completion.
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +43,26 @@ pub struct ReadUsage {
     pub evaluated_tokens: u64,
 }
 
+impl ReadUsage {
+    /// The usage, when every count is at most `MAX_REPORTED_TOKENS` (2^40); else a protocol
+    /// error naming the count (a number, never upstream text).
+    pub fn plausible(self) -> Result<Self, BackendError> {
+        let counts = [
+            ("prompt tokens", self.prompt_tokens),
+            ("completion tokens", self.completion_tokens),
+            ("cached tokens", self.cached_tokens),
+            ("evaluated tokens", self.evaluated_tokens),
+        ];
+        match counts.iter().find(|(_, n)| *n > MAX_REPORTED_TOKENS) {
+            None => Ok(self),
+            Some((what, n)) => Err(BackendError::Protocol(format!(
+                "the usage reports {n} {what}, more than {MAX_REPORTED_TOKENS} (2^40) any one \
+                 request can take"
+            ))),
+        }
+    }
+}
+
 /// What one read returned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadReply {
@@ -47,4 +77,30 @@ pub struct ReadReply {
     pub pre_mask: bool,
     /// HTTP requests this read took (a dialect may need a second one).
     pub http_requests: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_beyond_the_bound_is_a_protocol_error() {
+        let usage = ReadUsage {
+            prompt_tokens: MAX_REPORTED_TOKENS,
+            completion_tokens: 1,
+            cached_tokens: 0,
+            evaluated_tokens: MAX_REPORTED_TOKENS,
+        };
+        assert_eq!(usage.plausible().ok(), Some(usage));
+        let wrapped = ReadUsage {
+            cached_tokens: u64::MAX,
+            ..usage
+        };
+        match wrapped.plausible() {
+            Err(BackendError::Protocol(why)) => {
+                assert!(why.contains("18446744073709551615 cached tokens"), "{why}")
+            }
+            other => panic!("expected a protocol error, got {other:?}"),
+        }
+    }
 }

@@ -279,7 +279,7 @@ struct TokenizeResponse {
 /// Reads the log-probabilities of `read_ids` out of a vLLM answer.
 fn parse_reply(bytes: &[u8], read_ids: &[u32]) -> Result<ReadReply, BackendError> {
     let mut response = ChatResponse::parse(bytes)?;
-    let usage = response.read_usage();
+    let usage = response.read_usage()?;
     let model = response.model.take();
     let top = response
         .into_first_position()

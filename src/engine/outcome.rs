@@ -73,13 +73,16 @@ impl PipelineError {
 }
 
 impl TokenUsage {
-    /// Adds another part's counts.
+    /// Adds another part's counts, each stopping at `u64::MAX` rather than wrapping (a
+    /// wrapped sum would report less than was used).
     pub fn add(&mut self, other: &TokenUsage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.upstream_requests += other.upstream_requests;
-        self.cached_tokens += other.cached_tokens;
-        self.evaluated_tokens += other.evaluated_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.upstream_requests = self
+            .upstream_requests
+            .saturating_add(other.upstream_requests);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.evaluated_tokens = self.evaluated_tokens.saturating_add(other.evaluated_tokens);
         self.estimated |= other.estimated;
     }
 }

@@ -339,6 +339,31 @@ struct Slice {
     ids: std::ops::Range<usize>,
 }
 
+/// One reply's usage: the backend's, else estimated from the message size (and flagged).
+fn reply_usage(ask: &Ask, reply: &ReadReply) -> TokenUsage {
+    let (u, estimated) = match reply.usage {
+        Some(u) => (u, false),
+        None => {
+            let prompt_tokens = estimate_tokens_for_bytes(ask.content.text_len()) as u64;
+            let u = ReadUsage {
+                prompt_tokens,
+                completion_tokens: 1,
+                cached_tokens: 0,
+                evaluated_tokens: prompt_tokens,
+            };
+            (u, true)
+        }
+    };
+    TokenUsage {
+        input_tokens: u.prompt_tokens,
+        output_tokens: u.completion_tokens,
+        cached_tokens: u.cached_tokens,
+        evaluated_tokens: u.evaluated_tokens,
+        upstream_requests: reply.http_requests,
+        estimated,
+    }
+}
+
 /// Merges one question's replies, slice by slice, into one read per order (each option's
 /// log-probability joined over the plan's nodes), with their usage (estimated from the
 /// message size for a reply that reported none).
@@ -363,22 +388,7 @@ fn merge_replies(
     for (slice, reply) in slices.iter().zip(replies) {
         node_reads[slice.ask][slice.node].extend_from_slice(&reply.logprobs);
         pre_mask[slice.ask] &= reply.pre_mask;
-        let u = reply.usage.unwrap_or_else(|| {
-            usage.estimated = true;
-            let prompt_tokens =
-                estimate_tokens_for_bytes(asks[slice.ask].content.text_len()) as u64;
-            ReadUsage {
-                prompt_tokens,
-                completion_tokens: 1,
-                cached_tokens: 0,
-                evaluated_tokens: prompt_tokens,
-            }
-        });
-        usage.input_tokens += u.prompt_tokens;
-        usage.output_tokens += u.completion_tokens;
-        usage.cached_tokens += u.cached_tokens;
-        usage.evaluated_tokens += u.evaluated_tokens;
-        usage.upstream_requests += reply.http_requests;
+        usage.add(&reply_usage(&asks[slice.ask], &reply));
         reported = reported.or(reply.model);
     }
     let orders = asks

@@ -11,10 +11,10 @@
 //! Every limit check is one script call (one round trip): GCRA per minute (the theoretical
 //! arrival time in µs, expiring when it no longer matters) and the daily cap (a counter per
 //! key and UTC day with an expiry past midnight), checked and taken atomically; a refusal
-//! by either takes nothing. Usage is one atomic pipeline of `HINCRBY` per answered
-//! request. Keys are `PREFIX:{NAME}:…` with the key's configured name (never the key
-//! itself; the braces keep one key's entries in one cluster slot); nothing a caller sent
-//! is written.
+//! by either takes nothing. Usage is one script call per request (`HINCRBY` per counter,
+//! saturating at Redis's largest integer instead of failing on overflow). Keys are
+//! `PREFIX:{NAME}:…` with the key's configured name (never the key itself; the braces keep
+//! one key's entries in one cluster slot); nothing a caller sent is written.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -81,6 +81,23 @@ if n > 0 then redis.call('DECRBY', KEYS[1], n) end
 return used - n
 ";
 
+/// Adds `ARGV[1..5]` to the usage hash `KEYS[1]`'s fields named `ARGV[7..11]`, each
+/// stopping at the largest integer Redis holds (2^63 − 1) where `HINCRBY` would refuse to
+/// overflow (a saturated count, never a wrapped or a lost one), and sets the hash's expiry
+/// to `ARGV[6]` seconds; any other error is the script's.
+const ADD_USAGE: &str = r"
+for i = 1, 5 do
+  local field = ARGV[6 + i]
+  local added = redis.pcall('HINCRBY', KEYS[1], field, ARGV[i])
+  if type(added) == 'table' and added.err then
+    if not string.find(added.err, 'overflow') then return added end
+    redis.call('HSET', KEYS[1], field, '9223372036854775807')
+  end
+end
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[6]))
+return 0
+";
+
 /// The usage hash's fields, in [`UsageCounts::to_array`]'s order.
 const USAGE_FIELDS: [&str; 5] = [
     "requests",
@@ -112,6 +129,8 @@ pub struct RedisStore {
     take: Script,
     /// [`REFUND`].
     refund: Script,
+    /// [`ADD_USAGE`].
+    add_usage: Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -159,6 +178,7 @@ impl RedisStore {
             connecting: Arc::new(AtomicBool::new(false)),
             take: Script::new(TAKE),
             refund: Script::new(REFUND),
+            add_usage: Script::new(ADD_USAGE),
         })
     }
 
@@ -267,16 +287,17 @@ impl RedisStore {
         day: u64,
         counts: UsageCounts,
     ) -> Result<(), StoreError> {
-        let key = self.key(name, &format!("usage:{day}"));
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        for (field, value) in USAGE_FIELDS.iter().zip(counts.to_array()) {
-            pipe.hincr(&key, *field, value).ignore();
+        let mut call = self.add_usage.key(self.key(name, &format!("usage:{day}")));
+        for value in counts.to_array() {
+            // Redis counts in i64: a larger increment is the saturated count already.
+            call.arg(value.min(i64::MAX as u64));
         }
-        pipe.expire(&key, (USAGE_RETENTION_DAYS * DAY_SECS) as i64)
-            .ignore();
+        call.arg(USAGE_RETENTION_DAYS * DAY_SECS)
+            .arg(&USAGE_FIELDS[..]);
         let mut conn = self.conn().await?;
-        pipe.query_async::<()>(&mut conn).await.map_err(store_error)
+        call.invoke_async::<()>(&mut conn)
+            .await
+            .map_err(store_error)
     }
 
     async fn read_usage(

@@ -18,13 +18,11 @@ pub struct UsageCounts {
 }
 
 impl UsageCounts {
-    /// Adds another record's counts.
+    /// Adds another record's counts, each stopping at `u64::MAX` rather than wrapping: a
+    /// wrapped counter would report far less than was used, and it is kept across restarts.
     pub fn add(&mut self, other: &UsageCounts) {
-        self.requests += other.requests;
-        self.questions += other.questions;
-        self.input_tokens += other.input_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.upstream_requests += other.upstream_requests;
+        let (mine, theirs) = (self.to_array(), other.to_array());
+        *self = UsageCounts::from_array(std::array::from_fn(|i| mine[i].saturating_add(theirs[i])));
     }
 
     /// The five counters in the stores' order.
@@ -77,5 +75,12 @@ mod tests {
         assert_eq!(a.to_array(), [11, 22, 33, 44, 55]);
         assert!(!a.is_empty());
         assert!(UsageCounts::default().is_empty());
+    }
+
+    #[test]
+    fn usage_counts_saturate_instead_of_wrapping() {
+        let mut a = UsageCounts::from_array([1, 2, u64::MAX - 1, 4, 5]);
+        a.add(&UsageCounts::from_array([1, 1, 100, 1, u64::MAX]));
+        assert_eq!(a.to_array(), [2, 3, u64::MAX, 5, u64::MAX]);
     }
 }

@@ -5,18 +5,23 @@
 //!   from): the built table holds golden-fake's labels and the numeral schemes the library
 //!   builds from the same tokenizer, and answers exactly as that table does; while the
 //!   backend cannot tokenize, requests get 503 `system_one_token_table_pending` and no read
-//!   is sent, until a retry builds it; a changed tokenizer rebuilds it; a plain OpenAI host
-//!   (no tokenizer endpoint) is refused at startup.
+//!   is sent, until a retry builds it; a changed tokenizer rebuilds it, and while the
+//!   rebuild fails or times out the mismatch stands (503 `system_one_token_table_mismatch`,
+//!   `/readyz` "mismatch") until a rebuilt table passes its check; a plain OpenAI host (no
+//!   tokenizer endpoint) is refused at startup.
 //! * Over the real llama-server with Gemma 3 270M: in the live tier
 //!   (`tests/live/auto_table.rs`).
 //!
 //! The fake tests run in real time (a build is ~10,400 loopback requests, which a paused
 //! clock would cut short by jumping to the next timer while they are in flight); every wait
-//! polls a condition with a bound.
+//! polls a condition with a bound. The one test of a rebuild that times out pauses the clock
+//! once the first table is built, for the rebuild that never finishes, and resumes it
+//! before the build that succeeds.
 
 use crate::support;
 use std::time::Duration;
 
+use crate::setup::{assert_mismatch_503, assert_ready};
 use crate::support::answers::probabilities;
 use crate::support::bodies::one_choice;
 use crate::support::fake_vllm::{toy_tokenize, FakeVllm, Fault, PREFIX};
@@ -27,6 +32,9 @@ use systemone::models::tokens::TokenTable;
 
 /// The most real time a fake-backed wait may take.
 const WITHIN: Duration = Duration::from_secs(120);
+/// The most paused time a wait for a rebuild that never answers may take: longer than its
+/// bound (`BUILD_TIMEOUTS` check timeouts of 30 s) and the backoff before the next try.
+const PAUSED_WITHIN: Duration = Duration::from_secs(600);
 
 /// A service on `backend_url` with `--token-table auto` and `extra` flags.
 async fn auto_service(backend_url: &str, extra: &[&str]) -> Service {
@@ -143,6 +151,81 @@ async fn a_changed_tokenizer_rebuilds_the_table() {
     }
     let answered = ask(&service, &one_choice(3)).await;
     assert_eq!(answered.status, 200, "{}", answered.text);
+}
+
+/// The tokenizer changes and the rebuild then fails (the texts only a build sends answer
+/// 500): the mismatch the check found stands, so nothing is read with the old label ids,
+/// until the tokenizer builds again and a retry rebuilds the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_rebuild_keeps_the_model_disabled_until_one_succeeds() {
+    let fake = FakeVllm::start().await;
+    let service = auto_service(&fake.base_url(), &["--token-check-interval-secs", "1"]).await;
+    let before = table_built(&service).await;
+    let sent = fake.build_requests();
+    fake.set_build_fault(Fault::ServerError);
+    fake.set_token_id_offset(1);
+    assert_disabled_after_a_rebuild(&fake, &service, sent, WITHIN).await;
+    fake.set_build_fault(Fault::None);
+    assert_rebuilt_and_answering(&service, &before).await;
+}
+
+/// The tokenizer changes and the rebuild then times out (the texts only a build sends never
+/// answer; paused time crosses the build's bound): the mismatch stands as after a failed
+/// rebuild, until the tokenizer answers again and a retry rebuilds the table.
+#[tokio::test]
+async fn a_rebuild_that_times_out_keeps_the_model_disabled_until_one_succeeds() {
+    let fake = FakeVllm::start().await;
+    let service = auto_service(&fake.base_url(), &["--token-check-interval-secs", "1"]).await;
+    let before = table_built(&service).await;
+    tokio::time::pause();
+    let sent = fake.build_requests();
+    fake.set_build_fault(Fault::Slow(Duration::from_secs(24 * 3600)));
+    fake.set_token_id_offset(1);
+    assert_disabled_after_a_rebuild(&fake, &service, sent, PAUSED_WITHIN).await;
+    tokio::time::resume();
+    fake.set_build_fault(Fault::None);
+    assert_rebuilt_and_answering(&service, &before).await;
+}
+
+/// Waits until a rebuild has reached the texts only a build sends (more than `sent` of
+/// them) and has ended, then asserts the model is disabled: a request gets the 503
+/// `system_one_token_table_mismatch` and sends no read, `/readyz` is 503 "mismatch".
+async fn assert_disabled_after_a_rebuild(
+    fake: &FakeVllm,
+    service: &Service,
+    sent: usize,
+    within: Duration,
+) {
+    let model = service.state.models.default_model();
+    until("a rebuild that did not finish", within, || {
+        fake.build_requests() > sent && !model.verifier.status().checking
+    })
+    .await;
+    let reads = fake.chat_requests();
+    assert_mismatch_503(&ask(service, &one_choice(3)).await);
+    assert_eq!(
+        fake.chat_requests(),
+        reads,
+        "no read with a table found wrong"
+    );
+    assert_ready(service, 503, "mismatch").await;
+}
+
+/// Waits until the table is rebuilt from the changed tokenizer (digit ids one higher than
+/// `before`'s) and verified, then asserts the model answers and `/readyz` is 200 again.
+async fn assert_rebuilt_and_answering(service: &Service, before: &TokenTable) {
+    let model = service.state.models.default_model();
+    until("the table was rebuilt", WITHIN, || {
+        model
+            .table
+            .get()
+            .is_some_and(|t| t.labels[0].id == before.labels[0].id + 1)
+    })
+    .await;
+    table_built(service).await;
+    let answered = ask(service, &one_choice(3)).await;
+    assert_eq!(answered.status, 200, "{}", answered.text);
+    assert_ready(service, 200, "verified").await;
 }
 
 /// A plain OpenAI-compatible host serves no tokenizer: `auto` is refused at startup, with

@@ -8,18 +8,25 @@
 //! * nothing unsure: nothing is sent, the header says 0;
 //! * the strong model failing (an error, a hang past the deadline): the first answers
 //!   stand with `x-systemone-escalation: failed`, or the request fails under
-//!   `escalate_required`;
+//!   `escalate_required`; either way the escalation's request counts in the usage (and,
+//!   when the request fails, in `/v1/usage` and on the ledger's record of the refusal);
 //! * a `not_automate` rule without a covering profile escalates nothing.
 
 use crate::setup::fake_native::{FakeNative, Fault, Flavor};
 use crate::support;
-use crate::support::ask;
+use crate::support::ledger::{start_with_ledger, Backend, LedgerDb};
 use crate::support::native_model;
-use crate::support::Service;
+use crate::support::{ask, assert_error, get_as, Service};
 use serde_json::{json, Value};
+use systemone::config::ServeConfig;
 
 /// A registry where `cheap` (on `cheap`) escalates to `strong` (on `strong`) by `rule`.
 async fn front(cheap: &FakeNative, strong: &FakeNative, rule: &str) -> Service {
+    support::start(config(cheap, strong, rule, &[])).await
+}
+
+/// [`front`]'s configuration, with `extra` flags.
+fn config(cheap: &FakeNative, strong: &FakeNative, rule: &str, extra: &[String]) -> ServeConfig {
     let cheap_rule =
         format!("upstream_model = \"cheap-upstream\"\nescalate_to = \"strong\"\n{rule}");
     let registry = [
@@ -31,8 +38,9 @@ async fn front(cheap: &FakeNative, strong: &FakeNative, rule: &str) -> Service {
         ),
     ]
     .concat();
-    let flags = ["--request-timeout-secs", "20"];
-    support::start(support::registry_config(&registry, &flags)).await
+    let mut flags = vec!["--request-timeout-secs", "20"];
+    flags.extend(extra.iter().map(String::as_str));
+    support::registry_config(&registry, &flags)
 }
 
 async fn fakes() -> (FakeNative, FakeNative) {
@@ -172,9 +180,42 @@ async fn a_failed_escalation_keeps_the_first_answers_unless_required() {
                 first["answers"]["unsure_team"]["probabilities"]
             );
             assert!(answers["unsure_team"].get("model").is_none(), "{what}");
-            assert_eq!(reply.body["usage"]["upstream_requests"], json!(1), "{what}");
+            // The failed escalation's request was sent: usage counts it.
+            assert_eq!(reply.body["usage"]["upstream_requests"], json!(2), "{what}");
         }
     }
+}
+
+/// Under `escalate_required` a failed escalation fails the request, yet what was sent
+/// counts: the cheap model's request (300 input tokens, its three questions of two or more
+/// options) and the escalation's, in `/v1/usage` (not as an answered request) and on the
+/// ledger's record of the refusal.
+#[tokio::test]
+async fn a_required_escalation_that_fails_still_counts_what_was_sent() {
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let (cheap, strong) = fakes().await;
+    strong.set_fault(Fault::Status(500));
+    let rule = "escalate_below = 0.01\nescalate_required = true";
+    let service = start_with_ledger(config(&cheap, &strong, rule, &db.flags())).await;
+    let reply = ask(&service, &body()).await;
+    assert_error(&reply, 502, "system_one_upstream_error", "protocol");
+    assert_eq!((cheap.requests(), strong.requests()), (1, 1));
+    let usage = get_as(&service, "/v1/usage", None).await;
+    let total = &usage.body["total"];
+    assert_eq!(total["upstream_requests"], json!(2), "{}", usage.text);
+    assert_eq!(total["input_tokens"], json!(300), "{}", usage.text);
+    assert_eq!(total["requests"], json!(0), "{}", usage.text);
+    let id = reply.header("x-request-id").expect("a request id");
+    let store = service.state.ledger.store().expect("the ledger is on");
+    let record = store.decision(id).await.expect("reads").expect("on record");
+    assert_eq!(
+        (record.status, record.code.as_deref()),
+        (502, Some("system_one_upstream_error"))
+    );
+    assert_eq!(
+        (record.usage.upstream_requests, record.usage.input_tokens),
+        (2, 300)
+    );
 }
 
 #[tokio::test]

@@ -11,14 +11,15 @@
 //!   `system_one_upstream_rejected` with this service's message, a missing or mistyped
 //!   answer field → 502 naming it, a hang → 504, vLLM's 501 → the model refused; no
 //!   upstream text reaches the caller;
-//! * Ollama's 26-option cap is a 422 before anything is sent.
+//! * Ollama's 26-option cap is a 422 before anything is sent;
+//! * a usage no request can hold (2^64 − 1 tokens) is a broken protocol, never summed.
 
 use crate::support;
 use std::time::Duration;
 
 use crate::setup::fake_native::{FakeNative, Fault, Flavor, CANARY};
-use crate::support::ask;
 use crate::support::native_model;
+use crate::support::{ask, get_as};
 use crate::support::{assert_error, Reply, Service};
 use serde_json::{json, Value};
 
@@ -527,4 +528,35 @@ async fn a_named_profile_recalibrates_raw_native_answers() {
         assert!((g - w).abs() < 1e-12, "{got:?} vs {want:?}");
     }
     assert!(kind.get("calibration").is_none(), "no profile covers it");
+}
+
+/// An upstream usage no request can hold (2^64 − 1 input tokens) is a broken protocol (502
+/// `system_one_upstream_protocol`), not a count: `/v1/usage` adds up the answered requests'
+/// usage alone, and never wraps.
+#[tokio::test]
+async fn an_implausible_upstream_usage_is_a_protocol_error_and_is_not_summed() {
+    let fake = FakeNative::start(Flavor::TypeSafe).await;
+    let service = front(&fake, "typesafe", &[]).await;
+    let mut input_tokens = 0;
+    for fault in [Fault::None, Fault::HugeUsage, Fault::None, Fault::HugeUsage] {
+        fake.set_fault(fault.clone());
+        let reply = ask(&service, &body()).await;
+        if fault == Fault::HugeUsage {
+            assert_error(&reply, 502, "system_one_upstream_protocol", "protocol");
+            continue;
+        }
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        input_tokens += reply.body["usage"]["input_tokens"]
+            .as_u64()
+            .expect("a count");
+    }
+    let usage = get_as(&service, "/v1/usage", None).await;
+    assert_eq!(usage.status, 200, "{}", usage.text);
+    assert_eq!(usage.body["total"]["requests"], json!(2), "{}", usage.text);
+    assert_eq!(
+        usage.body["total"]["input_tokens"],
+        json!(input_tokens),
+        "{}",
+        usage.text
+    );
 }

@@ -27,9 +27,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use crate::setup::{assert_mismatch_503, assert_ready};
 use crate::support::bodies::choice_about;
 use crate::support::fake_vllm::{toy_tokenize, toy_tokenize_split_digits, FakeVllm, Fault};
-use crate::support::{ask, assert_answered, assert_error, get, setup, Reply, Service};
+use crate::support::{ask, assert_answered, get, setup, Service};
 use systemone::models::tokens::build::numeral_schemes;
 use systemone::models::tokens::verify::{Status, Verdict};
 use systemone::models::tokens::TokenTable;
@@ -56,36 +57,6 @@ fn request() -> Value {
 /// The default model's verifier status.
 fn status(service: &Service) -> Status {
     service.state.models.default_model().verifier.status()
-}
-
-/// Asserts a 503 `system_one_token_table_mismatch` with a `Retry-After` of 1 to 60 s.
-fn assert_mismatch_503(reply: &Reply) {
-    assert_error(reply, 503, "system_one_token_table_mismatch", "unavailable");
-    let retry: u64 = reply
-        .header("retry-after")
-        .expect("a 503 carries Retry-After")
-        .parse()
-        .expect("Retry-After is whole seconds");
-    assert!((1..=60).contains(&retry), "Retry-After {retry}");
-}
-
-/// `/readyz`, asserting its status and the one model's `token_table` word.
-async fn assert_ready(service: &Service, status: u16, token_table: &str) {
-    let reply = get(service, "/readyz").await;
-    assert_eq!(reply.status, status, "{}", reply.text);
-    assert_eq!(reply.body["ready"], json!(status == 200), "{}", reply.text);
-    assert_eq!(
-        reply.body["models"][0]["name"],
-        json!(MODEL),
-        "{}",
-        reply.text
-    );
-    assert_eq!(
-        reply.body["models"][0]["token_table"],
-        json!(token_table),
-        "{}",
-        reply.text
-    );
 }
 
 /// Asserts that `/metrics` has the line `systemone_token_table_verdict{model=...} value`.

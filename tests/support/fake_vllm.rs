@@ -89,12 +89,18 @@ pub struct FakeState {
     pub recorded: Mutex<HashMap<(String, Vec<u64>), Value>>,
     /// Delay applied to every correct answer (tokio time).
     pub delay: Mutex<Duration>,
-    /// Delay before `/tokenize` answers a text other than the check's prefix: a backend
+    /// Delay before `/tokenize` answers a text no check or build sends: a backend
     /// slow to count a long prompt.
     pub count_delay: Mutex<Duration>,
     /// How `/tokenize` misbehaves on the first request of each check (the prefix's):
     /// RateLimited, Slow, MalformedJson and ServerError apply.
     pub tokenizer_fault: Mutex<Fault>,
+    /// How `/tokenize` answers the texts only a table build sends (see [`is_build_only`]):
+    /// ServerError and Slow apply, so a rebuild fails or times out while checks still
+    /// conclude.
+    pub build_fault: Mutex<Fault>,
+    /// `/tokenize` requests for a text only a table build sends.
+    pub build_requests: AtomicUsize,
     /// Added to every digit-token id the tokenizer returns: a non-zero value simulates a
     /// different tokenizer served under the same model name.
     pub token_id_offset: AtomicUsize,
@@ -128,6 +134,8 @@ impl FakeVllm {
             delay: Mutex::new(Duration::ZERO),
             count_delay: Mutex::new(Duration::ZERO),
             tokenizer_fault: Mutex::new(Fault::None),
+            build_fault: Mutex::new(Fault::None),
+            build_requests: AtomicUsize::new(0),
             token_id_offset: AtomicUsize::new(0),
             mixed_seen: AtomicUsize::new(0),
             mixed_hits: Mutex::new(Vec::new()),
@@ -161,6 +169,16 @@ impl FakeVllm {
     /// Sets the fault mode of the tokenizer endpoint.
     pub fn set_tokenizer_fault(&self, fault: Fault) {
         *self.state.tokenizer_fault.lock().expect("lock") = fault;
+    }
+
+    /// Sets how `/tokenize` answers the texts only a table build sends.
+    pub fn set_build_fault(&self, fault: Fault) {
+        *self.state.build_fault.lock().expect("lock") = fault;
+    }
+
+    /// `/tokenize` requests received for a text only a table build sends.
+    pub fn build_requests(&self) -> usize {
+        self.state.build_requests.load(Ordering::SeqCst)
     }
 
     /// Shifts the tokenizer's digit-token ids (0 = the golden toy tokenizer).
@@ -523,13 +541,17 @@ async fn tokenize(
     let Some(prompt) = body["prompt"].as_str() else {
         return error(StatusCode::BAD_REQUEST, "prompt must be a string");
     };
-    if prompt != PREFIX {
+    let fault = if prompt == PREFIX {
+        state.tokenizer_checks.fetch_add(1, Ordering::SeqCst);
+        state.tokenizer_fault.lock().expect("lock").clone()
+    } else if is_build_only(prompt) {
+        state.build_requests.fetch_add(1, Ordering::SeqCst);
+        state.build_fault.lock().expect("lock").clone()
+    } else {
         let delay = *state.count_delay.lock().expect("lock");
         tokio::time::sleep(delay).await;
-        return tokenized(&state, &body, prompt);
-    }
-    state.tokenizer_checks.fetch_add(1, Ordering::SeqCst);
-    let fault = state.tokenizer_fault.lock().expect("lock").clone();
+        Fault::None
+    };
     match &fault {
         Fault::RateLimited(ra) => {
             return with_retry_after(StatusCode::TOO_MANY_REQUESTS, "rate limited", ra)
@@ -540,6 +562,15 @@ async fn tokenize(
         _ => {}
     }
     tokenized(&state, &body, prompt)
+}
+
+/// Whether only a table build tokenizes `prompt`: the prefix and an integer of 1,000 or
+/// more, which the build's search tries and no check sends (a check's labels stop at 254).
+fn is_build_only(prompt: &str) -> bool {
+    prompt
+        .strip_prefix(PREFIX)
+        .and_then(|n| n.parse::<u32>().ok())
+        .is_some_and(|n| n >= 1000)
 }
 
 /// The toy tokenizer's answer for `prompt`, in `/tokenize`'s shape.

@@ -156,7 +156,7 @@ impl CompatBackend {
         wanted: &[u32],
     ) -> Result<(Vec<Option<f64>>, Option<ReadUsage>, Option<String>), BackendError> {
         let mut response = ChatResponse::parse(bytes)?;
-        let usage = response.read_usage();
+        let usage = response.read_usage()?;
         let model = response.model.take();
         let top = response
             .into_first_position()

@@ -191,7 +191,7 @@ fn distribution(
 const SUM_TOLERANCE: f64 = 1e-6;
 
 /// `usage`: whole token counts (`input_tokens`, `output_tokens`; `cached_tokens` and
-/// `estimated` when present).
+/// `estimated` when present), each within [`ReadUsage::plausible`]'s bound.
 fn check_usage(u: &Map<String, Value>) -> Result<(ReadUsage, bool), BackendError> {
     let count = |name: &str, required: bool| -> Result<u64, BackendError> {
         let at = format!("usage.{name}");
@@ -216,7 +216,8 @@ fn check_usage(u: &Map<String, Value>) -> Result<(ReadUsage, bool), BackendError
         completion_tokens: count("output_tokens", true)?,
         cached_tokens,
         evaluated_tokens,
-    };
+    }
+    .plausible()?;
     let estimated = match u.get("estimated") {
         None => false,
         Some(Value::Bool(b)) => *b,

@@ -5,16 +5,18 @@
 //! public name), and the usage adds up. One hop (the escalation model's own escalation is
 //! not followed), under the escalation model's circuit, within what is left of the request's
 //! deadline. When it fails, the first answers stand and the `x-systemone-escalation` header says so,
-//! unless the model sets `escalate_required`: then the request fails with its error.
+//! unless the model sets `escalate_required`: then the request fails with its error. Either
+//! way the upstream requests the failed escalation sent are added to the usage, which
+//! counts every request sent whatever its outcome.
 //! Counted per model pair and outcome (`systemone_escalations_total`).
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::future::join_all;
 use tokio::time::Instant;
 
-use crate::engine::{Answers, PipelineError};
+use crate::engine::{Answers, PipelineError, TokenUsage};
 use crate::error::{ApiError, Code};
 use crate::http::AppState;
 use crate::models::escalation::Escalation;
@@ -87,7 +89,8 @@ async fn escalate_one(
         return Ok(Step::Answered(0));
     }
     let (from, to) = (request.model().name.as_str(), escalation.to.as_str());
-    match ask_again(state, request, &unsure, escalation, started).await {
+    let sent = AtomicU64::new(0);
+    match ask_again(state, request, &unsure, escalation, started, &sent).await {
         Ok(again) => {
             let name: Arc<str> = Arc::from(to);
             for (q, mut answer) in unsure.iter().zip(again.answers) {
@@ -101,6 +104,10 @@ async fn escalate_one(
             Ok(Step::Answered(unsure.len()))
         }
         Err(e) => {
+            outcome.usage.add(&TokenUsage {
+                upstream_requests: sent.load(Ordering::Relaxed),
+                ..TokenUsage::default()
+            });
             state.metrics.count_escalation(from, to, "failed", 0);
             tracing::warn!(
                 from,
@@ -118,13 +125,15 @@ async fn escalate_one(
 }
 
 /// The `unsure` questions of `request`, asked of the escalation model in one request,
-/// under its circuit, within what is left of the call's deadline.
+/// under its circuit, within what is left of the call's deadline; `sent` counts the
+/// upstream requests it started, whatever their end.
 async fn ask_again(
     state: &AppState,
     request: &ValidRequest,
     unsure: &[usize],
     escalation: &Escalation,
     started: Instant,
+    sent: &AtomicU64,
 ) -> Result<Answers, ApiError> {
     let target = state
         .models
@@ -139,8 +148,7 @@ async fn ask_again(
         return Err(PipelineError::Deadline.into());
     }
     let ticket = target.circuit.admit()?;
-    let sent = AtomicU64::new(0);
-    let run = state.pipeline.run_counting(&again, ticket, &sent);
+    let run = state.pipeline.run_counting(&again, ticket, sent);
     Ok(tokio::time::timeout(left, run)
         .await
         .unwrap_or(Err(PipelineError::Deadline))?)

@@ -1,7 +1,8 @@
 //! The ledger step of the front-door flow: the record of every answered call is committed
 //! before its answer leaves ([`answered`], from `flow::run`), and every refusal of a door
 //! is recorded with its status and code before it leaves ([`refused`], from the request
-//! middleware, which sees refusals made before the flow: validation, body, auth).
+//! middleware, which sees refusals made before the flow: validation, body, auth; [`failed`],
+//! from `flow::run`, for a call refused after it sent upstream requests, with their usage).
 //!
 //! Building a record hashes the caller's text (HMAC-SHA256, a few ns a byte): a large
 //! request is hashed on the blocking pool, like its validation.
@@ -79,6 +80,36 @@ fn build(
             full_inputs,
         },
     )
+}
+
+/// Records a call that failed after its upstream requests were sent (a required escalation
+/// that failed): the refusal's status and code with the usage of everything sent, so the
+/// record adds up to the requests made. A record not committed in time is counted, and the
+/// refusal goes out as it was.
+pub(super) async fn failed(
+    state: &AppState,
+    context: &RequestContext,
+    caller: &Caller,
+    request: &ValidRequest,
+    usage: &TokenUsage,
+    error: &ApiError,
+) {
+    let Some(key) = state.ledger.key() else {
+        return;
+    };
+    let refused = draft::refused(
+        key,
+        identity(context, caller.name()),
+        error.status().as_u16(),
+        Some(error.code.as_str()),
+        Some(&request.model().name),
+    );
+    let decision = Decision {
+        usage: tokens(usage),
+        ..refused
+    };
+    context.summary.note_recorded();
+    let _ = state.ledger.commit(decision).await;
 }
 
 /// Records a door's refusal (status ≥ 400) that the flow has not recorded, before it

@@ -16,7 +16,9 @@
 //!    given back (a disabled model, a host that cannot be read, batches never started);
 //! 6. escalation when unsure ([`escalate`]): the serving model's unsure answers asked
 //!    again of its escalation model, within what is left of the deadline;
-//! 7. on success, the key's usage, the answers' metrics and the upstream requests noted;
+//! 7. on success, the key's usage, the answers' metrics and the upstream requests noted (a
+//!    required escalation that failed records the usage of what was sent, and its refusal
+//!    on the ledger with that usage, before its error leaves);
 //! 8. the ledger's record of the call, committed before the answer leaves ([`ledger_step`];
 //!    under `fail_closed` a record not committed in time withholds the answer: 503).
 

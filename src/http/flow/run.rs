@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::try_join_all;
 
-use super::escalate::escalate;
+use super::escalate::{escalate, Report};
 use super::{ledger_step, Answered};
 use crate::engine::{Answers, PipelineError, TokenUsage};
 use crate::error::{ApiError, Code};
@@ -57,16 +57,11 @@ pub(in crate::http) async fn run(
             return Err(e);
         }
     };
-    let escalation = escalate(state, requests, &mut outcomes, started).await?;
-    let mut total = TokenUsage::default();
-    for (request, outcome) in requests.iter().zip(&outcomes) {
-        total.add(&outcome.usage);
-        observe_answers(state, &request.model().name, outcome);
-    }
-    context
-        .summary
-        .note_upstream_requests(total.upstream_requests);
-    usage::record(state, caller, questions, &total).await;
+    let escalated = escalate(state, requests, &mut outcomes, started).await;
+    let (total, escalation) = account(
+        state, context, caller, requests, questions, &outcomes, escalated,
+    )
+    .await?;
     let answered = Answered {
         outcomes,
         usage: total,
@@ -120,6 +115,47 @@ async fn refund_unsent(
         ..a
     });
     caller.refund(&state.quotas, admission).await;
+}
+
+/// After the escalations: the call's usage summed and noted, recorded for the key and
+/// the answers observed; or, when a required escalation failed, the usage recorded all the
+/// same (the reads and the escalation were sent), for the key and on the record of the
+/// refusal, and the escalation's error.
+async fn account(
+    state: &AppState,
+    context: &RequestContext,
+    caller: &Caller,
+    requests: &[ValidRequest],
+    questions: usize,
+    outcomes: &[Answers],
+    escalated: Result<Report, ApiError>,
+) -> Result<(TokenUsage, Report), ApiError> {
+    let total = total_usage(outcomes);
+    context
+        .summary
+        .note_upstream_requests(total.upstream_requests);
+    let report = match escalated {
+        Ok(report) => report,
+        Err(e) => {
+            usage::record_unanswered(state, caller, &total).await;
+            ledger_step::failed(state, context, caller, &requests[0], &total, &e).await;
+            return Err(e);
+        }
+    };
+    for (request, outcome) in requests.iter().zip(outcomes) {
+        observe_answers(state, &request.model().name, outcome);
+    }
+    usage::record(state, caller, questions, &total).await;
+    Ok((total, report))
+}
+
+/// What every request of a call used, escalations included.
+fn total_usage(outcomes: &[Answers]) -> TokenUsage {
+    let mut total = TokenUsage::default();
+    for outcome in outcomes {
+        total.add(&outcome.usage);
+    }
+    total
 }
 
 /// Records each answer's option mass and the profile that covered it, if any.

@@ -1,6 +1,7 @@
 //! `GET /v1/usage?key=NAME&from=YYYY-MM-DD&to=YYYY-MM-DD`: each key's answered requests
-//! and what they used, per UTC day, from the limit store; and [`record`], which the
-//! front-door flow calls after an answer.
+//! and what its calls used, per UTC day, from the limit store; and [`record`], which the
+//! front-door flow calls after an answer ([`record_unanswered`] after a call that failed
+//! once its upstream requests were sent: usage counts every request sent).
 //!
 //! The admin key (`--admin-key NAME`) reads every key (all of them without `key`); any
 //! other key reads only its own. `from` and `to` default to today (UTC), span at most
@@ -32,11 +33,29 @@ pub(in crate::http) async fn record(
     let counts = UsageCounts {
         requests: 1,
         questions: questions as u64,
+        ..used(usage)
+    };
+    state.quotas.record(caller.name(), counts).await;
+}
+
+/// Adds what a call that failed after its upstream requests were sent used (its tokens and
+/// upstream requests; not an answered request, nor its questions) to its key's usage today.
+pub(in crate::http) async fn record_unanswered(
+    state: &AppState,
+    caller: &Caller,
+    usage: &TokenUsage,
+) {
+    state.quotas.record(caller.name(), used(usage)).await;
+}
+
+/// The tokens and upstream requests of `usage`, as usage counters.
+fn used(usage: &TokenUsage) -> UsageCounts {
+    UsageCounts {
         input_tokens: usage.input_tokens,
         cached_tokens: usage.cached_tokens,
         upstream_requests: usage.upstream_requests,
-    };
-    state.quotas.record(caller.name(), counts).await;
+        ..UsageCounts::default()
+    }
 }
 
 fn bad(message: String) -> ApiError {

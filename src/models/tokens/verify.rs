@@ -14,6 +14,10 @@
 //!   the very first check finished waits for it (bounded by `timeout`).
 //! * A mismatch disables the model (503 `system_one_token_table_mismatch` with
 //!   `Retry-After`) until a later check passes.
+//! * An automatic table found wrong is rebuilt, and the mismatch stands from the moment the
+//!   check finds it until the rebuilt table has passed its own check: answers read with
+//!   label ids known to be wrong would be plausible and wrong, so a rebuild that fails or
+//!   times out leaves the model disabled (retried with backoff), never serving the old table.
 //! * A check that cannot conclude (429, timeout, malformed answer) keeps the previous verdict;
 //!   [`Status::last_check_concluded`] records that the backend did not answer it (`/readyz`).
 //!   While no check has ever concluded (a cold backend), the upkeep retries with backoff.
@@ -211,18 +215,62 @@ impl Verifier {
         } else {
             self.timeout
         };
-        let outcome = tokio::time::timeout(bound, check_or_build(backend, table, in_flight))
+        let outcome = tokio::time::timeout(bound, self.check_or_build(backend, table, in_flight))
             .await
             .unwrap_or_else(|_| CheckOutcome::Inconclusive("the check timed out".into()));
         if disabled {
             return self.built_unchecked(outcome);
         }
         self.record(outcome);
-        if self.lock().verdict == Verdict::Unchecked {
+        self.next_due(table)
+    }
+
+    /// When the check after the one just recorded is due: soon, with backoff, while no
+    /// check has concluded or while an automatic table found wrong is not rebuilt yet (the
+    /// model is disabled until it is); an interval later otherwise.
+    fn next_due(&self, table: &ServedTable) -> Due {
+        let state = self.lock();
+        let rebuild_pending =
+            state.verdict == Verdict::Mismatch && table.is_auto() && state.concluded == Some(false);
+        if state.verdict == Verdict::Unchecked || rebuild_pending {
             Due::Retry
         } else {
             Due::In(self.interval)
         }
+    }
+
+    /// The check of the table served now; for an automatic table, built first when it has
+    /// none and rebuilt when the check finds a mismatch (the tokenizer behind the model
+    /// changed). The mismatch is applied before the rebuild starts, so requests get the 503
+    /// while it runs and after it if it fails or times out: only a rebuilt table that
+    /// passes its check lifts it. A build the tokenizer cannot support is a mismatch too.
+    async fn check_or_build(
+        &self,
+        backend: &dyn Backend,
+        table: &ServedTable,
+        in_flight: &InFlight,
+    ) -> CheckOutcome {
+        if let Some(current) = table.get() {
+            let outcome = check_once(backend, &current, in_flight).await;
+            let CheckOutcome::Mismatch(why) = &outcome else {
+                return outcome;
+            };
+            if !table.is_auto() {
+                return outcome;
+            }
+            self.found_mismatch(why);
+        }
+        build_and_check(backend, table, in_flight).await
+    }
+
+    /// Disables the model now, ahead of the rebuild that may lift it (the check is still
+    /// running, so [`Self::record`] closes it later).
+    fn found_mismatch(&self, why: &str) {
+        self.lock().verdict = Verdict::Mismatch;
+        tracing::error!(
+            reason = %why,
+            "the serving tokenizer no longer matches the automatic token table; model disabled while it is rebuilt"
+        );
     }
 
     /// With checks off, an automatic table's one build: retried until it is built, never
@@ -269,23 +317,12 @@ impl Verifier {
 /// build tokenizes ~10,400 texts where a check tokenizes a few hundred).
 pub const BUILD_TIMEOUTS: u32 = 4;
 
-/// The check of the table served now; for an automatic table, built first when it has none
-/// and rebuilt when the check finds a mismatch (the tokenizer behind the model changed).
-/// A build the tokenizer cannot support is a mismatch (the model stays disabled).
-async fn check_or_build(
+/// Builds the automatic table from the serving tokenizer and checks the table built.
+async fn build_and_check(
     backend: &dyn Backend,
     table: &ServedTable,
     in_flight: &InFlight,
 ) -> CheckOutcome {
-    if let Some(current) = table.get() {
-        let outcome = check_once(backend, &current, in_flight).await;
-        if !table.is_auto() || !matches!(outcome, CheckOutcome::Mismatch(_)) {
-            return outcome;
-        }
-        tracing::warn!(
-            "the serving tokenizer no longer matches the automatic token table; rebuilding it"
-        );
-    }
     let started = Instant::now();
     match table.rebuild(backend, in_flight).await {
         Ok(()) => tracing::info!(

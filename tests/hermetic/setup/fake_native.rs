@@ -60,6 +60,8 @@ pub enum Fault {
     NoUsage,
     /// A 200 with an extra field `x_explanation` on every answer.
     ExtraField,
+    /// A 200 whose usage reports 2^64 − 1 input tokens: a count no request can hold.
+    HugeUsage,
     /// Sleep this long (tokio time) before answering correctly.
     Slow(Duration),
     /// Never answer.
@@ -186,6 +188,11 @@ async fn respond(flavor: Flavor, fault: Fault, body: &Value) -> Response {
         Fault::NoUsage => {
             let mut a = answer_body(body);
             a.as_object_mut().expect("object").remove("usage");
+            ok(a)
+        }
+        Fault::HugeUsage => {
+            let mut a = answer_body(body);
+            a["usage"]["input_tokens"] = json!(u64::MAX);
             ok(a)
         }
         Fault::ExtraField => ok(every_answer(body, |a| {

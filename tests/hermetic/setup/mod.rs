@@ -11,7 +11,9 @@ pub mod tcp_counter;
 
 use serde_json::{json, Value};
 
-use crate::support::{registry_config, Reply, Service, ENV_LOCK, HOLDS_ENV_LOCK};
+use crate::support::{
+    assert_error, get, registry_config, Reply, Service, ENV_LOCK, HOLDS_ENV_LOCK,
+};
 
 /// Why the service refuses to start with the registry `toml`.
 pub fn registry_error(toml: &str) -> String {
@@ -32,6 +34,37 @@ pub async fn slots_freed(service: &Service) {
     })
     .await;
     assert!(freed.is_ok(), "in-flight slots still taken after 10 s");
+}
+
+/// Asserts a 503 `system_one_token_table_mismatch` with a `Retry-After` of 1 to 60 s.
+pub fn assert_mismatch_503(reply: &Reply) {
+    assert_error(reply, 503, "system_one_token_table_mismatch", "unavailable");
+    let retry: u64 = reply
+        .header("retry-after")
+        .expect("a 503 carries Retry-After")
+        .parse()
+        .expect("Retry-After is whole seconds");
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+}
+
+/// `/readyz` of a service with the one model `glm-5.3-flash`, asserting its status and the
+/// model's `token_table` word.
+pub async fn assert_ready(service: &Service, status: u16, token_table: &str) {
+    let reply = get(service, "/readyz").await;
+    assert_eq!(reply.status, status, "{}", reply.text);
+    assert_eq!(reply.body["ready"], json!(status == 200), "{}", reply.text);
+    assert_eq!(
+        reply.body["models"][0]["name"],
+        json!("glm-5.3-flash"),
+        "{}",
+        reply.text
+    );
+    assert_eq!(
+        reply.body["models"][0]["token_table"],
+        json!(token_table),
+        "{}",
+        reply.text
+    );
 }
 
 /// A JSON list of token ids (`logprob_token_ids`, `allowed_token_ids`, …).
