@@ -8,8 +8,8 @@
 //! * [`store`]: the database (`sqlx`: an embedded SQLite file, or PostgreSQL for replicas),
 //!   migrations versioned in `migrations/`.
 //! * [`writer`]: group commit: whatever records are waiting are written as one
-//!   transaction on a connection of the writer's own, with batches overlapping (SQLite: the
-//!   WAL's fsync runs beside the next batch's write; PostgreSQL: two writer connections).
+//!   transaction on a connection of the writer's own, durable when its commit returns
+//!   (SQLite: `synchronous=FULL`; PostgreSQL: two writer connections overlap batches).
 //!
 //! [`Ledger`] wraps them with what a request needs: a bounded wait for its commit
 //! (`--ledger-timeout-ms`) and the failure policy (`fail_closed`: the request is refused

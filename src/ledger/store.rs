@@ -3,12 +3,10 @@
 //! included), with each driver's own migrations (`migrations/sqlite`, `migrations/postgres`,
 //! embedded in the binary and applied at startup).
 //!
-//! SQLite runs in WAL mode with `synchronous=FULL` on the pool's connections (outcomes,
-//! retention): a commit is on disk (the WAL fsynced) before it returns. The group-commit
-//! writer's own connection ([`Store::writer_connection`]) runs `synchronous=NORMAL` and
-//! fsyncs the WAL itself before it acknowledges a batch ([`super::writer`]), so that
-//! fsync can overlap the next batch's write. Either way a crash, `kill -9` or power loss
-//! after an answer left loses nothing.
+//! SQLite runs in WAL mode with `synchronous=FULL` on every connection, the group-commit
+//! writer's ([`Store::writer_connection`]) included: a commit is on disk (SQLite fsyncs the
+//! WAL through the descriptor it writes) before it returns, so a crash, `kill -9` or power
+//! loss after an answer left loses nothing.
 
 use std::path::Path;
 use std::time::Duration;
@@ -49,8 +47,6 @@ impl Driver {
 pub struct Store {
     pool: AnyPool,
     driver: Driver,
-    /// SQLite's WAL file (`<file>-wal`), which the writer fsyncs.
-    wal: Option<std::path::PathBuf>,
 }
 
 /// A database error, as text without the URL (which may hold a password).
@@ -79,13 +75,7 @@ impl Store {
             .replace('?', "%3F")
             .replace('#', "%23");
         let url = format!("sqlite://{name}?mode=rwc");
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        let store = Store::connect(&url, Driver::Sqlite).await?;
-        Ok(Store {
-            wal: Some(wal.into()),
-            ..store
-        })
+        Store::connect(&url, Driver::Sqlite).await
     }
 
     /// Connects to PostgreSQL at `url`.
@@ -119,11 +109,7 @@ impl Store {
             .run(&pool)
             .await
             .map_err(|e| StoreError(format!("migrations: {e}")))?;
-        Ok(Store {
-            pool,
-            driver,
-            wal: None,
-        })
+        Ok(Store { pool, driver })
     }
 
     /// Which database this is.
@@ -150,21 +136,10 @@ impl Store {
         })
     }
 
-    /// SQLite's WAL file, which the writer fsyncs before it acknowledges a batch (`None`:
-    /// PostgreSQL, whose COMMIT is durable when it returns).
-    pub(super) fn wal_file(&self) -> Option<std::path::PathBuf> {
-        self.wal.clone()
-    }
-
-    /// A connection of the group-commit writer's own, out of the pool. SQLite's runs
-    /// `synchronous=NORMAL`: its commit writes the WAL without an fsync, and the writer
-    /// fsyncs the WAL before any request of the batch hears it is committed.
+    /// A connection of the group-commit writer's own, out of the pool (SQLite's runs
+    /// `synchronous=FULL`, as the pool's do).
     pub(super) async fn writer_connection(&self) -> Result<AnyConnection, StoreError> {
-        let mut conn = self.pool.acquire().await?.detach();
-        if self.driver == Driver::Sqlite {
-            conn.execute("PRAGMA synchronous=NORMAL").await?;
-        }
-        Ok(conn)
+        Ok(self.pool.acquire().await?.detach())
     }
 
     /// Writes `rows` with `sql` (from [`Store::insert_sql`] for as many rows) on `conn` as
@@ -376,6 +351,29 @@ mod tests {
         let store = Store::sqlite(&path).await.expect("opens");
         assert_eq!(store.driver(), Driver::Sqlite);
         assert!(path.exists(), "{} was created", path.display());
+        store.pool().close().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The group-commit writer's connection fsyncs the WAL inside each commit
+    /// (`synchronous=FULL`, 2): durability comes from the descriptor SQLite writes, never
+    /// from a file found at the WAL's path afterwards.
+    #[tokio::test]
+    async fn the_writer_commits_with_sqlites_own_fsync() {
+        let dir = std::env::temp_dir().join(format!("ledger-store-{}", uuid::Uuid::new_v4()));
+        let store = Store::sqlite(&dir.join("ledger.sqlite"))
+            .await
+            .expect("opens");
+        let mut conn = store.writer_connection().await.expect("a connection");
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut conn)
+            .await
+            .expect("reads");
+        assert_eq!(
+            synchronous, 2,
+            "synchronous=FULL on the writer's connection"
+        );
+        drop(conn);
         store.pool().close().await;
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -1,16 +1,13 @@
 //! Group commit: the records waiting are written as one transaction (one multi-row INSERT of
 //! up to [`MAX_BATCH`] rows, on a connection the writer keeps), and each request is told
-//! when its batch is durable. Batches overlap, so under load a request does not wait for a
-//! whole commit that started without it to finish before its own can start:
+//! once its batch is durable:
 //!
-//! * **SQLite** (one writer at a time, by design): a batch is written into the WAL with
-//!   `synchronous=NORMAL` on the writer's connection (SQLite's write lock is not held
-//!   through an fsync), then a second stage fsyncs the WAL file (`fdatasync`) before any
-//!   request of the batch hears "committed". While that fsync runs, the next batch is
-//!   written; the next fsync covers every batch written before it started. Durable before
-//!   the answer as with `synchronous=FULL` (which fsyncs the WAL inside each commit): an
-//!   acknowledged record's WAL frames, commit frame included, reached the disk before the
-//!   acknowledgement.
+//! * **SQLite** (one writer at a time, by design): one writer task, whose connection runs
+//!   `synchronous=FULL` like the pool's: SQLite fsyncs the WAL through the descriptor it
+//!   writes inside each commit, so a commit that returned is on disk. Durability never
+//!   comes from a file found at the WAL's path afterwards: that name may by then be
+//!   another file (deleted and restored under the service) while SQLite writes on into
+//!   the one it opened.
 //! * **PostgreSQL**: [`PG_WRITERS`] writer tasks, each with its own connection, take turns
 //!   at the queue: while one batch's COMMIT is on its way (a round trip and a WAL flush),
 //!   another connection sends the next, and PostgreSQL's own group commit flushes them
@@ -22,14 +19,13 @@
 //! so less CPU per answer under load (docs/benchmarks.md, "The decision ledger").
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::AnyConnection;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
-use super::store::{Store, StoreError, StoredRow};
+use super::store::{Driver, Store, StoreError, StoredRow};
 use crate::metrics::Metrics;
 
 /// Most rows in one transaction.
@@ -39,6 +35,8 @@ pub(super) const MAX_BATCH: usize = 256;
 pub(super) const QUEUE: usize = 4_096;
 /// PostgreSQL writer connections: two keep one batch in flight while the next is sent.
 const PG_WRITERS: usize = 2;
+/// SQLite takes one writer at a time: a second connection would only wait for the lock.
+const SQLITE_WRITERS: usize = 1;
 
 /// A record and who waits for its commit.
 pub(super) struct Pending {
@@ -49,39 +47,18 @@ pub(super) struct Pending {
 /// Who waits for one batch.
 type Waiting = Vec<oneshot::Sender<Result<(), StoreError>>>;
 
-/// A batch written into SQLite's WAL, waiting for its fsync.
-struct Written {
-    waiting: Waiting,
-    rows: usize,
-    started: Instant,
-}
-
-/// What a writer does with a batch its transaction wrote.
-enum Then {
-    /// Tell the waiting requests (PostgreSQL: the COMMIT is durable).
-    Answer,
-    /// Hand it to the fsync stage (SQLite).
-    Sync(mpsc::UnboundedSender<Written>),
-}
-
 /// Starts the writer for `store`; records sent to the returned sender are committed in
 /// batches (`delay`: `--ledger-commit-delay-us`). The tasks end when every sender is dropped.
 pub(super) fn start(store: Store, delay: Duration, metrics: Arc<Metrics>) -> mpsc::Sender<Pending> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let queue = Arc::new(Mutex::new(rx));
-    match store.wal_file() {
-        Some(wal) => {
-            let (written, to_sync) = mpsc::unbounded_channel();
-            tokio::spawn(sync_batches(store.clone(), wal, to_sync, metrics.clone()));
-            let then = Then::Sync(written);
-            tokio::spawn(write_batches(store, queue, delay, metrics, then));
-        }
-        None => {
-            for _ in 0..PG_WRITERS {
-                let (store, queue, metrics) = (store.clone(), queue.clone(), metrics.clone());
-                tokio::spawn(write_batches(store, queue, delay, metrics, Then::Answer));
-            }
-        }
+    let writers = match store.driver() {
+        Driver::Sqlite => SQLITE_WRITERS,
+        Driver::Postgres => PG_WRITERS,
+    };
+    for _ in 0..writers {
+        let (store, queue, metrics) = (store.clone(), queue.clone(), metrics.clone());
+        tokio::spawn(write_batches(store, queue, delay, metrics));
     }
     tx
 }
@@ -109,13 +86,12 @@ async fn take_batch(
 }
 
 /// One writer: takes what waits in `queue` (its turn at it), writes it as one transaction on
-/// its own connection (opened again after an error), and does `then`.
+/// its own connection (opened again after an error), and tells the batch's requests.
 async fn write_batches(
     store: Store,
     queue: Arc<Mutex<mpsc::Receiver<Pending>>>,
     delay: Duration,
     metrics: Arc<Metrics>,
-    then: Then,
 ) {
     let driver = store.driver().as_str();
     let mut connection: Option<AnyConnection> = None;
@@ -148,74 +124,11 @@ async fn write_batches(
             // A broken connection is replaced; a sound one is cheap to open again.
             connection = None;
         }
-        match (&then, result) {
-            (Then::Sync(stage), Ok(())) => {
-                let written = Written {
-                    waiting,
-                    rows: rows.len(),
-                    started,
-                };
-                if let Err(mpsc::error::SendError(w)) = stage.send(written) {
-                    answer(
-                        w.waiting,
-                        Err(StoreError("the ledger's fsync stage stopped".into())),
-                    );
-                }
-            }
-            (_, result) => {
-                if result.is_ok() {
-                    metrics.observe_ledger_commit(driver, rows.len(), started.elapsed());
-                }
-                answer(waiting, result);
-            }
+        if result.is_ok() {
+            metrics.observe_ledger_commit(driver, rows.len(), started.elapsed());
         }
+        answer(waiting, result);
     }
-}
-
-/// The fsync stage (SQLite): one `fdatasync` of the WAL for every batch written before it
-/// started, then their requests hear the result. The metrics count each fsync as one
-/// commit of all the rows it made durable.
-async fn sync_batches(
-    store: Store,
-    wal: PathBuf,
-    mut written: mpsc::UnboundedReceiver<Written>,
-    metrics: Arc<Metrics>,
-) {
-    let driver = store.driver().as_str();
-    let mut batches = Vec::new();
-    // The WAL's directory entry is made durable once, with the first fsync.
-    let mut directory = wal.parent().map(std::path::Path::to_path_buf);
-    while written.recv_many(&mut batches, usize::MAX).await > 0 {
-        let (path, dir) = (wal.clone(), directory.clone());
-        let result = tokio::task::spawn_blocking(move || {
-            sync_file(&path)?;
-            dir.filter(|d| !d.as_os_str().is_empty())
-                .map_or(Ok(()), |d| sync_file(&d))
-        })
-        .await
-        .unwrap_or_else(|e| Err(StoreError(format!("the fsync task failed: {e}"))));
-        match &result {
-            Ok(()) => directory = None,
-            Err(e) => tracing::warn!(store = driver, error = %e, "ledger fsync failed"),
-        }
-        // One commit in the metrics per fsync (the point where its rows became durable),
-        // timed from the start of its oldest batch.
-        if let (Ok(()), Some(oldest)) = (&result, batches.first()) {
-            let rows = batches.iter().map(|b| b.rows).sum();
-            metrics.observe_ledger_commit(driver, rows, oldest.started.elapsed());
-        }
-        for batch in batches.drain(..) {
-            answer(batch.waiting, result.clone());
-        }
-    }
-}
-
-/// `fdatasync` of the file (or directory) at `path`, through a handle of its own each time
-/// (the WAL is SQLite's: the writer keeps nothing of it open).
-fn sync_file(path: &std::path::Path) -> Result<(), StoreError> {
-    std::fs::File::open(path)
-        .and_then(|f| f.sync_data())
-        .map_err(|e| StoreError(format!("fsync of {}: {e}", path.display())))
 }
 
 fn answer(waiting: Waiting, result: Result<(), StoreError>) {
