@@ -13,6 +13,12 @@
 //!   another connection sends the next, and PostgreSQL's own group commit flushes them
 //!   together. A COMMIT returns once its WAL is flushed (`synchronous_commit` on).
 //!
+//! Before and after each commit the writer checks that the SQLite files it writes are still
+//! those at the ledger's path ([`super::live`]): a batch written into files replaced or
+//! removed under the service is a failure (the request's policy applies), and the ledger is
+//! opened again on its path by itself. While the store is unavailable, an idle writer
+//! probes it every [`PROBE_EVERY`], so readiness comes back without traffic.
+//!
 //! Alone, a request waits for its own commit only. With `--ledger-commit-delay-us`, a writer
 //! that finds more than one record waiting waits that long for more before it writes:
 //! fewer, larger commits (each has a fixed cost: a transaction, and an fsync or a WAL flush),
@@ -22,9 +28,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::AnyConnection;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
+use super::health::Health;
+use super::live::LiveConnection;
 use super::store::{Driver, Store, StoreError, StoredRow};
 use crate::metrics::Metrics;
 
@@ -37,6 +44,8 @@ pub(super) const QUEUE: usize = 4_096;
 const PG_WRITERS: usize = 2;
 /// SQLite takes one writer at a time: a second connection would only wait for the lock.
 const SQLITE_WRITERS: usize = 1;
+/// How often an idle writer probes a store it found unavailable.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// A record and who waits for its commit.
 pub(super) struct Pending {
@@ -48,8 +57,14 @@ pub(super) struct Pending {
 type Waiting = Vec<oneshot::Sender<Result<(), StoreError>>>;
 
 /// Starts the writer for `store`; records sent to the returned sender are committed in
-/// batches (`delay`: `--ledger-commit-delay-us`). The tasks end when every sender is dropped.
-pub(super) fn start(store: Store, delay: Duration, metrics: Arc<Metrics>) -> mpsc::Sender<Pending> {
+/// batches (`delay`: `--ledger-commit-delay-us`), and what they find of the store is kept
+/// in `health`. The tasks end when every sender is dropped.
+pub(super) fn start(
+    store: Store,
+    delay: Duration,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+) -> mpsc::Sender<Pending> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let queue = Arc::new(Mutex::new(rx));
     let writers = match store.driver() {
@@ -57,22 +72,29 @@ pub(super) fn start(store: Store, delay: Duration, metrics: Arc<Metrics>) -> mps
         Driver::Postgres => PG_WRITERS,
     };
     for _ in 0..writers {
-        let (store, queue, metrics) = (store.clone(), queue.clone(), metrics.clone());
-        tokio::spawn(write_batches(store, queue, delay, metrics));
+        let live = LiveConnection::new(store.clone(), health.clone());
+        tokio::spawn(write_batches(live, queue.clone(), delay, metrics.clone()));
     }
     tx
 }
 
 /// Takes what waits in `queue` into `batch` (at most [`MAX_BATCH`]); when that is more than
 /// one record and `delay` is set, waits `delay` and takes what arrived meanwhile too.
-/// Returns 0 once every sender is gone.
+/// Returns 0 once every sender is gone, and `None` if nothing came within `idle` (when set).
 async fn take_batch(
     queue: &Mutex<mpsc::Receiver<Pending>>,
     delay: Duration,
+    idle: Option<Duration>,
     batch: &mut Vec<Pending>,
-) -> usize {
+) -> Option<usize> {
     let mut queue = queue.lock().await;
-    let taken = queue.recv_many(batch, MAX_BATCH).await;
+    // `recv_many` is cancel-safe: a timeout loses nothing.
+    let taken = match idle {
+        Some(idle) => tokio::time::timeout(idle, queue.recv_many(batch, MAX_BATCH))
+            .await
+            .ok()?,
+        None => queue.recv_many(batch, MAX_BATCH).await,
+    };
     if taken > 1 && !delay.is_zero() && batch.len() < MAX_BATCH {
         tokio::time::sleep(delay).await;
         while batch.len() < MAX_BATCH {
@@ -82,53 +104,68 @@ async fn take_batch(
             }
         }
     }
-    batch.len()
+    Some(batch.len())
 }
 
 /// One writer: takes what waits in `queue` (its turn at it), writes it as one transaction on
-/// its own connection (opened again after an error), and tells the batch's requests.
+/// its own connection on the live files, and tells the batch's requests; with nothing to
+/// write while the store is unavailable, probes it.
 async fn write_batches(
-    store: Store,
+    mut live: LiveConnection,
     queue: Arc<Mutex<mpsc::Receiver<Pending>>>,
     delay: Duration,
     metrics: Arc<Metrics>,
 ) {
-    let driver = store.driver().as_str();
-    let mut connection: Option<AnyConnection> = None;
+    let driver = live.store.driver().as_str();
     // The INSERT text per row count: built once, so the driver's statement cache finds it.
     let mut statements: HashMap<usize, String> = HashMap::new();
     let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
-        if take_batch(&queue, delay, &mut batch).await == 0 {
-            return;
+        let idle = (!live.health.available()).then_some(PROBE_EVERY);
+        match take_batch(&queue, delay, idle, &mut batch).await {
+            Some(0) => return,
+            Some(_) => {}
+            None => {
+                let result = probe(&mut live).await;
+                let _ = live.settle(result).await;
+                continue;
+            }
         }
         let started = Instant::now();
         let (rows, waiting): (Vec<StoredRow>, Waiting) =
             batch.drain(..).map(|p| (p.row, p.done)).unzip();
         let sql = statements
             .entry(rows.len())
-            .or_insert_with(|| store.insert_sql(rows.len()));
-        let result = match &mut connection {
-            Some(conn) => Store::insert_on(conn, sql, &rows).await,
-            None => match store.writer_connection().await {
-                Ok(mut conn) => {
-                    let result = Store::insert_on(&mut conn, sql, &rows).await;
-                    connection = Some(conn);
-                    result
-                }
-                Err(e) => Err(e),
-            },
-        };
-        if let Err(e) = &result {
-            tracing::warn!(store = driver, rows = rows.len(), error = %e, "ledger commit failed");
-            // A broken connection is replaced; a sound one is cheap to open again.
-            connection = None;
-        }
-        if result.is_ok() {
-            metrics.observe_ledger_commit(driver, rows.len(), started.elapsed());
+            .or_insert_with(|| live.store.insert_sql(rows.len()));
+        let result = commit(&mut live, sql, &rows).await;
+        let result = live.settle(result).await;
+        match &result {
+            Ok(()) => metrics.observe_ledger_commit(driver, rows.len(), started.elapsed()),
+            Err(e) => {
+                tracing::warn!(store = driver, rows = rows.len(), error = %e, "ledger commit failed")
+            }
         }
         answer(waiting, result);
     }
+}
+
+/// Writes `rows` with `sql` on a connection on the live files, and proves they are still
+/// the files at the path after the commit: one into files replaced meanwhile is an error,
+/// never an acknowledgement.
+async fn commit(
+    live: &mut LiveConnection,
+    sql: &str,
+    rows: &[StoredRow],
+) -> Result<(), StoreError> {
+    Store::insert_on(live.connection().await?, sql, rows).await?;
+    live.landed()
+}
+
+/// Whether the store can take a write now, on the live files.
+async fn probe(live: &mut LiveConnection) -> Result<(), StoreError> {
+    let driver = live.store.driver();
+    Store::probe_on(live.connection().await?, driver).await?;
+    live.landed()
 }
 
 fn answer(waiting: Waiting, result: Result<(), StoreError>) {
@@ -206,10 +243,10 @@ mod tests {
             let queue = Mutex::new(rx);
             let started = tokio::time::Instant::now();
             let mut batch = Vec::new();
-            let taken = take_batch(&queue, delay, &mut batch).await;
+            let taken = take_batch(&queue, delay, None, &mut batch).await;
             let case = format!("{waiting} waiting, delay {delay:?}, one more at {late:?}");
             assert_eq!(ids(&batch), want, "{case}");
-            assert_eq!(taken, want.len(), "{case}");
+            assert_eq!(taken, Some(want.len()), "{case}");
             assert_eq!(started.elapsed(), took, "{case}");
         }
     }
