@@ -120,6 +120,9 @@ async fn write_batches(
     // The INSERT text per row count: built once, so the driver's statement cache finds it.
     let mut statements: HashMap<usize, String> = HashMap::new();
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    // Opened before the first record comes, so its request does not wait for it (a
+    // failure here is met again, and answered, by the first batch).
+    let _ = live.connection().await;
     loop {
         let idle = (!live.health.available()).then_some(PROBE_EVERY);
         match take_batch(&queue, delay, idle, &mut batch).await {
