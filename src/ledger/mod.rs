@@ -7,9 +7,12 @@
 //! * [`draft`]: a record made from a validated request and its answers.
 //! * [`store`]: the database (`sqlx`: an embedded SQLite file, or PostgreSQL for replicas),
 //!   migrations versioned in `migrations/`.
+//! * [`files`], [`live`]: the SQLite files by identity, and the writer's connection held
+//!   only while the files it opened are those at the path (else the ledger is opened
+//!   again); [`health`]: what the writer last found, for `/readyz`.
 //! * [`writer`]: group commit: whatever records are waiting are written as one
-//!   transaction on a connection of the writer's own, with batches overlapping (SQLite: the
-//!   WAL's fsync runs beside the next batch's write; PostgreSQL: two writer connections).
+//!   transaction on a connection of the writer's own, durable when its commit returns
+//!   (SQLite: `synchronous=FULL`; PostgreSQL: two writer connections overlap batches).
 //!
 //! [`Ledger`] wraps them with what a request needs: a bounded wait for its commit
 //! (`--ledger-timeout-ms`) and the failure policy (`fail_closed`: the request is refused
@@ -21,7 +24,10 @@
 
 mod clock;
 pub mod draft;
+mod files;
+pub mod health;
 pub mod key;
+mod live;
 mod open;
 pub mod quality;
 pub mod query;
@@ -38,6 +44,7 @@ use std::time::Duration;
 
 use crate::config::{FailurePolicy, LedgerInputs, LedgerSettings, LedgerTarget};
 use crate::metrics::Metrics;
+use health::{Health, LedgerStatus};
 use key::LedgerKey;
 use open::Open;
 use record::Decision;
@@ -100,8 +107,15 @@ impl Ledger {
                 (store, key)
             }
         };
+        let health = Arc::new(Health::default());
         let open = Open {
-            writer: writer::start(store.clone(), settings.commit_delay(), metrics.clone()),
+            writer: writer::start(
+                store.clone(),
+                settings.commit_delay(),
+                metrics.clone(),
+                health.clone(),
+            ),
+            health,
             store,
             key,
             timeout: settings.timeout(),
@@ -138,6 +152,18 @@ impl Ledger {
         self.open
             .as_ref()
             .is_some_and(|o| o.inputs == LedgerInputs::Full)
+    }
+
+    /// The ledger's line of `/readyz`, from memory (`None`: off).
+    pub fn status(&self) -> Option<LedgerStatus> {
+        let open = self.open.as_ref()?;
+        let available = open.health.available();
+        Some(LedgerStatus {
+            store: open.store.driver().as_str(),
+            policy: open.policy.as_str(),
+            available,
+            ready: available || open.policy == FailurePolicy::FailOpen,
+        })
     }
 
     /// The database, when on (for reads).
@@ -189,7 +215,11 @@ impl Ledger {
                 return Ok(());
             }
             Ok(Err(e)) => e,
-            Err(_) => "timed out".to_string(),
+            Err(_) => {
+                // The writer sets it again once a batch (or its probe) commits.
+                open.health.set(false);
+                "timed out".to_string()
+            }
         };
         open.metrics.count_ledger_record(kind, open.policy.as_str());
         open.warn_of_miss(&miss);

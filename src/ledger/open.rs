@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::clock::now_ms;
+use super::health::Health;
 use super::key::LedgerKey;
 use super::store::{Store, StoredRow};
 use super::writer;
@@ -20,6 +21,8 @@ pub(super) struct Open {
     pub(super) writer: mpsc::Sender<writer::Pending>,
     /// For reads.
     pub(super) store: Store,
+    /// What the writer last found of the store (`/readyz`).
+    pub(super) health: Arc<Health>,
     /// The hashes' key.
     pub(super) key: LedgerKey,
     /// The bound on a request's wait for its commit.

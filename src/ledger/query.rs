@@ -138,7 +138,7 @@ impl Store {
              ORDER BY at_ms DESC, request_id DESC LIMIT {}",
             filter.limit
         );
-        let rows = bind_all(&sql, &w).fetch_all(self.pool()).await?;
+        let rows = bind_all(&sql, &w).fetch_all(&self.pool()).await?;
         rows.iter().map(decode).collect()
     }
 
@@ -157,7 +157,7 @@ impl Store {
              FROM outcomes WHERE request_id IN ({}) ORDER BY id",
             slots.join(", ")
         );
-        let rows = bind_all(&sql, &w).fetch_all(self.pool()).await?;
+        let rows = bind_all(&sql, &w).fetch_all(&self.pool()).await?;
         rows.iter().map(outcome_row).collect()
     }
 

@@ -3,20 +3,24 @@
 //! included), with each driver's own migrations (`migrations/sqlite`, `migrations/postgres`,
 //! embedded in the binary and applied at startup).
 //!
-//! SQLite runs in WAL mode with `synchronous=FULL` on the pool's connections (outcomes,
-//! retention): a commit is on disk (the WAL fsynced) before it returns. The group-commit
-//! writer's own connection ([`Store::writer_connection`]) runs `synchronous=NORMAL` and
-//! fsyncs the WAL itself before it acknowledges a batch ([`super::writer`]), so that
-//! fsync can overlap the next batch's write. Either way a crash, `kill -9` or power loss
-//! after an answer left loses nothing.
+//! SQLite runs in WAL mode with `synchronous=FULL` on every connection, the group-commit
+//! writer's ([`Store::writer_connection`]) included: a commit is on disk (SQLite fsyncs the
+//! WAL through the descriptor it writes) before it returns, so a crash, `kill -9` or power
+//! loss after an answer left loses nothing.
+//!
+//! The pool can be opened again on the same file ([`Store::reopen`]) when the writer finds
+//! the files it opened replaced or removed ([`super::files`]): every clone of the store,
+//! reads included, then uses the new pool.
 
 use std::path::Path;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::Migrator;
-use sqlx::{AnyConnection, AnyPool, Executor, Row};
+use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
 
+use super::files::{FileIds, SqliteFile};
 use super::record::{Decision, Tokens};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -24,8 +28,10 @@ static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// Connections of the pool: the writer's, and a few for reads and retention.
 const POOL_CONNECTIONS: u32 = 4;
-/// How long SQLite waits on a lock held by another connection before failing.
-const SQLITE_BUSY_MS: u32 = 5_000;
+/// Every SQLite connection's settings: WAL mode, each commit fsynced by SQLite itself, and
+/// 5 s of waiting on a lock held by another connection before failing.
+const SQLITE_PRAGMAS: &str =
+    "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;";
 
 /// Which database (a metrics label, and what the SQL must allow for).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,10 +53,11 @@ impl Driver {
 /// The ledger's database.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: AnyPool,
+    /// The pool, shared by every clone; replaced when the SQLite file is opened again.
+    pool: Arc<RwLock<AnyPool>>,
     driver: Driver,
-    /// SQLite's WAL file (`<file>-wal`), which the writer fsyncs.
-    wal: Option<std::path::PathBuf>,
+    /// The SQLite file (`None`: PostgreSQL).
+    file: Option<Arc<SqliteFile>>,
 }
 
 /// A database error, as text without the URL (which may hold a password).
@@ -71,59 +78,54 @@ impl Store {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError(format!("cannot create {}: {e}", dir.display())))?;
         }
-        // The driver percent-decodes the file name: `%`, `?` and `#` in it are encoded.
-        let name = path
-            .display()
-            .to_string()
-            .replace('%', "%25")
-            .replace('?', "%3F")
-            .replace('#', "%23");
-        let url = format!("sqlite://{name}?mode=rwc");
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        let store = Store::connect(&url, Driver::Sqlite).await?;
-        Ok(Store {
-            wal: Some(wal.into()),
-            ..store
-        })
+        let file = SqliteFile::new(path);
+        let pool = connect(&file.url, Driver::Sqlite).await?;
+        Ok(Store::on(pool, Driver::Sqlite, Some(file)))
     }
 
     /// Connects to PostgreSQL at `url`.
     pub async fn postgres(url: &str) -> Result<Self, StoreError> {
-        Store::connect(url, Driver::Postgres).await
+        let pool = connect(url, Driver::Postgres).await?;
+        Ok(Store::on(pool, Driver::Postgres, None))
     }
 
-    async fn connect(url: &str, driver: Driver) -> Result<Self, StoreError> {
-        sqlx::any::install_default_drivers();
-        let pool = AnyPoolOptions::new()
-            .max_connections(POOL_CONNECTIONS)
-            .acquire_timeout(Duration::from_secs(5))
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if driver == Driver::Sqlite {
-                        conn.execute(&*format!(
-                            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout={SQLITE_BUSY_MS};"
-                        ))
-                        .await?;
-                    }
-                    Ok(())
-                })
-            })
-            .connect(url)
-            .await?;
-        let migrations = match driver {
-            Driver::Sqlite => &SQLITE_MIGRATIONS,
-            Driver::Postgres => &POSTGRES_MIGRATIONS,
-        };
-        migrations
-            .run(&pool)
-            .await
-            .map_err(|e| StoreError(format!("migrations: {e}")))?;
-        Ok(Store {
-            pool,
+    fn on(pool: AnyPool, driver: Driver, file: Option<SqliteFile>) -> Self {
+        Store {
+            pool: Arc::new(RwLock::new(pool)),
             driver,
-            wal: None,
-        })
+            file: file.map(Arc::new),
+        }
+    }
+
+    /// The identities of the SQLite files now at the path (`None`: PostgreSQL); an error
+    /// when one is missing.
+    pub(super) fn files_now(&self) -> Result<Option<FileIds>, StoreError> {
+        self.file
+            .as_ref()
+            .map(|f| f.ids())
+            .transpose()
+            .map_err(|e| StoreError(e.to_string()))
+    }
+
+    /// Opens the SQLite file again on a new pool, which replaces the old one for every
+    /// clone: the files the old one opened were replaced or removed. Needs the file's
+    /// directory to be there; a missing file is made anew and migrated, as at a start. The
+    /// old pool is closed first, so no connection of it is left writing into files no one
+    /// reads. PostgreSQL: nothing to do (its connections are its server's business).
+    pub(super) async fn reopen(&self) -> Result<(), StoreError> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        file.storage_present()
+            .map_err(|e| StoreError(e.to_string()))?;
+        self.pool().close().await;
+        let fresh = connect(&file.url, self.driver).await?;
+        *self.pool.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        tracing::warn!(
+            file = %file.path.display(),
+            "the ledger's files were replaced or removed: opened again"
+        );
+        Ok(())
     }
 
     /// Which database this is.
@@ -131,9 +133,12 @@ impl Store {
         self.driver
     }
 
-    /// The pool, for reads.
-    pub fn pool(&self) -> &AnyPool {
-        &self.pool
+    /// The pool, for reads (a handle on the one in use now).
+    pub fn pool(&self) -> AnyPool {
+        self.pool
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// A transaction that writes after it reads. SQLite's takes the write lock at once
@@ -145,26 +150,37 @@ impl Store {
         &self,
     ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
         Ok(match self.driver {
-            Driver::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
-            Driver::Postgres => self.pool.begin().await?,
+            Driver::Sqlite => self.pool().begin_with("BEGIN IMMEDIATE").await?,
+            Driver::Postgres => self.pool().begin().await?,
         })
     }
 
-    /// SQLite's WAL file, which the writer fsyncs before it acknowledges a batch (`None`:
-    /// PostgreSQL, whose COMMIT is durable when it returns).
-    pub(super) fn wal_file(&self) -> Option<std::path::PathBuf> {
-        self.wal.clone()
+    /// A connection of the group-commit writer's own. SQLite's is opened anew, outside
+    /// the pool (whose connections may have opened files since replaced), and reads the
+    /// database once, so it has opened the WAL too; it runs `synchronous=FULL`, as the
+    /// pool's do. PostgreSQL's is taken out of the pool.
+    pub(super) async fn writer_connection(&self) -> Result<AnyConnection, StoreError> {
+        let Some(file) = &self.file else {
+            return Ok(self.pool().acquire().await?.detach());
+        };
+        let mut conn = AnyConnection::connect(&file.url).await?;
+        conn.execute(SQLITE_PRAGMAS).await?;
+        Store::probe_on(&mut conn, Driver::Sqlite).await?;
+        Ok(conn)
     }
 
-    /// A connection of the group-commit writer's own, out of the pool. SQLite's runs
-    /// `synchronous=NORMAL`: its commit writes the WAL without an fsync, and the writer
-    /// fsyncs the WAL before any request of the batch hears it is committed.
-    pub(super) async fn writer_connection(&self) -> Result<AnyConnection, StoreError> {
-        let mut conn = self.pool.acquire().await?.detach();
-        if self.driver == Driver::Sqlite {
-            conn.execute("PRAGMA synchronous=NORMAL").await?;
-        }
-        Ok(conn)
+    /// Whether `conn` can write now, writing nothing: SQLite takes its write lock (waiting
+    /// out another writer within the busy timeout) and lets it go; PostgreSQL answers.
+    pub(super) async fn probe_on(
+        conn: &mut AnyConnection,
+        driver: Driver,
+    ) -> Result<(), StoreError> {
+        let sql = match driver {
+            Driver::Sqlite => "BEGIN IMMEDIATE; SELECT 1 FROM decisions LIMIT 1; ROLLBACK",
+            Driver::Postgres => "SELECT 1",
+        };
+        conn.execute(sql).await?;
+        Ok(())
     }
 
     /// Writes `rows` with `sql` (from [`Store::insert_sql`] for as many rows) on `conn` as
@@ -240,10 +256,37 @@ impl Store {
             "SELECT {COLUMNS} FROM decisions WHERE request_id = $1"
         ))
         .bind(request_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.pool())
         .await?;
         row.map(|r| decode(&r)).transpose()
     }
+}
+
+/// A pool on `url`, its migrations applied.
+async fn connect(url: &str, driver: Driver) -> Result<AnyPool, StoreError> {
+    sqlx::any::install_default_drivers();
+    let pool = AnyPoolOptions::new()
+        .max_connections(POOL_CONNECTIONS)
+        .acquire_timeout(Duration::from_secs(5))
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                if driver == Driver::Sqlite {
+                    conn.execute(SQLITE_PRAGMAS).await?;
+                }
+                Ok(())
+            })
+        })
+        .connect(url)
+        .await?;
+    let migrations = match driver {
+        Driver::Sqlite => &SQLITE_MIGRATIONS,
+        Driver::Postgres => &POSTGRES_MIGRATIONS,
+    };
+    migrations
+        .run(&pool)
+        .await
+        .map_err(|e| StoreError(format!("migrations: {e}")))?;
+    Ok(pool)
 }
 
 /// The columns of `decisions`, in the order [`decode`] reads them.
@@ -376,6 +419,29 @@ mod tests {
         let store = Store::sqlite(&path).await.expect("opens");
         assert_eq!(store.driver(), Driver::Sqlite);
         assert!(path.exists(), "{} was created", path.display());
+        store.pool().close().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The group-commit writer's connection fsyncs the WAL inside each commit
+    /// (`synchronous=FULL`, 2): durability comes from the descriptor SQLite writes, never
+    /// from a file found at the WAL's path afterwards.
+    #[tokio::test]
+    async fn the_writer_commits_with_sqlites_own_fsync() {
+        let dir = std::env::temp_dir().join(format!("ledger-store-{}", uuid::Uuid::new_v4()));
+        let store = Store::sqlite(&dir.join("ledger.sqlite"))
+            .await
+            .expect("opens");
+        let mut conn = store.writer_connection().await.expect("a connection");
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut conn)
+            .await
+            .expect("reads");
+        assert_eq!(
+            synchronous, 2,
+            "synchronous=FULL on the writer's connection"
+        );
+        drop(conn);
         store.pool().close().await;
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -1,20 +1,23 @@
 //! Group commit: the records waiting are written as one transaction (one multi-row INSERT of
 //! up to [`MAX_BATCH`] rows, on a connection the writer keeps), and each request is told
-//! when its batch is durable. Batches overlap, so under load a request does not wait for a
-//! whole commit that started without it to finish before its own can start:
+//! once its batch is durable:
 //!
-//! * **SQLite** (one writer at a time, by design): a batch is written into the WAL with
-//!   `synchronous=NORMAL` on the writer's connection (SQLite's write lock is not held
-//!   through an fsync), then a second stage fsyncs the WAL file (`fdatasync`) before any
-//!   request of the batch hears "committed". While that fsync runs, the next batch is
-//!   written; the next fsync covers every batch written before it started. Durable before
-//!   the answer as with `synchronous=FULL` (which fsyncs the WAL inside each commit): an
-//!   acknowledged record's WAL frames, commit frame included, reached the disk before the
-//!   acknowledgement.
+//! * **SQLite** (one writer at a time, by design): one writer task, whose connection runs
+//!   `synchronous=FULL` like the pool's: SQLite fsyncs the WAL through the descriptor it
+//!   writes inside each commit, so a commit that returned is on disk. Durability never
+//!   comes from a file found at the WAL's path afterwards: that name may by then be
+//!   another file (deleted and restored under the service) while SQLite writes on into
+//!   the one it opened.
 //! * **PostgreSQL**: [`PG_WRITERS`] writer tasks, each with its own connection, take turns
 //!   at the queue: while one batch's COMMIT is on its way (a round trip and a WAL flush),
 //!   another connection sends the next, and PostgreSQL's own group commit flushes them
 //!   together. A COMMIT returns once its WAL is flushed (`synchronous_commit` on).
+//!
+//! Before and after each commit the writer checks that the SQLite files it writes are still
+//! those at the ledger's path ([`super::live`]): a batch written into files replaced or
+//! removed under the service is a failure (the request's policy applies), and the ledger is
+//! opened again on its path by itself. While the store is unavailable, an idle writer
+//! probes it every [`PROBE_EVERY`], so readiness comes back without traffic.
 //!
 //! Alone, a request waits for its own commit only. With `--ledger-commit-delay-us`, a writer
 //! that finds more than one record waiting waits that long for more before it writes:
@@ -22,14 +25,14 @@
 //! so less CPU per answer under load (docs/benchmarks.md, "The decision ledger").
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::AnyConnection;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
-use super::store::{Store, StoreError, StoredRow};
+use super::health::Health;
+use super::live::LiveConnection;
+use super::store::{Driver, Store, StoreError, StoredRow};
 use crate::metrics::Metrics;
 
 /// Most rows in one transaction.
@@ -39,6 +42,10 @@ pub(super) const MAX_BATCH: usize = 256;
 pub(super) const QUEUE: usize = 4_096;
 /// PostgreSQL writer connections: two keep one batch in flight while the next is sent.
 const PG_WRITERS: usize = 2;
+/// SQLite takes one writer at a time: a second connection would only wait for the lock.
+const SQLITE_WRITERS: usize = 1;
+/// How often an idle writer probes a store it found unavailable.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// A record and who waits for its commit.
 pub(super) struct Pending {
@@ -49,53 +56,45 @@ pub(super) struct Pending {
 /// Who waits for one batch.
 type Waiting = Vec<oneshot::Sender<Result<(), StoreError>>>;
 
-/// A batch written into SQLite's WAL, waiting for its fsync.
-struct Written {
-    waiting: Waiting,
-    rows: usize,
-    started: Instant,
-}
-
-/// What a writer does with a batch its transaction wrote.
-enum Then {
-    /// Tell the waiting requests (PostgreSQL: the COMMIT is durable).
-    Answer,
-    /// Hand it to the fsync stage (SQLite).
-    Sync(mpsc::UnboundedSender<Written>),
-}
-
 /// Starts the writer for `store`; records sent to the returned sender are committed in
-/// batches (`delay`: `--ledger-commit-delay-us`). The tasks end when every sender is dropped.
-pub(super) fn start(store: Store, delay: Duration, metrics: Arc<Metrics>) -> mpsc::Sender<Pending> {
+/// batches (`delay`: `--ledger-commit-delay-us`), and what they find of the store is kept
+/// in `health`. The tasks end when every sender is dropped.
+pub(super) fn start(
+    store: Store,
+    delay: Duration,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+) -> mpsc::Sender<Pending> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let queue = Arc::new(Mutex::new(rx));
-    match store.wal_file() {
-        Some(wal) => {
-            let (written, to_sync) = mpsc::unbounded_channel();
-            tokio::spawn(sync_batches(store.clone(), wal, to_sync, metrics.clone()));
-            let then = Then::Sync(written);
-            tokio::spawn(write_batches(store, queue, delay, metrics, then));
-        }
-        None => {
-            for _ in 0..PG_WRITERS {
-                let (store, queue, metrics) = (store.clone(), queue.clone(), metrics.clone());
-                tokio::spawn(write_batches(store, queue, delay, metrics, Then::Answer));
-            }
-        }
+    let writers = match store.driver() {
+        Driver::Sqlite => SQLITE_WRITERS,
+        Driver::Postgres => PG_WRITERS,
+    };
+    for _ in 0..writers {
+        let live = LiveConnection::new(store.clone(), health.clone());
+        tokio::spawn(write_batches(live, queue.clone(), delay, metrics.clone()));
     }
     tx
 }
 
 /// Takes what waits in `queue` into `batch` (at most [`MAX_BATCH`]); when that is more than
 /// one record and `delay` is set, waits `delay` and takes what arrived meanwhile too.
-/// Returns 0 once every sender is gone.
+/// Returns 0 once every sender is gone, and `None` if nothing came within `idle` (when set).
 async fn take_batch(
     queue: &Mutex<mpsc::Receiver<Pending>>,
     delay: Duration,
+    idle: Option<Duration>,
     batch: &mut Vec<Pending>,
-) -> usize {
+) -> Option<usize> {
     let mut queue = queue.lock().await;
-    let taken = queue.recv_many(batch, MAX_BATCH).await;
+    // `recv_many` is cancel-safe: a timeout loses nothing.
+    let taken = match idle {
+        Some(idle) => tokio::time::timeout(idle, queue.recv_many(batch, MAX_BATCH))
+            .await
+            .ok()?,
+        None => queue.recv_many(batch, MAX_BATCH).await,
+    };
     if taken > 1 && !delay.is_zero() && batch.len() < MAX_BATCH {
         tokio::time::sleep(delay).await;
         while batch.len() < MAX_BATCH {
@@ -105,117 +104,71 @@ async fn take_batch(
             }
         }
     }
-    batch.len()
+    Some(batch.len())
 }
 
 /// One writer: takes what waits in `queue` (its turn at it), writes it as one transaction on
-/// its own connection (opened again after an error), and does `then`.
+/// its own connection on the live files, and tells the batch's requests; with nothing to
+/// write while the store is unavailable, probes it.
 async fn write_batches(
-    store: Store,
+    mut live: LiveConnection,
     queue: Arc<Mutex<mpsc::Receiver<Pending>>>,
     delay: Duration,
     metrics: Arc<Metrics>,
-    then: Then,
 ) {
-    let driver = store.driver().as_str();
-    let mut connection: Option<AnyConnection> = None;
+    let driver = live.store.driver().as_str();
     // The INSERT text per row count: built once, so the driver's statement cache finds it.
     let mut statements: HashMap<usize, String> = HashMap::new();
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    // Opened before the first record comes, so its request does not wait for it (a
+    // failure here is met again, and answered, by the first batch).
+    let _ = live.connection().await;
     loop {
-        if take_batch(&queue, delay, &mut batch).await == 0 {
-            return;
+        let idle = (!live.health.available()).then_some(PROBE_EVERY);
+        match take_batch(&queue, delay, idle, &mut batch).await {
+            Some(0) => return,
+            Some(_) => {}
+            None => {
+                let result = probe(&mut live).await;
+                let _ = live.settle(result).await;
+                continue;
+            }
         }
         let started = Instant::now();
         let (rows, waiting): (Vec<StoredRow>, Waiting) =
             batch.drain(..).map(|p| (p.row, p.done)).unzip();
         let sql = statements
             .entry(rows.len())
-            .or_insert_with(|| store.insert_sql(rows.len()));
-        let result = match &mut connection {
-            Some(conn) => Store::insert_on(conn, sql, &rows).await,
-            None => match store.writer_connection().await {
-                Ok(mut conn) => {
-                    let result = Store::insert_on(&mut conn, sql, &rows).await;
-                    connection = Some(conn);
-                    result
-                }
-                Err(e) => Err(e),
-            },
-        };
-        if let Err(e) = &result {
-            tracing::warn!(store = driver, rows = rows.len(), error = %e, "ledger commit failed");
-            // A broken connection is replaced; a sound one is cheap to open again.
-            connection = None;
-        }
-        match (&then, result) {
-            (Then::Sync(stage), Ok(())) => {
-                let written = Written {
-                    waiting,
-                    rows: rows.len(),
-                    started,
-                };
-                if let Err(mpsc::error::SendError(w)) = stage.send(written) {
-                    answer(
-                        w.waiting,
-                        Err(StoreError("the ledger's fsync stage stopped".into())),
-                    );
-                }
-            }
-            (_, result) => {
-                if result.is_ok() {
-                    metrics.observe_ledger_commit(driver, rows.len(), started.elapsed());
-                }
-                answer(waiting, result);
-            }
-        }
-    }
-}
-
-/// The fsync stage (SQLite): one `fdatasync` of the WAL for every batch written before it
-/// started, then their requests hear the result. The metrics count each fsync as one
-/// commit of all the rows it made durable.
-async fn sync_batches(
-    store: Store,
-    wal: PathBuf,
-    mut written: mpsc::UnboundedReceiver<Written>,
-    metrics: Arc<Metrics>,
-) {
-    let driver = store.driver().as_str();
-    let mut batches = Vec::new();
-    // The WAL's directory entry is made durable once, with the first fsync.
-    let mut directory = wal.parent().map(std::path::Path::to_path_buf);
-    while written.recv_many(&mut batches, usize::MAX).await > 0 {
-        let (path, dir) = (wal.clone(), directory.clone());
-        let result = tokio::task::spawn_blocking(move || {
-            sync_file(&path)?;
-            dir.filter(|d| !d.as_os_str().is_empty())
-                .map_or(Ok(()), |d| sync_file(&d))
-        })
-        .await
-        .unwrap_or_else(|e| Err(StoreError(format!("the fsync task failed: {e}"))));
+            .or_insert_with(|| live.store.insert_sql(rows.len()));
+        let result = commit(&mut live, sql, &rows).await;
+        let result = live.settle(result).await;
         match &result {
-            Ok(()) => directory = None,
-            Err(e) => tracing::warn!(store = driver, error = %e, "ledger fsync failed"),
+            Ok(()) => metrics.observe_ledger_commit(driver, rows.len(), started.elapsed()),
+            Err(e) => {
+                tracing::warn!(store = driver, rows = rows.len(), error = %e, "ledger commit failed")
+            }
         }
-        // One commit in the metrics per fsync (the point where its rows became durable),
-        // timed from the start of its oldest batch.
-        if let (Ok(()), Some(oldest)) = (&result, batches.first()) {
-            let rows = batches.iter().map(|b| b.rows).sum();
-            metrics.observe_ledger_commit(driver, rows, oldest.started.elapsed());
-        }
-        for batch in batches.drain(..) {
-            answer(batch.waiting, result.clone());
-        }
+        answer(waiting, result);
     }
 }
 
-/// `fdatasync` of the file (or directory) at `path`, through a handle of its own each time
-/// (the WAL is SQLite's: the writer keeps nothing of it open).
-fn sync_file(path: &std::path::Path) -> Result<(), StoreError> {
-    std::fs::File::open(path)
-        .and_then(|f| f.sync_data())
-        .map_err(|e| StoreError(format!("fsync of {}: {e}", path.display())))
+/// Writes `rows` with `sql` on a connection on the live files, and proves they are still
+/// the files at the path after the commit: one into files replaced meanwhile is an error,
+/// never an acknowledgement.
+async fn commit(
+    live: &mut LiveConnection,
+    sql: &str,
+    rows: &[StoredRow],
+) -> Result<(), StoreError> {
+    Store::insert_on(live.connection().await?, sql, rows).await?;
+    live.landed()
+}
+
+/// Whether the store can take a write now, on the live files.
+async fn probe(live: &mut LiveConnection) -> Result<(), StoreError> {
+    let driver = live.store.driver();
+    Store::probe_on(live.connection().await?, driver).await?;
+    live.landed()
 }
 
 fn answer(waiting: Waiting, result: Result<(), StoreError>) {
@@ -293,10 +246,10 @@ mod tests {
             let queue = Mutex::new(rx);
             let started = tokio::time::Instant::now();
             let mut batch = Vec::new();
-            let taken = take_batch(&queue, delay, &mut batch).await;
+            let taken = take_batch(&queue, delay, None, &mut batch).await;
             let case = format!("{waiting} waiting, delay {delay:?}, one more at {late:?}");
             assert_eq!(ids(&batch), want, "{case}");
-            assert_eq!(taken, want.len(), "{case}");
+            assert_eq!(taken, Some(want.len()), "{case}");
             assert_eq!(started.elapsed(), took, "{case}");
         }
     }

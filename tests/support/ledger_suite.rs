@@ -12,8 +12,9 @@
 //!   see what it looks for);
 //! * the failure policy: with the ledger's table locked by another connection past
 //!   `--ledger-timeout-ms`, `fail_closed` answers 503 `system_one_ledger_unavailable` and
-//!   `fail_open` answers 200 and counts the miss; once the lock is released both record
-//!   again;
+//!   `fail_open` answers 200 and counts the miss, and `/readyz` says the ledger is
+//!   unavailable (503 under `fail_closed`); once the lock is released both record again
+//!   and `/readyz` says it is available;
 //! * PostgreSQL stopped and restarted under 8 callers: `fail_closed` answers 503 while it
 //!   is down and every 200 is on record; `fail_open` keeps answering and counts what it
 //!   could not record;
@@ -80,7 +81,7 @@ async fn record(service: &Service, request_id: &str) -> Decision {
         .unwrap_or_else(|| panic!("{request_id} is on record"))
 }
 
-fn request_id(reply: &Reply) -> String {
+pub fn request_id(reply: &Reply) -> String {
     reply
         .header("x-request-id")
         .expect("a request id")
@@ -250,6 +251,9 @@ pub async fn each_policy_does_what_it_says(backend: Backend) {
             }
             _ => assert_eq!(reply.status, 200, "{}", reply.text),
         }
+        // Readiness says so, from memory: 503 under `fail_closed`.
+        let want = if policy == "fail_closed" { 503 } else { 200 };
+        assert_ledger_readiness(&service, want, false, policy).await;
         let metrics = super::metrics(&service).await;
         let store = match backend {
             Backend::Sqlite => "sqlite",
@@ -282,7 +286,16 @@ pub async fn each_policy_does_what_it_says(backend: Backend) {
             recorded,
             "{policy}: answers are recorded again once the lock is gone"
         );
+        assert_ledger_readiness(&service, 200, true, policy).await;
     }
+}
+
+/// `/readyz` answers `status` with the ledger `available` or not.
+async fn assert_ledger_readiness(service: &Service, status: u16, available: bool, policy: &str) {
+    let ready = super::get(service, "/readyz").await;
+    let ledger = &ready.body["ledger"];
+    assert_eq!(ready.status, status, "{policy}: {}", ready.text);
+    assert_eq!(ledger["available"], available, "{policy}: {ledger}");
 }
 
 /// A spawned service, killed (`SIGKILL`) and reaped when dropped, so a failing test leaves
@@ -587,7 +600,7 @@ pub async fn retention_deletes_old_records_in_the_background(backend: Backend) {
         let aged = sqlx::query("UPDATE decisions SET at_ms = at_ms - $1 WHERE request_id = $2")
             .bind(age_ms)
             .bind(id.as_str())
-            .execute(store.pool())
+            .execute(&store.pool())
             .await
             .expect("aged");
         assert_eq!(aged.rows_affected(), 1, "{id}");

@@ -21,7 +21,8 @@ pub(in crate::http) async fn healthz() -> Json<serde_json::Value> {
 /// as ready), and a dialect that probes its host found a way to read it (`host`: what the
 /// probe found, or what the host lacks). Answers from memory: the checks run in each
 /// model's upkeep task, and a table not yet verified while its first check runs reads
-/// `"checking"`.
+/// `"checking"`. The limit store and the ledger, when unavailable, make it 503 under
+/// `fail_closed`; the ledger's line is what its writer last found.
 pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     let models: Vec<(bool, serde_json::Value)> =
         state.models.iter().map(|m| model_readiness(m)).collect();
@@ -29,6 +30,9 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     // A store that cannot answer makes the service unready only under `fail_closed`.
     let limits = state.quotas.status().await;
     ready &= limits.ready;
+    // Likewise the ledger's, from what its writer last found (`null`: off).
+    let ledger = state.ledger.status();
+    ready &= ledger.as_ref().is_none_or(|l| l.ready);
     let status = if ready {
         StatusCode::OK
     } else {
@@ -37,7 +41,9 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     let models: Vec<serde_json::Value> = models.into_iter().map(|(_, m)| m).collect();
     (
         status,
-        Json(serde_json::json!({"ready": ready, "models": models, "limits": limits})),
+        Json(serde_json::json!({
+            "ready": ready, "models": models, "limits": limits, "ledger": ledger,
+        })),
     )
         .into_response()
 }
