@@ -716,6 +716,20 @@ pub(super) struct Readiness {
     models: Vec<ModelReadiness>,
     /// The per-key limit store.
     limits: LimitsReadiness,
+    /// The decision ledger (null when it is off).
+    ledger: Option<LedgerReadiness>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub(super) struct LedgerReadiness {
+    /// `sqlite` or `postgres`.
+    store: String,
+    /// `fail_open` or `fail_closed`.
+    policy: String,
+    /// Whether the store took the last write or probe (for SQLite: on the files at its path).
+    available: bool,
+    /// Available, or `fail_open`.
+    ready: bool,
 }
 
 #[derive(Serialize, ToSchema)]
