@@ -38,6 +38,7 @@ mod ignored_fields;
 mod in_flight_exact;
 mod labels_fake;
 mod ledger;
+mod ledger_routes;
 mod limits_shared;
 mod llamacpp_fake;
 mod openai_fake;
