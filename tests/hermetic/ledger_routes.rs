@@ -1,14 +1,15 @@
 //! The ledger's routes answer every refusal in the error contract's shape (the JSON body
 //! and `x-systemone-error-code`), read an outcome body as the doors read theirs (gzip and
-//! zstd, strict JSON, a size limit in that shape) and never repeat the caller's text.
+//! zstd, strict JSON, a size limit in that shape) and never repeat the caller's text; a
+//! page of the list is bounded in bytes as well as rows.
 
 use serde_json::{json, Value};
 
 use crate::body_memory::gzip;
 use crate::fake_vllm::FakeVllm;
 use crate::support::ledger::{Backend, LedgerDb};
-use crate::support::ledger_suite::{service, three_questions};
-use crate::support::{ask, assert_error, get, Reply, Service};
+use crate::support::ledger_suite::{list_all, service, three_questions};
+use crate::support::{ask, ask_as, assert_error, get, get_as, Reply, Service};
 
 const LABEL_CANARY: &str = "canary-outcome-label-7d2a";
 const QUESTION_CANARY: &str = "canary-outcome-question-7d2a";
@@ -113,4 +114,37 @@ async fn gzip_and_zstd_outcome_bodies_are_decoded_as_the_doors_decode_them() {
     assert_eq!((reply.status, &reply.body["index"]), (201, &json!(0)));
     let br = post_outcome(&service, &id, &[JSON, ("content-encoding", "br")], vec![1]).await;
     assert_error(&br, 415, "system_one_unsupported_encoding", "invalid");
+}
+
+/// Records with full inputs of 1.5 MiB each: a page stops short of its row limit at the
+/// byte budget (4 MiB), and its cursor continues to every record, each listed once.
+#[tokio::test]
+async fn a_page_ends_at_its_byte_budget_and_its_cursor_continues() {
+    const KEY: &str = "sk-ledger-pages-5b1d";
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let (_fake, service) = service(&db, &["--api-keys", KEY]).await;
+    let body = three_questions("charged twice", "team", "bug", "Which team?");
+    for _ in 0..3 {
+        assert_eq!(ask_as(&service, Some(KEY), &body).await.status, 200);
+    }
+    let store = service.state.ledger.store().expect("the ledger is on");
+    let large = Value::from("x".repeat(3 * 512 * 1024)).to_string();
+    sqlx::query("UPDATE decisions SET inputs = $1")
+        .bind(large)
+        .execute(store.pool())
+        .await
+        .expect("the records grow");
+    let first = get_as(&service, "/v1/ledger/decisions?limit=10", Some(KEY)).await;
+    assert_eq!(first.status, 200);
+    let rows = first.body["decisions"].as_array().expect("decisions").len();
+    assert!((1..3).contains(&rows), "{rows} records on the first page");
+    assert!(first.body["next_cursor"].is_string(), "a cursor continues");
+    let all = list_all(&service, KEY, "", 10).await;
+    let mut ids: Vec<&str> = all
+        .iter()
+        .map(|d| d["request_id"].as_str().expect("id"))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "every record, once");
 }

@@ -400,7 +400,7 @@ async fn post_as(service: &Service, path: &str, bearer: &str, body: &Value) -> R
 }
 
 /// Every record `bearer` lists, walking the pages of `limit` by their cursors.
-async fn list_all(service: &Service, bearer: &str, query: &str, limit: usize) -> Vec<Value> {
+pub async fn list_all(service: &Service, bearer: &str, query: &str, limit: usize) -> Vec<Value> {
     let mut all = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..100 {

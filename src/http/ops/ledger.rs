@@ -39,6 +39,11 @@ use crate::quota::UNAVAILABLE_RETRY_SECS;
 /// Records per page unless `limit` says otherwise, and the most it may say.
 const DEFAULT_LIMIT: u32 = 100;
 const MAX_LIMIT: u32 = 1000;
+/// Most bytes of records one page holds (as JSON): a page ends at the record that would
+/// take it past this, and its `next_cursor` continues after its last record, so records
+/// with full inputs never make one answer of hundreds of megabytes. A page always holds
+/// its first record, however large.
+const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Longest outcome note, in characters.
 const MAX_NOTE_CHARS: usize = 2000;
 /// Largest outcome body, decoded: a question id, a label and a note of
@@ -91,13 +96,46 @@ pub(in crate::http) async fn list(
     let page = store.decisions(&filter).await.map_err(unavailable)?;
     let ids: Vec<&str> = page.iter().map(|d| d.request_id.as_str()).collect();
     let outcomes = store.outcomes(&ids).await.map_err(unavailable)?;
-    let next = (page.len() == filter.limit as usize)
-        .then(|| page.last().map(|d| format!("{}.{}", d.at_ms, d.request_id)))
-        .flatten();
-    let decisions: Vec<Value> = page.iter().map(|d| render(d, &outcomes, &names)).collect();
+    let decisions = within_page_bytes(page.iter().map(|d| render(d, &outcomes, &names)));
+    let full = decisions.len() == filter.limit as usize || decisions.len() < page.len();
+    let next = full
+        .then(|| page.get(decisions.len().wrapping_sub(1)))
+        .flatten()
+        .map(|d| format!("{}.{}", d.at_ms, d.request_id));
     Ok(Json(
         json!({"object": "list", "decisions": decisions, "next_cursor": next}),
     ))
+}
+
+/// The rendered records, in order, up to the first that would take the page past
+/// [`MAX_PAGE_BYTES`] (the first always kept).
+fn within_page_bytes(rendered: impl Iterator<Item = Value>) -> Vec<Value> {
+    let mut bytes = 0usize;
+    let mut kept = Vec::new();
+    for record in rendered {
+        bytes = bytes.saturating_add(json_bytes(&record));
+        if bytes > MAX_PAGE_BYTES && !kept.is_empty() {
+            break;
+        }
+        kept.push(record);
+    }
+    kept
+}
+
+/// The length of `value` as JSON, counted without writing it anywhere.
+fn json_bytes(value: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    serde_json::to_writer(&mut counter, value).map_or(usize::MAX, |()| counter.0)
 }
 
 /// `GET /v1/ledger/decisions/{request_id}`.
