@@ -25,7 +25,8 @@ fn padded(padding: usize) -> Value {
     })
 }
 
-fn gzip(body: &[u8]) -> Vec<u8> {
+/// `body` gzip-compressed (at the best ratio).
+pub(crate) fn gzip(body: &[u8]) -> Vec<u8> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     gz.write_all(body).expect("compresses");
     gz.finish().expect("compresses")

@@ -39,6 +39,7 @@ mod in_flight_exact;
 mod labels_fake;
 mod ledger;
 mod ledger_files;
+mod ledger_routes;
 mod limits_shared;
 mod llamacpp_fake;
 mod openai_fake;

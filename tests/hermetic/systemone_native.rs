@@ -300,6 +300,22 @@ async fn every_upstream_failure_maps_to_its_contract_error() {
         )
         .retry(1),
         row(Vllm, Fault::MistypedField, 502, BROKEN.0, BROKEN.1).says("answers[0].confidence"),
+        row(
+            TypeSafe,
+            Fault::Model(CANARY.repeat(50_000)),
+            502,
+            BROKEN.0,
+            BROKEN.1,
+        )
+        .says("model must be an identifier"),
+        row(
+            Ollama,
+            Fault::Model(format!("<b>{CANARY}</b>")),
+            502,
+            BROKEN.0,
+            BROKEN.1,
+        )
+        .says("model must be an identifier"),
     ];
     for r in rows {
         let fake = FakeNative::start(r.flavor).await;

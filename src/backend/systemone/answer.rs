@@ -43,7 +43,7 @@ pub fn check(body: &[u8], questions: &[&LoweredQuestion]) -> Result<NativeReply,
     let body: Value =
         serde_json::from_slice(body).map_err(|_| contract("the answer", "is not JSON".into()))?;
     let top = object(&body, "the answer")?;
-    let model = string(top, "model", "model")?.to_string();
+    let model = model_name(string(top, "model", "model")?)?;
     let answers = object(field(top, "answers", "answers")?, "answers")?;
     let answers = questions
         .iter()
@@ -261,6 +261,25 @@ fn string<'v>(map: &'v Map<String, Value>, name: &str, at: &str) -> Result<&'v s
         .ok_or_else(|| contract(at, format!("must be a string, got {}", kind(v))))
 }
 
+/// Longest `model` an upstream may name, in bytes.
+const MAX_MODEL_BYTES: usize = 256;
+
+/// The upstream's `model`, accepted only as a short identifier: 1 to [`MAX_MODEL_BYTES`]
+/// bytes of `[A-Za-z0-9._:/@+-]` (what model ids are made of: `org/name`, `llama3:8b`,
+/// `name@rev`). The service repeats it to the caller and copies it into every question of
+/// the ledger record, so anything else (a megabyte of text, markup, an error message) is a
+/// broken protocol, refused without repeating it.
+fn model_name(model: &str) -> Result<String, BackendError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._:/@+-".contains(c);
+    if model.is_empty() || model.len() > MAX_MODEL_BYTES || !model.chars().all(allowed) {
+        return Err(contract(
+            "model",
+            format!("must be an identifier of 1 to {MAX_MODEL_BYTES} bytes of A-Z a-z 0-9 . _ : / @ + -"),
+        ));
+    }
+    Ok(model.to_owned())
+}
+
 fn finite(v: &Value, at: &str) -> Result<f64, BackendError> {
     v.as_f64()
         .filter(|x| x.is_finite())
@@ -348,6 +367,12 @@ mod tests {
             }),
             ("model must be a string, got a number", |v| {
                 v["model"] = json!(7)
+            }),
+            ("model must be an identifier of 1 to 256 bytes", |v| {
+                v["model"] = json!("x".repeat(257))
+            }),
+            ("model must be an identifier", |v| {
+                v["model"] = json!("jev 1.13 <b>")
             }),
             ("answers must be an object, got an array", |v| {
                 v["answers"] = json!([])

@@ -8,18 +8,27 @@
 //! Records hold keyed hashes of question ids and labels: a caller who names them in the
 //! query (`question=…`, `label=…`, repeatable) gets them back by name where they match
 //! (the service hashes the query), else as hashes only.
+//!
+//! Every refusal is in the error contract's shape (the body and the code header), as the
+//! doors' are: a request id in the path that is not text, a query or body that cannot be
+//! read. An outcome body is read as the doors read theirs (`Content-Encoding`, the body
+//! memory budget, strict JSON that refuses a repeated key), under a limit of its own;
+//! messages name the field and never repeat what the caller sent (a question id, a label,
+//! a request id), which a log line or a shared dashboard might show to someone else.
 
 use std::collections::HashMap;
 
-use axum::body::Bytes;
+use axum::body::Body;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
 use crate::error::{ApiError, Code};
 use crate::http::auth::Caller;
+use crate::http::body::read_request;
 use crate::http::AppState;
 use crate::ledger::key::{Domain, LedgerKey};
 use crate::ledger::query::{Filter, NewOutcome, OutcomeError, OutcomeRow};
@@ -30,8 +39,17 @@ use crate::quota::UNAVAILABLE_RETRY_SECS;
 /// Records per page unless `limit` says otherwise, and the most it may say.
 const DEFAULT_LIMIT: u32 = 100;
 const MAX_LIMIT: u32 = 1000;
+/// Most bytes of records one page holds (as JSON): a page ends at the record that would
+/// take it past this, and its `next_cursor` continues after its last record, so records
+/// with full inputs never make one answer of hundreds of megabytes. A page always holds
+/// its first record, however large.
+const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Longest outcome note, in characters.
 const MAX_NOTE_CHARS: usize = 2000;
+/// Largest outcome body, decoded: a question id, a label and a note of
+/// [`MAX_NOTE_CHARS`] fit many times over even fully `\u`-escaped, and no caller makes
+/// the service hold megabytes to record one outcome.
+const MAX_OUTCOME_BODY_BYTES: usize = 64 * 1024;
 /// The query parameters of the list.
 const PARAMETERS: &str = "since, until, model, route, has_outcome, limit, cursor, question, label";
 
@@ -68,37 +86,90 @@ fn is_admin(state: &AppState, caller: &Caller) -> bool {
 pub(in crate::http) async fn list(
     State(state): State<AppState>,
     caller: Caller,
-    Query(pairs): Query<Vec<(String, String)>>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let (store, key) = open(&state)?;
-    let (mut filter, names) = parse_query(&pairs, key)?;
+    let (mut filter, names) = parse_query(&pairs(query)?, key)?;
     if !is_admin(&state, &caller) {
         filter.key = Some(caller.name().to_owned());
     }
     let page = store.decisions(&filter).await.map_err(unavailable)?;
     let ids: Vec<&str> = page.iter().map(|d| d.request_id.as_str()).collect();
     let outcomes = store.outcomes(&ids).await.map_err(unavailable)?;
-    let next = (page.len() == filter.limit as usize)
-        .then(|| page.last().map(|d| format!("{}.{}", d.at_ms, d.request_id)))
-        .flatten();
-    let decisions: Vec<Value> = page.iter().map(|d| render(d, &outcomes, &names)).collect();
+    let decisions = within_page_bytes(page.iter().map(|d| render(d, &outcomes, &names)));
+    let full = decisions.len() == filter.limit as usize || decisions.len() < page.len();
+    let next = full
+        .then(|| page.get(decisions.len().wrapping_sub(1)))
+        .flatten()
+        .map(|d| format!("{}.{}", d.at_ms, d.request_id));
     Ok(Json(
         json!({"object": "list", "decisions": decisions, "next_cursor": next}),
     ))
+}
+
+/// The rendered records, in order, up to the first that would take the page past
+/// [`MAX_PAGE_BYTES`] (the first always kept).
+fn within_page_bytes(rendered: impl Iterator<Item = Value>) -> Vec<Value> {
+    let mut bytes = 0usize;
+    let mut kept = Vec::new();
+    for record in rendered {
+        bytes = bytes.saturating_add(json_bytes(&record));
+        if bytes > MAX_PAGE_BYTES && !kept.is_empty() {
+            break;
+        }
+        kept.push(record);
+    }
+    kept
+}
+
+/// The length of `value` as JSON, counted without writing it anywhere.
+fn json_bytes(value: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    serde_json::to_writer(&mut counter, value).map_or(usize::MAX, |()| counter.0)
 }
 
 /// `GET /v1/ledger/decisions/{request_id}`.
 pub(in crate::http) async fn one(
     State(state): State<AppState>,
     caller: Caller,
-    Path(request_id): Path<String>,
-    Query(pairs): Query<Vec<(String, String)>>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let request_id = path_id(path)?;
     let (store, key) = open(&state)?;
-    let (_, names) = parse_query(&pairs, key)?;
+    let (_, names) = parse_query(&pairs(query)?, key)?;
     let decision = own_decision(&state, &caller, store, &request_id).await?;
     let outcomes = store.outcomes(&[&request_id]).await.map_err(unavailable)?;
     Ok(Json(render(&decision, &outcomes, &names)))
+}
+
+/// The request id in the path; one that is not UTF-8 text (or not there) names no record.
+fn path_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    path.map(|Path(id)| id).map_err(|_| {
+        ApiError::new(
+            Code::DecisionNotFound,
+            "the request id in the path is not UTF-8 text, so no decision has it",
+        )
+    })
+}
+
+/// The query's pairs; a query that cannot be read is refused in the contract's shape.
+fn pairs(
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Vec<(String, String)>, ApiError> {
+    query
+        .map(|Query(pairs)| pairs)
+        .map_err(|_| bad("the query string could not be read as name=value pairs".into()))
 }
 
 /// The record `request_id` if `caller` may see it, else 404 (whether missing or another
@@ -115,7 +186,7 @@ async fn own_decision(
         .ok_or_else(|| {
             ApiError::new(
                 Code::DecisionNotFound,
-                format!("no decision {request_id:?} on record for this API key"),
+                "no decision with this request id is on record for this API key",
             )
         })
 }
@@ -153,9 +224,9 @@ fn parse_query(pairs: &[(String, String)], key: &LedgerKey) -> Result<(Filter, N
                     .labels
                     .insert(key.hash(Domain::Label, value), value.clone());
             }
-            other => {
+            _ => {
                 return Err(bad(format!(
-                    "unknown query parameter {other:?}; the parameters are {PARAMETERS}"
+                    "the query has an unknown parameter; the parameters are {PARAMETERS}"
                 )))
             }
         }
@@ -167,36 +238,28 @@ fn parse_query(pairs: &[(String, String)], key: &LedgerKey) -> Result<(Filter, N
 fn instant_ms(field: &str, text: &str) -> Result<i64, ApiError> {
     crate::days::instant_ms(text).ok_or_else(|| {
         bad(format!(
-            "{field} must be Unix milliseconds or a UTC date YYYY-MM-DD, got {text:?}"
+            "{field} must be Unix milliseconds or a UTC date YYYY-MM-DD"
         ))
     })
 }
 
 fn boolean(field: &str, text: &str) -> Result<bool, ApiError> {
     text.parse()
-        .map_err(|_| bad(format!("{field} must be true or false, got {text:?}")))
+        .map_err(|_| bad(format!("{field} must be true or false")))
 }
 
 fn limit(text: &str) -> Result<u32, ApiError> {
     text.parse::<u32>()
         .ok()
         .filter(|n| (1..=MAX_LIMIT).contains(n))
-        .ok_or_else(|| {
-            bad(format!(
-                "limit must be an integer from 1 to {MAX_LIMIT}, got {text:?}"
-            ))
-        })
+        .ok_or_else(|| bad(format!("limit must be an integer from 1 to {MAX_LIMIT}")))
 }
 
 /// A `next_cursor`: `<at_ms>.<request_id>`.
 fn cursor(text: &str) -> Result<(i64, String), ApiError> {
     text.split_once('.')
         .and_then(|(at, id)| Some((at.parse().ok()?, id.to_owned())))
-        .ok_or_else(|| {
-            bad(format!(
-                "cursor must be a next_cursor this service gave, got {text:?}"
-            ))
-        })
+        .ok_or_else(|| bad("cursor must be a next_cursor this service gave".into()))
 }
 
 /// A record as the door shows it: names where the caller gave them, each question's
@@ -268,11 +331,13 @@ fn render_question(q: &QuestionRecord, outcomes: &[&OutcomeRow], names: &Names) 
 pub(in crate::http) async fn add_outcome(
     State(state): State<AppState>,
     caller: Caller,
-    Path(request_id): Path<String>,
-    body: Bytes,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
 ) -> Result<Response, ApiError> {
+    let request_id = path_id(path)?;
     let (store, key) = open(&state)?;
-    let asked = OutcomeBody::parse(&body)?;
+    let asked = read_outcome(&state, &headers, body).await?;
     let decision = own_decision(&state, &caller, store, &request_id).await?;
     let question_hash = key.hash(Domain::Name, &asked.question);
     let question = decision
@@ -282,10 +347,7 @@ pub(in crate::http) async fn add_outcome(
         .ok_or_else(|| {
             ApiError::new(
                 Code::BadOutcome,
-                format!(
-                    "question {:?} is not a question of decision {request_id:?}",
-                    asked.question
-                ),
+                "question is not the id of a question of this decision",
             )
         })?;
     let index = option_index(key, question, &asked)?;
@@ -303,10 +365,7 @@ pub(in crate::http) async fn add_outcome(
         Err(OutcomeError::Exists) => {
             return Err(ApiError::new(
                 Code::OutcomeExists,
-                format!(
-                    "question {:?} of decision {request_id:?} already has an outcome; send \"replace\": true to replace it (the old one is kept as history)",
-                    asked.question
-                ),
+                "this question of this decision already has an outcome; send \"replace\": true to replace it (the old one is kept as history)",
             ))
         }
         Err(OutcomeError::Store(e)) => return Err(unavailable(e)),
@@ -324,6 +383,23 @@ pub(in crate::http) async fn add_outcome(
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
+/// The outcome body, read as a door reads its body (encoding, budget, strict JSON). A
+/// multipart body's image parts have no place in an outcome.
+async fn read_outcome(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<OutcomeBody, ApiError> {
+    let body = read_request(headers, body, MAX_OUTCOME_BODY_BYTES, &state.body_budget).await?;
+    if !body.parts.is_empty() {
+        return Err(ApiError::new(
+            Code::BadOutcome,
+            "an outcome body has no parts but \"request\"",
+        ));
+    }
+    OutcomeBody::from_json(body.json)
+}
+
 /// The outcome body: `{"question", "outcome", "note"?, "replace"?}`.
 #[derive(Debug)]
 struct OutcomeBody {
@@ -334,23 +410,22 @@ struct OutcomeBody {
 }
 
 impl OutcomeBody {
-    fn parse(bytes: &[u8]) -> Result<Self, ApiError> {
+    fn from_json(value: Value) -> Result<Self, ApiError> {
         let invalid = |m: String| ApiError::new(Code::BadOutcome, m);
-        let value: Value = serde_json::from_slice(bytes)
-            .map_err(|e| ApiError::new(Code::InvalidJson, format!("the body is not JSON: {e}")))?;
         let Value::Object(map) = value else {
             return Err(invalid(
                 "the body must be an object {\"question\", \"outcome\", \"note\"?, \"replace\"?}"
                     .into(),
             ));
         };
-        if let Some(other) = map
+        if map
             .keys()
-            .find(|k| !matches!(k.as_str(), "question" | "outcome" | "note" | "replace"))
+            .any(|k| !matches!(k.as_str(), "question" | "outcome" | "note" | "replace"))
         {
-            return Err(invalid(format!(
-                "unknown field {other:?}; the fields are question, outcome, note and replace"
-            )));
+            return Err(invalid(
+                "the body has an unknown field; the fields are question, outcome, note and replace"
+                    .into(),
+            ));
         }
         let question = match map.get("question") {
             Some(Value::String(q)) => q.clone(),
@@ -411,8 +486,8 @@ fn option_index(
         ApiError::new(
             Code::BadOutcome,
             format!(
-                "outcome {} is not an outcome of {} question {:?}: expected {expected}",
-                asked.outcome, q.kind, asked.question
+                "outcome is not an outcome of this {} question: expected {expected}",
+                q.kind
             ),
         )
     })

@@ -62,6 +62,8 @@ pub enum Fault {
     ExtraField,
     /// A 200 whose usage reports 2^64 − 1 input tokens: a count no request can hold.
     HugeUsage,
+    /// A 200 whose `model` is this text.
+    Model(String),
     /// Sleep this long (tokio time) before answering correctly.
     Slow(Duration),
     /// Never answer.
@@ -198,6 +200,11 @@ async fn respond(flavor: Flavor, fault: Fault, body: &Value) -> Response {
         Fault::ExtraField => ok(every_answer(body, |a| {
             a.insert("x_explanation".into(), json!({"why": "kept as sent"}));
         })),
+        Fault::Model(model) => {
+            let mut a = answer_body(body);
+            a["model"] = json!(model);
+            ok(a)
+        }
         Fault::Slow(d) => {
             tokio::time::sleep(d).await;
             ok(answer_body(body))
