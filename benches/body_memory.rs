@@ -58,8 +58,23 @@ fn proc_mib(pid: u32, field: &str) -> f64 {
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
-/// One burst against a fresh service: answers by status, idle, peak and settled MiB.
-fn burst(fake_url: &str, n: usize, body: &[u8]) -> (BTreeMap<u16, usize>, f64, f64, f64) {
+/// What one burst measured.
+struct Burst {
+    /// Answers by status (0: no answer).
+    statuses: BTreeMap<u16, usize>,
+    /// Resident MiB idle before, at the peak, and 3 s after.
+    idle: f64,
+    peak: f64,
+    settled: f64,
+    /// Seconds from the first send to the last answer.
+    secs: f64,
+    /// `/tokenize` and chat requests the fake backend received during the burst.
+    backend_calls: usize,
+}
+
+/// One burst against a fresh service.
+fn burst(fake: &FakeVllm, n: usize, body: &[u8]) -> Burst {
+    let fake_url = &fake.base_url();
     let bin = std::env::var("BODY_MEMORY_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_systemone").to_string());
     let flags = std::env::var("BODY_MEMORY_FLAGS").unwrap_or_default();
@@ -72,6 +87,9 @@ fn burst(fake_url: &str, n: usize, body: &[u8]) -> (BTreeMap<u16, usize>, f64, f
     let rt = support::runtime("burst");
     std::thread::sleep(Duration::from_secs(1));
     let idle = proc_mib(pid, "VmRSS");
+    let calls = || fake.tokenize_requests() + fake.chat_requests();
+    let calls_before = calls();
+    let started = std::time::Instant::now();
     let statuses = rt.block_on(async {
         let sends = (0..n).map(|_| {
             client
@@ -88,10 +106,19 @@ fn burst(fake_url: &str, n: usize, body: &[u8]) -> (BTreeMap<u16, usize>, f64, f
         }
         counts
     });
+    let secs = started.elapsed().as_secs_f64();
+    let backend_calls = calls() - calls_before;
     let peak = proc_mib(pid, "VmHWM");
     std::thread::sleep(Duration::from_secs(3));
     let settled = proc_mib(pid, "VmRSS");
-    (statuses, idle, peak, settled)
+    Burst {
+        statuses,
+        idle,
+        peak,
+        settled,
+        secs,
+        backend_calls,
+    }
 }
 
 fn main() {
@@ -111,15 +138,25 @@ fn main() {
         std::env::var("BODY_MEMORY_FLAGS").unwrap_or_default()
     );
     println!(
-        "| concurrent | answers (status × n) | idle RSS MiB | peak RSS MiB | settled RSS MiB |"
+        "| concurrent | answers (status × n) | seconds to the last answer | backend calls \
+         (tokenize + chat) | idle RSS MiB | peak RSS MiB | settled RSS MiB |"
     );
-    println!("|---:|---|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|");
     for n in bursts {
-        let (statuses, idle, peak, settled) = burst(&fake.base_url(), n, &body);
-        let answers: Vec<String> = statuses.iter().map(|(s, c)| format!("{s} × {c}")).collect();
+        let b = burst(&fake, n, &body);
+        let answers: Vec<String> = b
+            .statuses
+            .iter()
+            .map(|(s, c)| format!("{s} × {c}"))
+            .collect();
         println!(
-            "| {n} | {} | {idle:.0} | {peak:.0} | {settled:.0} |",
-            answers.join(", ")
+            "| {n} | {} | {:.2} | {} | {:.0} | {:.0} | {:.0} |",
+            answers.join(", "),
+            b.secs,
+            b.backend_calls,
+            b.idle,
+            b.peak,
+            b.settled
         );
     }
 }
