@@ -9,7 +9,8 @@
 //! * every `curl` that sends a body gets a 200 from the service on the fake for that body,
 //!   sent to the route the command names (the caller's key left out: the service is open);
 //! * every `systemone` command line names only a subcommand and flags the binary has;
-//! * every `json` block parses.
+//! * every `json` block parses;
+//! * the `python` blocks run with the official SDKs in the live tier (`tests/live/examples.rs`).
 
 use std::path::PathBuf;
 

@@ -245,3 +245,73 @@ async fn post_as(service: &Service, path: &str, body: &Value) -> Reply {
     assert_eq!(reply.status, 200, "{path}: {}", reply.text);
     reply
 }
+
+// ---------------------------------------------------------------------------------------
+// The book's Python snippets.
+// ---------------------------------------------------------------------------------------
+
+/// The ```` ```python ```` blocks of the README and of every page under `docs/` (the built
+/// book under `docs/book/` left out), each with the page it is on.
+fn book_python_blocks() -> Vec<(PathBuf, String)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read docs/") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() && !path.ends_with("book") {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    let mut blocks = Vec::new();
+    for page in pages {
+        let text = std::fs::read_to_string(&page).expect("read a page");
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            if line.trim_start() == "```python" {
+                let code: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
+                blocks.push((page.clone(), code.join("\n")));
+            }
+        }
+    }
+    blocks
+}
+
+/// Every Python snippet of the README and the book runs with the official SDKs against the
+/// service (on the fake vLLM, behind a key) and prints something: the page's base URL, key
+/// and model are replaced by the test service's, nothing else. A snippet whose SDK call or
+/// field access no longer matches the service fails here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_python_snippet_of_the_book_runs_against_the_service() {
+    let python = sdk_python();
+    let (_fake, service) = snippet_service().await;
+    let base = service.url("");
+    let base = base.trim_end_matches('/');
+    let blocks = book_python_blocks();
+    assert!(
+        blocks.len() >= 3,
+        "the book's Python snippets: {}",
+        blocks.len()
+    );
+    for (page, code) in blocks {
+        let code = code
+            .replace("http://localhost:8080", base)
+            .replace("http://127.0.0.1:8080", base)
+            .replace("\"sk-...\"", &format!("\"{SNIPPET_KEY}\""))
+            .replace("\"gemma-3-270m\"", &format!("\"{SNIPPET_MODEL}\""));
+        let env = vec![
+            ("TYPESAFE_BASE_URL", base.to_string()),
+            ("TYPESAFE_API_KEY", SNIPPET_KEY.to_string()),
+            ("TYPESAFE_DEFAULT_MODEL", SNIPPET_MODEL.to_string()),
+        ];
+        let stdout = run_program(python.clone(), vec!["-c".into(), code], env).await;
+        assert!(
+            !stdout.trim().is_empty(),
+            "{}: the snippet printed nothing",
+            page.display()
+        );
+    }
+}
