@@ -137,14 +137,7 @@ async fn a_changed_tokenizer_rebuilds_the_table() {
     let service = auto_service(&fake.base_url(), &["--token-check-interval-secs", "1"]).await;
     let before = table_built(&service).await;
     fake.set_token_id_offset(1);
-    let model = service.state.models.default_model();
-    until("the table was rebuilt", WITHIN, || {
-        model
-            .table
-            .get()
-            .is_some_and(|t| t.labels[0].id == before.labels[0].id + 1)
-    })
-    .await;
+    until_rebuilt(&service, &before).await;
     let after = table_built(&service).await;
     for (old, new) in before.labels.iter().zip(&after.labels) {
         assert_eq!((new.number, new.id), (old.number, old.id + 1));
@@ -211,9 +204,9 @@ async fn assert_disabled_after_a_rebuild(
     assert_ready(service, 503, "mismatch").await;
 }
 
-/// Waits until the table is rebuilt from the changed tokenizer (digit ids one higher than
-/// `before`'s) and verified, then asserts the model answers and `/readyz` is 200 again.
-async fn assert_rebuilt_and_answering(service: &Service, before: &TokenTable) {
+/// Waits until the table is rebuilt from the changed tokenizer: digit ids one higher than
+/// `before`'s.
+async fn until_rebuilt(service: &Service, before: &TokenTable) {
     let model = service.state.models.default_model();
     until("the table was rebuilt", WITHIN, || {
         model
@@ -222,6 +215,12 @@ async fn assert_rebuilt_and_answering(service: &Service, before: &TokenTable) {
             .is_some_and(|t| t.labels[0].id == before.labels[0].id + 1)
     })
     .await;
+}
+
+/// Waits until the table is rebuilt ([`until_rebuilt`]) and verified, then asserts the
+/// model answers and `/readyz` is 200 again.
+async fn assert_rebuilt_and_answering(service: &Service, before: &TokenTable) {
+    until_rebuilt(service, before).await;
     table_built(service).await;
     let answered = ask(service, &one_choice(3)).await;
     assert_eq!(answered.status, 200, "{}", answered.text);
