@@ -4,7 +4,8 @@
 //!   list of `docs/api/models.md`) is what the service answers that request on the fake
 //!   vLLM, exactly: the golden case it is taken from is replayed, and the JSON compared
 //!   value for value;
-//! * an answer marked illustrative (`docs/request.md`) has exactly the fields, in the same
+//! * an answer marked illustrative (`docs/request.md`, `docs/api/decisions.md`,
+//!   `docs/api/rerank.md`) has exactly the fields, in the same
 //!   places and of the same kinds, as the service's answer to the request beside it;
 //! * every `curl` that sends a body gets a 200 from the service on the fake for that body,
 //!   sent to the route the command names (the caller's key left out: the service is open);
@@ -277,14 +278,28 @@ async fn the_documented_models_list_is_the_services() {
     );
 }
 
-/// Proves the illustrative answer of the request walk-through has the service's fields.
+/// The pages whose answer is illustrative, and the route their `curl` calls.
+const ILLUSTRATIVE: [(&str, &str); 3] = [
+    ("docs/request.md", "/v1/systemone"),
+    ("docs/api/decisions.md", "/v1/decisions"),
+    ("docs/api/rerank.md", "/v2/rerank"),
+];
+
+/// Proves each illustrative answer (the request walk-through's, the Decisions and Rerank
+/// pages') has the fields the service answers its request with, in the same places and of
+/// the same kinds; the page's model is the fake's (`glm-5.3-flash`) for the call.
 #[tokio::test]
-async fn the_illustrative_answer_has_the_services_shape() {
+async fn the_illustrative_answers_have_the_services_shape() {
     let (_fake, service) = support::setup(&[]).await;
-    let (request, documented) = answer_after_curl("docs/request.md", "/v1/systemone");
-    let reply = support::ask(&service, &request).await;
-    assert_eq!(reply.status, 200, "docs/request.md: {}", reply.text);
-    assert_eq!(shape(&documented), shape(&reply.body), "docs/request.md");
+    for (page, route) in ILLUSTRATIVE {
+        let (mut request, documented) = answer_after_curl(page, route);
+        if request.get("model").is_some() {
+            request["model"] = Value::from("glm-5.3-flash");
+        }
+        let reply = support::post(&service.client, &service.url(route), &request).await;
+        assert_eq!(reply.status, 200, "{page}: {}", reply.text);
+        assert_eq!(shape(&documented), shape(&reply.body), "{page}");
+    }
 }
 
 /// A value's shape: its keys and kinds, with every number and string alike.
