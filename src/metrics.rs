@@ -68,6 +68,7 @@ pub struct Metrics {
     /// Ledger records by store and result (`committed`, or the policy that applied to a
     /// miss: `fail_open`, `fail_closed`).
     ledger_records: IntCounterVec,
+    ledger_missed_waits: IntCounterVec,
     /// Seconds one ledger transaction (a batch of records) took to commit, by store.
     ledger_commit: HistogramVec,
     /// Records per ledger transaction (group commit), by store.
@@ -144,6 +145,7 @@ impl Metrics {
             limit_store_decisions: r.counters(&LIMIT_STORE_DECISIONS),
             limit_store_up: r.gauges(&LIMIT_STORE_UP),
             ledger_records: r.counters(&LEDGER_RECORDS),
+            ledger_missed_waits: r.counters(&LEDGER_MISSED_WAITS),
             ledger_commit: r.histograms(&LEDGER_COMMIT, LIMIT_STORE_LATENCY_BUCKETS),
             ledger_batch_rows: r.histograms(&LEDGER_BATCH_ROWS, LEDGER_BATCH_ROWS_BUCKETS),
             ledger_outcomes: r.gauges(&LEDGER_OUTCOMES),
@@ -208,10 +210,19 @@ impl Metrics {
             .set(i64::from(up));
     }
 
-    /// Counts one ledger record: committed, or the policy that applied to its miss.
-    pub fn count_ledger_record(&self, store: &str, result: &str) {
+    /// Counts `n` ledger records by what became of them: `committed` while their request
+    /// waited, `late` (after it stopped waiting), or `lost` (never on record).
+    pub fn count_ledger_records(&self, store: &str, result: &str, n: usize) {
         self.ledger_records
             .with_label_values(&[store, result])
+            .inc_by(n as u64);
+    }
+
+    /// Counts one request that stopped waiting for its record (its record may still land
+    /// `late`), under `policy`.
+    pub fn count_ledger_missed_wait(&self, store: &str, policy: &str) {
+        self.ledger_missed_waits
+            .with_label_values(&[store, policy])
             .inc();
     }
 
@@ -508,8 +519,15 @@ const ESCALATED_ANSWERS: Family = Family {
 /// `ledger_records_total`.
 const LEDGER_RECORDS: Family = Family {
     name: "ledger_records_total",
-    help: "Decision-ledger records by store and result: committed, or the policy applied to a miss (fail_open, fail_closed)",
+    help: "Decision-ledger records by store and result: committed (while the request waited), late (written after it stopped waiting, as it was answered or refused), lost (never on record)",
     labels: &["store", "result"],
+};
+
+/// `ledger_missed_waits_total`.
+const LEDGER_MISSED_WAITS: Family = Family {
+    name: "ledger_missed_waits_total",
+    help: "Requests whose record was not committed within --ledger-timeout-ms, by store and the policy applied (fail_open: answered, fail_closed: refused 503); the record itself is counted in ledger_records_total when it lands late or is lost",
+    labels: &["store", "policy"],
 };
 
 /// `ledger_commit_seconds`.

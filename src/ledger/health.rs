@@ -1,8 +1,9 @@
 //! What the ledger last found of its store, kept in memory so `/readyz` answers without
 //! waiting on the database: the writer sets it after each batch (and after each probe
-//! while the store is unavailable), a request whose commit timed out clears it.
+//! while the store is unavailable), a request whose commit timed out clears it; and how
+//! many records wait to be written again once the store is back.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde::Serialize;
 
@@ -10,6 +11,8 @@ use serde::Serialize;
 #[derive(Debug)]
 pub(super) struct Health {
     available: AtomicBool,
+    /// Records whose commit failed, kept by the writers to be written again.
+    backlog: AtomicUsize,
 }
 
 impl Default for Health {
@@ -17,6 +20,7 @@ impl Default for Health {
     fn default() -> Self {
         Health {
             available: AtomicBool::new(true),
+            backlog: AtomicUsize::new(0),
         }
     }
 }
@@ -28,6 +32,20 @@ impl Health {
 
     pub(super) fn available(&self) -> bool {
         self.available.load(Ordering::Relaxed)
+    }
+
+    /// A writer kept `n` more records to write again.
+    pub(super) fn backlog_grew(&self, n: usize) {
+        self.backlog.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A writer took `n` records of its backlog (to write them, or to give them up).
+    pub(super) fn backlog_shrank(&self, n: usize) {
+        self.backlog.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    pub(super) fn backlog(&self) -> usize {
+        self.backlog.load(Ordering::Relaxed)
     }
 }
 
@@ -43,4 +61,6 @@ pub struct LedgerStatus {
     pub available: bool,
     /// Whether requests can be served: available, or `fail_open`.
     pub ready: bool,
+    /// Records whose commit failed, waiting to be written again once the store is back.
+    pub backlog: usize,
 }

@@ -12,18 +12,24 @@
 //!   again); [`health`]: what the writer last found, for `/readyz`.
 //! * [`writer`]: group commit: whatever records are waiting are written as one
 //!   transaction on a connection of the writer's own, durable when its commit returns
-//!   (SQLite: `synchronous=FULL`; PostgreSQL: two writer connections overlap batches).
+//!   (SQLite: `synchronous=FULL`; PostgreSQL: two writer connections overlap batches);
+//!   [`backlog`]: what it keeps after a failed commit, to write again once the store is
+//!   back; [`fate`]: how a request that gave up waiting and was refused has its refusal
+//!   recorded in place of its answer.
 //!
 //! [`Ledger`] wraps them with what a request needs: a bounded wait for its commit
 //! (`--ledger-timeout-ms`) and the failure policy (`fail_closed`: the request is refused
-//! 503 `system_one_ledger_unavailable`; `fail_open`: it is answered and the miss counted),
-//! and a background task that deletes expired records.
+//! 503 `system_one_ledger_unavailable`, and that refusal is what is recorded; `fail_open`:
+//! it is answered, and the answer recorded late), and a background task that deletes
+//! expired records.
 //!
 //! Beside `engine/` and `quota/` in the layers, below `http/`, which calls it from the
 //! front-door flow; it uses `request/` (validated requests) and the leaves.
 
+mod backlog;
 mod clock;
 pub mod draft;
+mod fate;
 mod files;
 pub mod health;
 pub mod key;
@@ -163,6 +169,7 @@ impl Ledger {
             policy: open.policy.as_str(),
             available,
             ready: available || open.policy == FailurePolicy::FailOpen,
+            backlog: open.health.backlog(),
         })
     }
 
@@ -200,20 +207,42 @@ impl Ledger {
         });
     }
 
-    /// Commits `decision` (waiting for its batch), within the timeout. A miss (timeout, a
+    /// Commits `decision` (waiting for its batch), within the timeout; a record that stands
+    /// whatever the request does (a refusal, which goes out as it is). A miss (timeout, a
     /// database error) is counted; under `fail_closed` it is also [`Unrecorded`]. Off: Ok.
     pub async fn commit(&self, decision: Decision) -> Result<(), Unrecorded> {
+        self.commit_or(decision, None).await
+    }
+
+    /// Commits the record of an answer, as [`Ledger::commit`]; if the wait misses under
+    /// `fail_closed`, the request is refused, and `withheld` (that refusal) is what the
+    /// store keeps, written once the store takes writes again ([`fate`]).
+    pub async fn commit_answer(
+        &self,
+        decision: Decision,
+        withheld: impl FnOnce() -> Decision,
+    ) -> Result<(), Unrecorded> {
+        let closed = self
+            .open
+            .as_ref()
+            .is_some_and(|o| o.policy == FailurePolicy::FailClosed);
+        let instead = closed.then(|| StoredRow::new(withheld()));
+        self.commit_or(decision, instead).await
+    }
+
+    async fn commit_or(
+        &self,
+        decision: Decision,
+        instead: Option<StoredRow>,
+    ) -> Result<(), Unrecorded> {
         let Some(open) = &self.open else {
             return Ok(());
         };
+        let fate = Arc::new(fate::Fate::default());
         let row = StoredRow::new(decision);
-        let outcome = tokio::time::timeout(open.timeout, open.send(row)).await;
-        let kind = open.store.driver().as_str();
-        let miss = match outcome {
-            Ok(Ok(())) => {
-                open.metrics.count_ledger_record(kind, "committed");
-                return Ok(());
-            }
+        let sent = open.send(row, instead, fate.clone());
+        let miss = match tokio::time::timeout(open.timeout, sent).await {
+            Ok(Ok(())) => return Ok(()),
             Ok(Err(e)) => e,
             Err(_) => {
                 // The writer sets it again once a batch (or its probe) commits.
@@ -221,7 +250,13 @@ impl Ledger {
                 "timed out".to_string()
             }
         };
-        open.metrics.count_ledger_record(kind, open.policy.as_str());
+        if open.policy == FailurePolicy::FailClosed && !fate.withdraw() {
+            // The answer landed as the wait ended: it is on record, and goes out.
+            return Ok(());
+        }
+        let kind = open.store.driver().as_str();
+        open.metrics
+            .count_ledger_missed_wait(kind, open.policy.as_str());
         open.warn_of_miss(&miss);
         match open.policy {
             FailurePolicy::FailOpen => Ok(()),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::clock::now_ms;
+use super::fate::Fate;
 use super::health::Health;
 use super::key::LedgerKey;
 use super::store::{Store, StoredRow};
@@ -62,21 +63,49 @@ impl Open {
             store = self.store.driver().as_str(),
             policy = self.policy.as_str(),
             reason,
-            "a decision was not recorded (at most one such line a minute; systemone_ledger_records_total counts them all)"
+            "a request stopped waiting for its decision record (at most one such line a minute; systemone_ledger_missed_waits_total counts them all, systemone_ledger_records_total what became of the records)"
         );
     }
 
-    /// Queues `row` and waits for its batch's commit.
-    pub(super) async fn send(&self, row: StoredRow) -> Result<(), String> {
+    /// Queues `row` and waits for its batch's commit (`instead`, `fate`: as in
+    /// [`writer::Pending`]). A record that never reached the queue (its request stopped
+    /// waiting for room first, or the writer stopped) is counted lost here; one the writer
+    /// took is its business from then on.
+    pub(super) async fn send(
+        &self,
+        row: StoredRow,
+        instead: Option<StoredRow>,
+        fate: Arc<Fate>,
+    ) -> Result<(), String> {
         let (done, committed) = oneshot::channel();
+        let lost = Lost(Some((&self.metrics, self.store.driver().as_str())));
         self.writer
-            .send(writer::Pending { row, done })
+            .send(writer::Pending::new(row, instead, fate, done))
             .await
             .map_err(|_| "the ledger writer stopped".to_string())?;
+        lost.defuse();
         match committed.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err("the ledger writer stopped".to_string()),
+        }
+    }
+}
+
+/// Counts a record `lost` when dropped armed: its request stopped waiting (or failed)
+/// before the record reached the writer's queue.
+struct Lost<'a>(Option<(&'a Metrics, &'static str)>);
+
+impl Lost<'_> {
+    fn defuse(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Lost<'_> {
+    fn drop(&mut self) {
+        if let Some((metrics, store)) = self.0 {
+            metrics.count_ledger_records(store, "lost", 1);
         }
     }
 }

@@ -75,7 +75,9 @@ pub struct QuestionRecord {
     pub temperature: f64,
     pub option_mass: Option<f64>,
     /// The model as the backend reported it for this answer; for an answer escalation
-    /// replaced, the escalation model's public name (as the answer's `model` says).
+    /// replaced, the escalation model's public name (as the answer's `model` says). Stored
+    /// once per record when every question names the same (`ledger/store.rs`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub model: String,
     /// The calibration profile that covered the answer (operator-configured name), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -170,14 +170,20 @@ impl Store {
     }
 
     /// Whether `conn` can write now, writing nothing: SQLite takes its write lock (waiting
-    /// out another writer within the busy timeout) and lets it go; PostgreSQL answers.
+    /// out another writer within the busy timeout) and lets it go; PostgreSQL takes the
+    /// lock an INSERT takes, without waiting, and lets it go.
     pub(super) async fn probe_on(
         conn: &mut AnyConnection,
         driver: Driver,
     ) -> Result<(), StoreError> {
         let sql = match driver {
             Driver::Sqlite => "BEGIN IMMEDIATE; SELECT 1 FROM decisions LIMIT 1; ROLLBACK",
-            Driver::Postgres => "SELECT 1",
+            // The lock an INSERT takes, without waiting: a table locked against writers
+            // (`LOCK TABLE … ACCESS EXCLUSIVE`, a rewrite) is unavailable, as it is to the
+            // writer's INSERT, where a bare `SELECT 1` would say the store is fine.
+            Driver::Postgres => {
+                "BEGIN; LOCK TABLE decisions IN ROW EXCLUSIVE MODE NOWAIT; ROLLBACK"
+            }
         };
         conn.execute(sql).await?;
         Ok(())
@@ -189,7 +195,7 @@ impl Store {
     pub(super) async fn insert_on(
         conn: &mut AnyConnection,
         sql: &str,
-        rows: &[StoredRow],
+        rows: &[&StoredRow],
     ) -> Result<(), StoreError> {
         let query = rows
             .iter()
@@ -201,6 +207,11 @@ impl Store {
     /// The INSERT of `rows` records, one multi-row statement. SQLite's placeholders are
     /// anonymous (`?`): the driver looks each named one (`$N`) up by a linear scan of the
     /// statement's names, quadratic in a batch's thousands of values (seen in a profile).
+    ///
+    /// A record already there (a batch written again after a failure whose commit had
+    /// landed after all) is kept, except that a refusal replaces its request's answer: an
+    /// answer whose record landed while its request gave up waiting and was refused
+    /// ([`super::fate`]). Request ids are the service's own, one record each otherwise.
     pub(super) fn insert_sql(&self, rows: usize) -> String {
         let slot = |n: usize| match self.driver {
             Driver::Sqlite => "?".to_string(),
@@ -218,7 +229,15 @@ impl Store {
             "INSERT INTO decisions (request_id, at_ms, key_name, route, status, code, model, \
              latency_ms, input_tokens, output_tokens, upstream_requests, cached_tokens, \
              body_hash, hash_key_id, record, inputs) VALUES {} \
-             ON CONFLICT (request_id) DO NOTHING",
+             ON CONFLICT (request_id) DO UPDATE SET at_ms = excluded.at_ms, \
+             key_name = excluded.key_name, route = excluded.route, status = excluded.status, \
+             code = excluded.code, model = excluded.model, latency_ms = excluded.latency_ms, \
+             input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, \
+             upstream_requests = excluded.upstream_requests, \
+             cached_tokens = excluded.cached_tokens, body_hash = excluded.body_hash, \
+             hash_key_id = excluded.hash_key_id, record = excluded.record, \
+             inputs = excluded.inputs \
+             WHERE decisions.status < 400 AND excluded.status >= 400",
             placeholders.join(", ")
         )
     }
@@ -299,6 +318,9 @@ pub(super) const COLUMNS: &str = "request_id, at_ms, key_name, route, status, co
 struct Detail {
     images: Vec<super::record::ImageRecord>,
     questions: Vec<super::record::QuestionRecord>,
+    /// The model every question's answer names, kept once ([`DetailOf::model`]).
+    #[serde(default)]
+    model: Option<String>,
 }
 
 /// [`Detail`] as written: borrowed from the record.
@@ -306,6 +328,22 @@ struct Detail {
 struct DetailOf<'a> {
     images: &'a [super::record::ImageRecord],
     questions: &'a [super::record::QuestionRecord],
+    /// The model the answers name when they all name one (the usual case): kept here once,
+    /// and each question's own left empty (so left out), not repeated per question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+}
+
+/// Takes the model out of `questions` when they all name the same one.
+fn shared_model(questions: &mut [super::record::QuestionRecord]) -> Option<String> {
+    let first = questions.first()?.model.clone();
+    if first.is_empty() || questions.iter().any(|q| q.model != first) {
+        return None;
+    }
+    for q in questions.iter_mut() {
+        q.model.clear();
+    }
+    Some(first)
 }
 
 /// A record serialised for its row (done by the request, not the writer, which only
@@ -319,10 +357,12 @@ pub struct StoredRow {
 
 impl StoredRow {
     /// Serialises `decision`'s JSON columns.
-    pub fn new(decision: Decision) -> Self {
+    pub fn new(mut decision: Decision) -> Self {
+        let model = shared_model(&mut decision.questions);
         let detail = serde_json::to_string(&DetailOf {
             images: &decision.images,
             questions: &decision.questions,
+            model,
         })
         .unwrap_or_else(|_| "{}".into());
         let inputs = decision.inputs.as_ref().map(|v| v.to_string());
@@ -384,6 +424,12 @@ pub(super) fn decode(row: &AnyRow) -> Result<Decision, StoreError> {
     let detail: Detail = serde_json::from_str::<serde_json::Value>(&detail)
         .and_then(serde_json::from_value)
         .map_err(|e| StoreError(format!("a stored record does not parse: {e}")))?;
+    let mut detail = detail;
+    if let Some(model) = detail.model.take() {
+        for q in detail.questions.iter_mut().filter(|q| q.model.is_empty()) {
+            q.model.clone_from(&model);
+        }
+    }
     let inputs: Option<String> = row.try_get("inputs")?;
     Ok(Decision {
         request_id: row.try_get("request_id")?,
@@ -442,6 +488,67 @@ mod tests {
             "synchronous=FULL on the writer's connection"
         );
         drop(conn);
+        store.pool().close().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn question(model: &str) -> super::super::record::QuestionRecord {
+        super::super::record::QuestionRecord {
+            name: "h".into(),
+            kind: "noul".into(),
+            options: 2,
+            labels: vec![],
+            answer: 0,
+            probabilities: vec![0.75, 0.25],
+            confidence: 0.75,
+            temperature: 1.0,
+            option_mass: None,
+            model: model.into(),
+            profile: None,
+        }
+    }
+
+    /// The model the answers name is stored once per record, and read back per question;
+    /// answers naming different models (an escalation replaced some) keep their own.
+    #[tokio::test]
+    async fn the_model_is_stored_once_per_record() {
+        let dir = std::env::temp_dir().join(format!("ledger-store-{}", uuid::Uuid::new_v4()));
+        let store = Store::sqlite(&dir.join("ledger.sqlite"))
+            .await
+            .expect("opens");
+        let long = "m".repeat(200);
+        let cases = [
+            ("req_shared", vec![long.as_str(); 16], 1),
+            ("req_mixed", vec!["a", "b", "a"], 3),
+        ];
+        for (id, models, model_keys) in cases {
+            let key = super::super::key::LedgerKey::new(crate::secret::Secret::new(
+                "0123456789abcdef",
+            ))
+            .expect("long enough");
+            let who = super::super::draft::Identity {
+                request_id: id.into(),
+                at_ms: 1,
+                key: "k".into(),
+                route: "/v1/systemone".into(),
+                latency_ms: 1.0,
+            };
+            let mut decision = super::super::draft::refused(&key, who, 200, None, Some("m"));
+            decision.questions = models.iter().map(|m| question(m)).collect();
+            let row = StoredRow::new(decision.clone());
+            assert_eq!(
+                row.detail.matches("\"model\":").count(),
+                model_keys,
+                "{id}: {}",
+                row.detail
+            );
+            let mut conn = store.writer_connection().await.expect("a connection");
+            Store::insert_on(&mut conn, &store.insert_sql(1), &[&row])
+                .await
+                .expect("writes");
+            let read = store.decision(id).await.expect("reads").expect("there");
+            assert_eq!(read.questions, decision.questions, "{id}");
+        }
         store.pool().close().await;
         let _ = std::fs::remove_dir_all(dir);
     }

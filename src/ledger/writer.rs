@@ -19,6 +19,13 @@
 //! opened again on its path by itself. While the store is unavailable, an idle writer
 //! probes it every [`PROBE_EVERY`], so readiness comes back without traffic.
 //!
+//! A batch whose commit failed is not dropped: its requests are told (their policy applies
+//! at once), and the writer keeps its records ([`super::backlog`]) and writes them again as
+//! soon as the store takes a write (right after a fresh batch commits, or a probe passes):
+//! a refusal, or an answer that went out under `fail_open`, is on record late rather than
+//! never. An answer its request withdrew meanwhile (refused under `fail_closed`) is written
+//! as that refusal ([`super::fate`]).
+//!
 //! Alone, a request waits for its own commit only. With `--ledger-commit-delay-us`, a writer
 //! that finds more than one record waiting waits that long for more before it writes:
 //! fewer, larger commits (each has a fixed cost: a transaction, and an fsync or a WAL flush),
@@ -30,6 +37,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, Mutex};
 
+use super::backlog::Backlog;
+use super::fate::Fate;
 use super::health::Health;
 use super::live::LiveConnection;
 use super::store::{Driver, Store, StoreError, StoredRow};
@@ -44,17 +53,48 @@ pub(super) const QUEUE: usize = 4_096;
 const PG_WRITERS: usize = 2;
 /// SQLite takes one writer at a time: a second connection would only wait for the lock.
 const SQLITE_WRITERS: usize = 1;
-/// How often an idle writer probes a store it found unavailable.
+/// How often an idle writer probes a store it found unavailable (or, with records to
+/// write again, whether the store takes writes again).
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// A record and who waits for its commit.
 pub(super) struct Pending {
     pub(super) row: StoredRow,
-    pub(super) done: oneshot::Sender<Result<(), StoreError>>,
+    /// Written in place of `row` once the request withdrew it ([`Fate`]): the refusal the
+    /// request got under `fail_closed`. `None`: `row` stands whatever the request does.
+    pub(super) instead: Option<StoredRow>,
+    pub(super) fate: Arc<Fate>,
+    /// Who waits for the commit; `None` once told (a record kept to write again).
+    pub(super) done: Option<oneshot::Sender<Result<(), StoreError>>>,
+    /// Failures of this record right after the store took a write ([`super::backlog`]).
+    pub(super) strikes: u8,
 }
 
-/// Who waits for one batch.
-type Waiting = Vec<oneshot::Sender<Result<(), StoreError>>>;
+impl Pending {
+    /// A record its request waits for; `instead` as in [`Pending::instead`].
+    pub(super) fn new(
+        row: StoredRow,
+        instead: Option<StoredRow>,
+        fate: Arc<Fate>,
+        done: oneshot::Sender<Result<(), StoreError>>,
+    ) -> Self {
+        Pending {
+            row,
+            instead,
+            fate,
+            done: Some(done),
+            strikes: 0,
+        }
+    }
+
+    /// What to write now: the refusal its request withdrew the answer for, else the row.
+    fn current(&self) -> &StoredRow {
+        match &self.instead {
+            Some(refusal) if self.fate.withdrawn() => refusal,
+            _ => &self.row,
+        }
+    }
+}
 
 /// Starts the writer for `store`; records sent to the returned sender are committed in
 /// batches (`delay`: `--ledger-commit-delay-us`), and what they find of the store is kept
@@ -72,8 +112,14 @@ pub(super) fn start(
         Driver::Postgres => PG_WRITERS,
     };
     for _ in 0..writers {
-        let live = LiveConnection::new(store.clone(), health.clone());
-        tokio::spawn(write_batches(live, queue.clone(), delay, metrics.clone()));
+        let backlog = Backlog::new(health.clone(), metrics.clone(), store.driver().as_str());
+        let writer = Writer {
+            live: LiveConnection::new(store.clone(), health.clone()),
+            statements: HashMap::new(),
+            backlog,
+            metrics: metrics.clone(),
+        };
+        tokio::spawn(writer.run(queue.clone(), delay));
     }
     tx
 }
@@ -107,48 +153,105 @@ async fn take_batch(
     Some(batch.len())
 }
 
-/// One writer: takes what waits in `queue` (its turn at it), writes it as one transaction on
-/// its own connection on the live files, and tells the batch's requests; with nothing to
-/// write while the store is unavailable, probes it.
-async fn write_batches(
-    mut live: LiveConnection,
-    queue: Arc<Mutex<mpsc::Receiver<Pending>>>,
-    delay: Duration,
+/// One writer task: its connection on the live files, its statements and its backlog.
+struct Writer {
+    live: LiveConnection,
+    /// The INSERT text per row count: built once, so the driver's statement cache finds it.
+    statements: HashMap<usize, String>,
+    backlog: Backlog,
     metrics: Arc<Metrics>,
-) {
-    let driver = live.store.driver().as_str();
-    // The INSERT text per row count: built once, so the driver's statement cache finds it.
-    let mut statements: HashMap<usize, String> = HashMap::new();
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    // Opened before the first record comes, so its request does not wait for it (a
-    // failure here is met again, and answered, by the first batch).
-    let _ = live.connection().await;
-    loop {
-        let idle = (!live.health.available()).then_some(PROBE_EVERY);
-        match take_batch(&queue, delay, idle, &mut batch).await {
-            Some(0) => return,
-            Some(_) => {}
-            None => {
-                let result = probe(&mut live).await;
-                let _ = live.settle(result).await;
-                continue;
+}
+
+impl Writer {
+    /// Takes what waits in `queue` (its turn at it) and writes it as one transaction; then,
+    /// if the store took it (or, idle, passes a probe), writes again what it kept.
+    async fn run(mut self, queue: Arc<Mutex<mpsc::Receiver<Pending>>>, delay: Duration) {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        // Opened before the first record comes, so its request does not wait for it (a
+        // failure here is met again, and answered, by the first batch).
+        let _ = self.live.connection().await;
+        loop {
+            let idle =
+                (!self.live.health.available() || !self.backlog.is_empty()).then_some(PROBE_EVERY);
+            let store_takes_writes = match take_batch(&queue, delay, idle, &mut batch).await {
+                Some(0) => return self.backlog.give_up(),
+                Some(_) => self.write(std::mem::take(&mut batch), false).await,
+                None => {
+                    let result = probe(&mut self.live).await;
+                    self.live.settle(result).await.is_ok()
+                }
+            };
+            if store_takes_writes && !self.backlog.is_empty() {
+                let again = self.backlog.take(MAX_BATCH);
+                self.write(again, true).await;
             }
         }
+    }
+
+    /// Writes `batch` as one transaction and tells each record's request; a failed batch is
+    /// kept to write again (`again`: it was kept already, and this failure is a strike).
+    /// Returns whether it committed.
+    async fn write(&mut self, batch: Vec<Pending>, again: bool) -> bool {
+        let driver = self.live.store.driver().as_str();
         let started = Instant::now();
-        let (rows, waiting): (Vec<StoredRow>, Waiting) =
-            batch.drain(..).map(|p| (p.row, p.done)).unzip();
-        let sql = statements
+        // Whether each record is written as its refusal: decided once, before the write.
+        let refusals: Vec<bool> = batch
+            .iter()
+            .map(|p| p.instead.is_some() && p.fate.withdrawn())
+            .collect();
+        let rows: Vec<&StoredRow> = batch.iter().map(Pending::current).collect();
+        let store = &self.live.store;
+        let sql = self
+            .statements
             .entry(rows.len())
-            .or_insert_with(|| live.store.insert_sql(rows.len()));
-        let result = commit(&mut live, sql, &rows).await;
-        let result = live.settle(result).await;
-        match &result {
-            Ok(()) => metrics.observe_ledger_commit(driver, rows.len(), started.elapsed()),
+            .or_insert_with(|| store.insert_sql(rows.len()));
+        let result = commit(&mut self.live, sql, &rows).await;
+        drop(rows);
+        match self.live.settle(result).await {
+            Ok(()) => {
+                self.metrics
+                    .observe_ledger_commit(driver, batch.len(), started.elapsed());
+                for (pending, refusal) in batch.into_iter().zip(refusals) {
+                    self.landed(pending, refusal);
+                }
+                true
+            }
             Err(e) => {
-                tracing::warn!(store = driver, rows = rows.len(), error = %e, "ledger commit failed")
+                tracing::warn!(store = driver, rows = batch.len(), error = %e, "ledger commit failed");
+                for mut pending in batch {
+                    if let Some(done) = pending.done.take() {
+                        let _ = done.send(Err(e.clone()));
+                    }
+                    pending.strikes += u8::from(again);
+                    self.backlog.keep(pending);
+                }
+                false
             }
         }
-        answer(waiting, result);
+    }
+
+    /// `pending` is on record (as its refusal, when `refusal`): its request is told, or,
+    /// if it withdrew the answer that just landed, its refusal is kept to write over it.
+    fn landed(&mut self, mut pending: Pending, refusal: bool) {
+        let driver = self.live.store.driver().as_str();
+        if !refusal && pending.instead.is_some() && !pending.fate.settle() {
+            if let Some(instead) = pending.instead.take() {
+                pending.row = instead;
+                pending.done = None;
+                self.backlog.keep(pending);
+            }
+            return;
+        }
+        let waited = pending
+            .done
+            .take()
+            .is_some_and(|done| done.send(Ok(())).is_ok());
+        let result = if waited && !refusal {
+            "committed"
+        } else {
+            "late"
+        };
+        self.metrics.count_ledger_records(driver, result, 1);
     }
 }
 
@@ -158,7 +261,7 @@ async fn write_batches(
 async fn commit(
     live: &mut LiveConnection,
     sql: &str,
-    rows: &[StoredRow],
+    rows: &[&StoredRow],
 ) -> Result<(), StoreError> {
     Store::insert_on(live.connection().await?, sql, rows).await?;
     live.landed()
@@ -171,21 +274,17 @@ async fn probe(live: &mut LiveConnection) -> Result<(), StoreError> {
     live.landed()
 }
 
-fn answer(waiting: Waiting, result: Result<(), StoreError>) {
-    for done in waiting {
-        let _ = done.send(result.clone());
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::ledger::draft::{refused, Identity};
     use crate::ledger::key::LedgerKey;
     use crate::secret::Secret;
 
     /// A record for request `n`, and the receiver its commit would be told on.
-    fn pending(n: usize) -> (Pending, oneshot::Receiver<Result<(), StoreError>>) {
+    pub(in crate::ledger) fn pending(
+        n: usize,
+    ) -> (Pending, oneshot::Receiver<Result<(), StoreError>>) {
         let key = LedgerKey::new(Secret::new("0123456789abcdef")).expect("long enough");
         let who = Identity {
             request_id: format!("req_{n}"),
@@ -196,7 +295,7 @@ mod tests {
         };
         let row = StoredRow::new(refused(&key, who, 503, Some("code"), None));
         let (done, heard) = oneshot::channel();
-        (Pending { row, done }, heard)
+        (Pending::new(row, None, Arc::default(), done), heard)
     }
 
     /// The batch's request ids.

@@ -290,3 +290,38 @@ async fn usage_counters_equal_the_sums_of_the_answers() {
     assert!(e.contains("403") && e.contains("own usage"), "{e}");
     assert!(!e.contains(KEY), "{e}");
 }
+
+/// Usage in Redis saturates at Redis's largest integer (`ADD_USAGE`'s overflow branch)
+/// instead of failing or wrapping: two additions of near-maximal counts read back as the
+/// maximum, and the fields that did not overflow as their sums.
+#[tokio::test]
+async fn redis_usage_saturates_instead_of_wrapping() {
+    use systemone::quota::{redis::RedisStore, LimitStore, UsageCounts};
+    let url = systemone::secret::Secret::new(shared_url());
+    let store = RedisStore::open(&url, &unique_prefix(), std::time::Duration::from_secs(2))
+        .expect("opens");
+    let huge = UsageCounts {
+        requests: 1,
+        questions: 2,
+        input_tokens: u64::MAX,
+        cached_tokens: (i64::MAX as u64) - 5,
+        upstream_requests: 3,
+    };
+    for _ in 0..2 {
+        store.record("k", 20_000, huge).await.expect("records");
+    }
+    let rows = store
+        .usage(&["k".to_owned()], 20_000, 20_000)
+        .await
+        .expect("reads");
+    let max = i64::MAX as u64;
+    let want = UsageCounts {
+        requests: 2,
+        questions: 4,
+        input_tokens: max,
+        cached_tokens: max,
+        upstream_requests: 6,
+    };
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].counts, want, "{rows:?}");
+}

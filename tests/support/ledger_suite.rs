@@ -259,11 +259,25 @@ pub async fn each_policy_does_what_it_says(backend: Backend) {
             Backend::Sqlite => "sqlite",
             Backend::Postgres => "postgres",
         };
-        let line =
-            format!("systemone_ledger_records_total{{result=\"{policy}\",store=\"{store}\"}} 1");
+        let line = format!(
+            "systemone_ledger_missed_waits_total{{policy=\"{policy}\",store=\"{store}\"}} 1"
+        );
         assert!(metrics.contains(&line), "{line} in {metrics}");
         lock.execute("ROLLBACK").await.expect("unlock");
         drop(lock);
+        // The record the wait missed lands once the lock is gone, as what the caller got:
+        // the 503 under `fail_closed` (in place of the answer it withheld), the answer under
+        // `fail_open`; counted `late`, none `lost`.
+        let missed = request_id(&reply);
+        let ledger = service.state.ledger.store().expect("on").clone();
+        let record = wait_for_record(&ledger, &missed).await;
+        assert_eq!(record.status, reply.status, "{policy}: {record:?}");
+        let code = (policy == "fail_closed").then_some("system_one_ledger_unavailable");
+        assert_eq!(record.code.as_deref(), code, "{policy}");
+        let metrics = super::metrics(&service).await;
+        let late = format!("systemone_ledger_records_total{{result=\"late\",store=\"{store}\"}} 1");
+        assert!(metrics.contains(&late), "{late} in {metrics}");
+        assert!(!metrics.contains("result=\"lost\""), "{metrics}");
         // The writer notices the lock is gone within its database's retry interval (SQLite
         // backs off up to 100 ms between tries): poll, bounded.
         let mut recorded = false;
@@ -288,6 +302,17 @@ pub async fn each_policy_does_what_it_says(backend: Backend) {
         );
         assert_ledger_readiness(&service, 200, true, policy).await;
     }
+}
+
+/// The record of request `id`, once it is in the store (bounded wait).
+async fn wait_for_record(store: &Store, id: &str) -> Decision {
+    for _ in 0..100 {
+        if let Some(record) = store.decision(id).await.expect("reads") {
+            return record;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the record of {id} did not land within 5 s");
 }
 
 /// `/readyz` answers `status` with the ledger `available` or not.

@@ -36,6 +36,21 @@ pub(super) async fn answered(
     let who = identity(context, caller.name());
     let model = requests[0].model().name.clone();
     let usage = tokens(&answered.usage);
+    // What the store keeps if the wait misses under `fail_closed`: the refusal the caller
+    // gets, with the usage of the upstream requests made.
+    let withheld = {
+        let (who, model) = (who.clone(), model.clone());
+        move || Decision {
+            usage,
+            ..draft::refused(
+                key,
+                who,
+                Code::LedgerUnavailable.status().as_u16(),
+                Some(Code::LedgerUnavailable.as_str()),
+                Some(&model),
+            )
+        }
+    };
     let full = state.ledger.keeps_inputs();
     let bytes: usize = requests
         .iter()
@@ -50,7 +65,18 @@ pub(super) async fn answered(
         })
         .await?
     };
-    commit(state, context, decision).await
+    context.summary.note_recorded();
+    state
+        .ledger
+        .commit_answer(decision, withheld)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                Code::LedgerUnavailable,
+                format!("{e}; the answer is withheld (--ledger-policy fail_closed): retry later"),
+            )
+            .retry_after(crate::quota::UNAVAILABLE_RETRY_SECS)
+        })
 }
 
 fn build(
@@ -137,23 +163,6 @@ pub(in crate::http) async fn refused(
         fields.model.as_deref(),
     );
     let _ = state.ledger.commit(decision).await;
-}
-
-/// Commits `decision`: noted on the summary (so a refusal after it is not recorded again),
-/// and a refusal under `fail_closed` when it missed.
-async fn commit(
-    state: &AppState,
-    context: &RequestContext,
-    decision: Decision,
-) -> Result<(), ApiError> {
-    context.summary.note_recorded();
-    state.ledger.commit(decision).await.map_err(|e| {
-        ApiError::new(
-            Code::LedgerUnavailable,
-            format!("{e}; the answer is withheld (--ledger-policy fail_closed): retry later"),
-        )
-        .retry_after(crate::quota::UNAVAILABLE_RETRY_SECS)
-    })
 }
 
 /// Which request a record is of, and who asked.

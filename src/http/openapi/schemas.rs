@@ -730,6 +730,8 @@ pub(super) struct LedgerReadiness {
     available: bool,
     /// Available, or `fail_open`.
     ready: bool,
+    /// Records whose commit failed, waiting to be written again once the store is back.
+    backlog: u64,
 }
 
 #[derive(Serialize, ToSchema)]
