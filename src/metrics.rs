@@ -218,6 +218,16 @@ impl Metrics {
             .inc_by(n as u64);
     }
 
+    /// Makes the ledger's record and missed-wait series exist at 0 for `store` and
+    /// `policy` as it opens, so a dashboard's rate of them is 0, not absent, until the
+    /// first one.
+    pub fn start_ledger_series(&self, store: &str, policy: &str) {
+        for result in ["committed", "late", "lost"] {
+            self.ledger_records.with_label_values(&[store, result]);
+        }
+        self.ledger_missed_waits.with_label_values(&[store, policy]);
+    }
+
     /// Counts one request that stopped waiting for its record (its record may still land
     /// `late`), under `policy`.
     pub fn count_ledger_missed_wait(&self, store: &str, policy: &str) {

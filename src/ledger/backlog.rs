@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::health::Health;
-use super::writer::Pending;
+use super::pending::Pending;
 use crate::metrics::Metrics;
 
 /// Most records one writer keeps to write again.
@@ -82,7 +82,7 @@ impl Backlog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::writer::tests::pending;
+    use crate::ledger::pending::tests::pending;
 
     fn lost(metrics: &Metrics) -> usize {
         let text = metrics.render(std::iter::empty(), 0);

@@ -35,6 +35,7 @@ pub mod health;
 pub mod key;
 mod live;
 mod open;
+mod pending;
 pub mod quality;
 pub mod query;
 pub mod record;
@@ -113,6 +114,7 @@ impl Ledger {
                 (store, key)
             }
         };
+        metrics.start_ledger_series(store.driver().as_str(), settings.ledger_policy.as_str());
         let health = Arc::new(Health::default());
         let open = Open {
             writer: writer::start(

@@ -10,8 +10,8 @@ use super::clock::now_ms;
 use super::fate::Fate;
 use super::health::Health;
 use super::key::LedgerKey;
+use super::pending::Pending;
 use super::store::{Store, StoredRow};
-use super::writer;
 use crate::config::{FailurePolicy, LedgerInputs};
 use crate::metrics::Metrics;
 
@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 #[derive(Debug)]
 pub(super) struct Open {
     /// The writer's queue.
-    pub(super) writer: mpsc::Sender<writer::Pending>,
+    pub(super) writer: mpsc::Sender<Pending>,
     /// For reads.
     pub(super) store: Store,
     /// What the writer last found of the store (`/readyz`).
@@ -34,12 +34,6 @@ pub(super) struct Open {
     /// When a miss was last logged (Unix ms): at most one warning a minute, the metric
     /// counts them all.
     pub(super) last_warning_ms: std::sync::atomic::AtomicI64,
-}
-
-impl std::fmt::Debug for writer::Pending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Pending")
-    }
 }
 
 /// Milliseconds between two warnings of a miss.
@@ -68,7 +62,7 @@ impl Open {
     }
 
     /// Queues `row` and waits for its batch's commit (`instead`, `fate`: as in
-    /// [`writer::Pending`]). A record that never reached the queue (its request stopped
+    /// [`Pending`]). A record that never reached the queue (its request stopped
     /// waiting for room first, or the writer stopped) is counted lost here; one the writer
     /// took is its business from then on.
     pub(super) async fn send(
@@ -80,7 +74,7 @@ impl Open {
         let (done, committed) = oneshot::channel();
         let lost = Lost(Some((&self.metrics, self.store.driver().as_str())));
         self.writer
-            .send(writer::Pending::new(row, instead, fate, done))
+            .send(Pending::new(row, instead, fate, done))
             .await
             .map_err(|_| "the ledger writer stopped".to_string())?;
         lost.defuse();

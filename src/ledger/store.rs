@@ -522,10 +522,9 @@ mod tests {
             ("req_mixed", vec!["a", "b", "a"], 3),
         ];
         for (id, models, model_keys) in cases {
-            let key = super::super::key::LedgerKey::new(crate::secret::Secret::new(
-                "0123456789abcdef",
-            ))
-            .expect("long enough");
+            let key =
+                super::super::key::LedgerKey::new(crate::secret::Secret::new("0123456789abcdef"))
+                    .expect("long enough");
             let who = super::super::draft::Identity {
                 request_id: id.into(),
                 at_ms: 1,

@@ -298,8 +298,8 @@ async fn usage_counters_equal_the_sums_of_the_answers() {
 async fn redis_usage_saturates_instead_of_wrapping() {
     use systemone::quota::{redis::RedisStore, LimitStore, UsageCounts};
     let url = systemone::secret::Secret::new(shared_url());
-    let store = RedisStore::open(&url, &unique_prefix(), std::time::Duration::from_secs(2))
-        .expect("opens");
+    let store =
+        RedisStore::open(&url, &unique_prefix(), std::time::Duration::from_secs(2)).expect("opens");
     let huge = UsageCounts {
         requests: 1,
         questions: 2,
