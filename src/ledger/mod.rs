@@ -213,36 +213,30 @@ impl Ledger {
     /// whatever the request does (a refusal, which goes out as it is). A miss (timeout, a
     /// database error) is counted; under `fail_closed` it is also [`Unrecorded`]. Off: Ok.
     pub async fn commit(&self, decision: Decision) -> Result<(), Unrecorded> {
-        self.commit_or(decision, None).await
+        self.commit_or(decision, None::<fn() -> Decision>).await
     }
 
     /// Commits the record of an answer, as [`Ledger::commit`]; if the wait misses under
-    /// `fail_closed`, the request is refused, and `withheld` (that refusal) is what the
-    /// store keeps, written once the store takes writes again ([`fate`]).
+    /// `fail_closed`, the request is refused, and `withheld()` (that refusal, made only
+    /// then) is what the store keeps, written once the store takes writes again ([`fate`]).
     pub async fn commit_answer(
         &self,
         decision: Decision,
         withheld: impl FnOnce() -> Decision,
     ) -> Result<(), Unrecorded> {
-        let closed = self
-            .open
-            .as_ref()
-            .is_some_and(|o| o.policy == FailurePolicy::FailClosed);
-        let instead = closed.then(|| StoredRow::new(withheld()));
-        self.commit_or(decision, instead).await
+        self.commit_or(decision, Some(withheld)).await
     }
 
     async fn commit_or(
         &self,
         decision: Decision,
-        instead: Option<StoredRow>,
+        withheld: Option<impl FnOnce() -> Decision>,
     ) -> Result<(), Unrecorded> {
         let Some(open) = &self.open else {
             return Ok(());
         };
         let fate = Arc::new(fate::Fate::default());
-        let row = StoredRow::new(decision);
-        let sent = open.send(row, instead, fate.clone());
+        let sent = open.send(StoredRow::new(decision), fate.clone());
         let miss = match tokio::time::timeout(open.timeout, sent).await {
             Ok(Ok(())) => return Ok(()),
             Ok(Err(e)) => e,
@@ -252,9 +246,11 @@ impl Ledger {
                 "timed out".to_string()
             }
         };
-        if open.policy == FailurePolicy::FailClosed && !fate.withdraw() {
-            // The answer landed as the wait ended: it is on record, and goes out.
-            return Ok(());
+        if let (FailurePolicy::FailClosed, Some(withheld)) = (open.policy, withheld) {
+            if !fate.withdraw(StoredRow::new(withheld())) {
+                // The answer landed as the wait ended: it is on record, and goes out.
+                return Ok(());
+            }
         }
         let kind = open.store.driver().as_str();
         open.metrics

@@ -61,20 +61,14 @@ impl Open {
         );
     }
 
-    /// Queues `row` and waits for its batch's commit (`instead`, `fate`: as in
-    /// [`Pending`]). A record that never reached the queue (its request stopped
+    /// Queues `row` and waits for its batch's commit (`fate`: as in [`Pending`]). A record that never reached the queue (its request stopped
     /// waiting for room first, or the writer stopped) is counted lost here; one the writer
     /// took is its business from then on.
-    pub(super) async fn send(
-        &self,
-        row: StoredRow,
-        instead: Option<StoredRow>,
-        fate: Arc<Fate>,
-    ) -> Result<(), String> {
+    pub(super) async fn send(&self, row: StoredRow, fate: Arc<Fate>) -> Result<(), String> {
         let (done, committed) = oneshot::channel();
         let lost = Lost(Some((&self.metrics, self.store.driver().as_str())));
         self.writer
-            .send(Pending::new(row, instead, fate, done))
+            .send(Pending::new(row, fate, done))
             .await
             .map_err(|_| "the ledger writer stopped".to_string())?;
         lost.defuse();

@@ -10,10 +10,11 @@ use super::store::{StoreError, StoredRow};
 
 /// A record and who waits for its commit.
 pub(super) struct Pending {
+    /// What to write: the request's record, or, once it withdrew its answer ([`Fate`]),
+    /// the refusal it got under `fail_closed`.
     pub(super) row: StoredRow,
-    /// Written in place of `row` once the request withdrew it ([`Fate`]): the refusal the
-    /// request got under `fail_closed`. `None`: `row` stands whatever the request does.
-    pub(super) instead: Option<StoredRow>,
+    /// Whether `row` is that refusal.
+    pub(super) refusal: bool,
     pub(super) fate: Arc<Fate>,
     /// Who waits for the commit; `None` once told (a record kept to write again).
     pub(super) done: Option<oneshot::Sender<Result<(), StoreError>>>,
@@ -22,28 +23,29 @@ pub(super) struct Pending {
 }
 
 impl Pending {
-    /// A record its request waits for; `instead` as in [`Pending::instead`].
+    /// A record its request waits for.
     pub(super) fn new(
         row: StoredRow,
-        instead: Option<StoredRow>,
         fate: Arc<Fate>,
         done: oneshot::Sender<Result<(), StoreError>>,
     ) -> Self {
         Pending {
             row,
-            instead,
+            refusal: false,
             fate,
             done: Some(done),
             strikes: 0,
         }
     }
 
-    /// What to write now: the refusal its request withdrew the answer for, else the row.
-    pub(super) fn current(&self) -> &StoredRow {
-        match &self.instead {
-            Some(refusal) if self.fate.withdrawn() => refusal,
-            _ => &self.row,
+    /// Puts the refusal in place of the answer if the request withdrew it; whether the row
+    /// is now a refusal.
+    pub(super) fn take_withdrawal(&mut self) -> bool {
+        if let Some(refusal) = self.fate.take_refusal() {
+            self.row = refusal;
+            self.refusal = true;
         }
+        self.refusal
     }
 }
 
@@ -75,6 +77,6 @@ pub(super) mod tests {
         };
         let row = StoredRow::new(refused(&key, who, 503, Some("code"), None));
         let (done, heard) = oneshot::channel();
-        (Pending::new(row, None, Arc::default(), done), heard)
+        (Pending::new(row, Arc::default(), done), heard)
     }
 }

@@ -152,15 +152,12 @@ impl Writer {
     /// Writes `batch` as one transaction and tells each record's request; a failed batch is
     /// kept to write again (`again`: it was kept already, and this failure is a strike).
     /// Returns whether it committed.
-    async fn write(&mut self, batch: Vec<Pending>, again: bool) -> bool {
+    async fn write(&mut self, mut batch: Vec<Pending>, again: bool) -> bool {
         let driver = self.live.store.driver().as_str();
         let started = Instant::now();
-        // Whether each record is written as its refusal: decided once, before the write.
-        let refusals: Vec<bool> = batch
-            .iter()
-            .map(|p| p.instead.is_some() && p.fate.withdrawn())
-            .collect();
-        let rows: Vec<&StoredRow> = batch.iter().map(Pending::current).collect();
+        // A record whose request withdrew it is written as the refusal it got.
+        let refusals: Vec<bool> = batch.iter_mut().map(Pending::take_withdrawal).collect();
+        let rows: Vec<&StoredRow> = batch.iter().map(|p| &p.row).collect();
         let store = &self.live.store;
         let sql = self
             .statements
@@ -195,12 +192,10 @@ impl Writer {
     /// if it withdrew the answer that just landed, its refusal is kept to write over it.
     fn landed(&mut self, mut pending: Pending, refusal: bool) {
         let driver = self.live.store.driver().as_str();
-        if !refusal && pending.instead.is_some() && !pending.fate.settle() {
-            if let Some(instead) = pending.instead.take() {
-                pending.row = instead;
-                pending.done = None;
-                self.backlog.keep(pending);
-            }
+        if !refusal && !pending.fate.settle() {
+            pending.take_withdrawal();
+            pending.done = None;
+            self.backlog.keep(pending);
             return;
         }
         let waited = pending
