@@ -70,6 +70,14 @@ impl Call {
         self
     }
 
+    /// The routing key's headers, when the read carries one.
+    pub(crate) fn routed(mut self, routing: Option<&super::Routing>) -> Self {
+        for (name, value) in routing.map_or(&[][..], |r| r.headers()) {
+            self.headers.insert(name.clone(), value.clone());
+        }
+        self
+    }
+
     /// `body` as the request body, as it is.
     pub(crate) fn body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = body.into();
