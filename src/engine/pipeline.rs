@@ -9,6 +9,11 @@
 //! has its own timeout and the whole request a deadline (slot waits included). The first
 //! failure drops every other future, which cancels their upstream requests: a caller gets
 //! all answers or one error.
+//!
+//! Every read of a request carries its routing key (a hash of the prompts' shared head) in
+//! the model's routing headers; a model with several replicas reads all of a request from
+//! one of them, the first of the request's order that takes it, and tries the next when
+//! one could not be reached before any read was answered ([`crate::models::fleet`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
