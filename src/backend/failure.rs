@@ -25,6 +25,10 @@ pub enum BackendError {
     /// The read ran out of time.
     #[error("backend read timed out")]
     Timeout,
+    /// No connection was made within the connect timeout: for the caller a timeout like
+    /// [`BackendError::Timeout`], but nothing was sent, so a fleet tries the next replica.
+    #[error("backend did not accept a connection within the connect timeout")]
+    ConnectTimeout,
     /// The answer breaks the protocol (malformed, no logprobs, a requested id missing,
     /// non-finite numbers). The text is for the log only.
     #[error("backend answer breaks the protocol: {0}")]
@@ -79,7 +83,7 @@ impl From<BackendError> for ApiError {
                 "the backend is unreachable; retry later",
             )
             .retry_after(5),
-            BackendError::Timeout => ApiError::new(
+            BackendError::Timeout | BackendError::ConnectTimeout => ApiError::new(
                 Code::UpstreamTimeout,
                 "a backend read did not finish within the read timeout",
             ),

@@ -236,13 +236,15 @@ fn log_error_answer(status: u16, text: &[u8]) {
     }
 }
 
-/// What a failed send means: no connection (a connect that timed out is a timeout), or a
-/// broken exchange.
+/// What a failed send means: no connection (refused, or not accepted within the connect
+/// timeout: a timeout for the caller, but nothing was sent), or a broken exchange.
 fn transport_error(e: hyper_util::client::legacy::Error) -> BackendError {
     let timed_out = std::iter::successors(std::error::Error::source(&e), |e| e.source())
         .filter_map(|e| e.downcast_ref::<std::io::Error>())
         .any(|e| e.kind() == std::io::ErrorKind::TimedOut);
-    if timed_out {
+    if timed_out && e.is_connect() {
+        BackendError::ConnectTimeout
+    } else if timed_out {
         BackendError::Timeout
     } else if e.is_connect() {
         BackendError::Unreachable

@@ -69,6 +69,7 @@ impl PipelineError {
                 | BackendError::Overloaded { .. }
                 | BackendError::ServerError { .. }
                 | BackendError::Timeout
+                | BackendError::ConnectTimeout
                 | BackendError::Unreachable,
             ) => Health::Failure,
             // For the model, no replica to read from is a backend that fails: its circuit

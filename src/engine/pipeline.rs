@@ -156,7 +156,8 @@ impl Pipeline {
 
     /// Runs `req` on one replica of `fleet`: the first in the request's order (rendezvous,
     /// bounded by load) whose table matched its tokenizer and whose circuit admits; the next
-    /// when it could not be reached before any read was answered. Each replica's circuit
+    /// when it could not be reached (refused, or no connection within the connect timeout)
+    /// before any read was answered. Each replica's circuit
     /// learns its own outcome; the model's circuit (the caller's ticket) the request's.
     async fn run_fleet(
         &self,
@@ -192,11 +193,13 @@ impl Pipeline {
             record(ticket, &result);
             let unreached = matches!(
                 result,
-                Err(PipelineError::Backend(BackendError::Unreachable))
+                Err(PipelineError::Backend(
+                    BackendError::Unreachable | BackendError::ConnectTimeout
+                ))
             );
             if unreached && answered.load(Ordering::Relaxed) == 0 {
                 tracing::warn!(model = %req.model().name, replica = %replica.label, "replica unreachable before any read of the request was answered: trying the next in its order");
-                skipped.unreachable = true;
+                skipped.unreachable = result.err();
                 continue;
             }
             return result;
@@ -430,8 +433,9 @@ struct Skipped {
     mismatch: Option<u64>,
     /// The soonest an open circuit among them lets a probe through, in seconds.
     open: Option<u64>,
-    /// Some replica could not be reached.
-    unreachable: bool,
+    /// Why the last replica tried could not be reached (refused, or not within the connect
+    /// timeout).
+    unreachable: Option<PipelineError>,
 }
 
 impl Skipped {
@@ -444,13 +448,15 @@ impl Skipped {
         self.mismatch = Some(self.mismatch.map_or(next, |s| s.min(next)));
     }
 
-    /// The error the request ends with: unreachable when every replica it tried was (a
-    /// failure of the backend, as with one URL), else the replicas out of service.
+    /// The error the request ends with: the last replica's when none it tried could be
+    /// reached (a failure of the backend, as with one URL), else the replicas out of
+    /// service.
     fn into_error(self) -> PipelineError {
         match self {
             Skipped {
-                unreachable: true, ..
-            } => PipelineError::Backend(BackendError::Unreachable),
+                unreachable: Some(why),
+                ..
+            } => why,
             Skipped {
                 open: Some(retry_after),
                 ..
@@ -474,7 +480,7 @@ pub(super) fn status_class<T>(result: &Result<T, BackendError>) -> &'static str 
         Ok(_) => "2xx",
         Err(BackendError::RateLimited { .. } | BackendError::Rejected { .. }) => "4xx",
         Err(BackendError::Overloaded { .. } | BackendError::ServerError { .. }) => "5xx",
-        Err(BackendError::Timeout) => "timeout",
+        Err(BackendError::Timeout | BackendError::ConnectTimeout) => "timeout",
         Err(BackendError::Unreachable) => "unreachable",
         Err(
             BackendError::Protocol(_) | BackendError::Missing { .. } | BackendError::Contract(_),

@@ -209,6 +209,41 @@ async fn a_replica_that_refuses_connections_is_skipped_for_the_request() {
     panic!("60 states and none was first sent to the dead replica");
 }
 
+/// A replica that accepts no connection (its accept queue is full, so the kernel drops
+/// the connection attempts) costs a request the connect timeout, not an error: the next
+/// replica in its order serves it.
+#[tokio::test]
+async fn a_replica_that_accepts_no_connection_is_skipped_after_the_connect_timeout() {
+    let fakes = fakes(1).await;
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    let silent = socket.listen(0).expect("listen");
+    let silent_addr = silent.local_addr().expect("addr");
+    // A backlog of 0 queues one connection; held unaccepted, it leaves no room for more.
+    let _held = tokio::net::TcpStream::connect(silent_addr)
+        .await
+        .expect("the one queued connection");
+    let list = format!("{},http://{silent_addr}/v1", urls(&fakes));
+    let flags = [
+        "--token-check-interval-secs",
+        "0",
+        "--connect-timeout-secs",
+        "0.5",
+    ];
+    let service = start(config(&list, &flags)).await;
+    let silent_errors =
+        format!("systemone_replica_errors_total{{model=\"{MODEL}\",replica=\"{silent_addr}\"}}");
+    for i in 0..40 {
+        answered(&ask(&service, &about(i)).await);
+        if metrics(&service).await.contains(&silent_errors) {
+            return;
+        }
+    }
+    panic!("40 states and none was first sent to the silent replica");
+}
+
 /// A replica whose tokenizer no longer matches the table is taken out: `/readyz` says why
 /// for that replica (the model stays ready on the others), and it gets no reads.
 #[tokio::test]
