@@ -11,6 +11,7 @@ again later, interleaved. Counts come from the replicas' own `/metrics`
 (`llamacpp:prompt_tokens_total`, summed over replicas) and from the answers' `usage`.
 
     scripts/fleet-measure.py [--replicas 3] [--states 4] [--binary target/debug/systemone]
+    scripts/fleet-measure.py --kill 12     # a replica killed mid-run and started again
 """
 
 import argparse
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -175,15 +177,69 @@ def run_setup(name, binary, service_urls, replica_urls, states):
     }
 
 
+def replica_reads(port):
+    """`systemone_replica_reads_total` by (replica label, status class)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {(replica, status): float(value) for replica, status, value in re.findall(
+        r'^systemone_replica_reads_total\{[^}]*replica="([^"]+)",status="([^"]+)"\}\s+([0-9.e+]+)',
+        text, re.M)}
+
+
+def kill_run(binary, urls, calls):
+    """A replica killed mid-run, then started again on its port: each call's status, time
+    and the replicas that served it."""
+    proc, port = start_service(binary, urls)
+    victim = urls[-1]
+    victim_port = victim.split(":")[2].split("/")[0]
+    victim_pid = started_pids[len(urls) - 1]
+    print("| call | event | status | seconds | served by | tried first, failed |")
+    print("|---|---|---|---|---|---|")
+    for n in range(calls):
+        event = ""
+        if n == calls // 3:
+            os.kill(victim_pid, signal.SIGKILL)
+            started_pids.remove(victim_pid)
+            event = f"replica :{victim_port} killed before this call"
+        if n == 2 * calls // 3:
+            env = dict(os.environ, SYSTEMONE_LLAMA_ARGS="--metrics", SYSTEMONE_LLAMA_THREADS="1")
+            out = subprocess.run([f"{ROOT}/scripts/start-llama.sh", victim_port], env=env, check=True,
+                                 capture_output=True, text=True, cwd=ROOT).stdout
+            values = dict(line.split("=", 1) for line in out.split() if "=" in line)
+            started_pids.append(int(values["LLAMA_PID"]))
+            event = f"replica :{victim_port} started again before this call"
+        before = replica_reads(port)
+        started = time.time()
+        try:
+            ask(port, {"state": state("kill", n), "questions": QUESTIONS})
+            status = 200
+        except urllib.error.HTTPError as e:
+            status = e.code
+        seconds = time.time() - started
+        after = replica_reads(port)
+        grew = [(r.split(":")[1], st) for (r, st) in after if after[(r, st)] > before.get((r, st), 0)]
+        served = ", ".join(f":{r}" for r, st in grew if st == "2xx")
+        failed = ", ".join(f":{r} ({st})" for r, st in grew if st != "2xx")
+        print(f"| {n} | {event} | {status} | {seconds:.1f} | {served} | {failed} |")
+    proc.terminate()
+    proc.wait()
+    started_pids.remove(proc.pid)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--states", type=int, default=4)
+    parser.add_argument("--kill", type=int, default=0,
+                        help="instead: this many calls with the replica list, the last replica "
+                             "killed a third of the way and started again at two thirds")
     parser.add_argument("--binary", default=f"{os.environ.get('CARGO_TARGET_DIR', ROOT + '/target')}/debug/systemone")
     args = parser.parse_args()
     try:
         urls = [start_llama() for _ in range(args.replicas)]
         print(f"replicas: {urls}", file=sys.stderr)
+        if args.kill:
+            kill_run(args.binary, urls, args.kill)
+            return
         rr = RoundRobin(urls)
         setups = [
             ("one replica alone", [urls[0]], [urls[0]]),

@@ -29,6 +29,11 @@ pub enum BackendError {
     /// [`BackendError::Timeout`], but nothing was sent, so a fleet tries the next replica.
     #[error("backend did not accept a connection within the connect timeout")]
     ConnectTimeout,
+    /// The connection broke before an answer arrived (a pooled connection the backend had
+    /// closed, a reset): for the caller a broken protocol like [`BackendError::Protocol`],
+    /// but no answer was read, so a fleet tries the next replica. The text is for the log.
+    #[error("the backend's connection broke before an answer: {0}")]
+    Dropped(String),
     /// The answer breaks the protocol (malformed, no logprobs, a requested id missing,
     /// non-finite numbers). The text is for the log only.
     #[error("backend answer breaks the protocol: {0}")]
@@ -97,7 +102,9 @@ impl From<BackendError> for ApiError {
                 format!("the model is disabled: {what}"),
             )
             .retry_after(MAX_RETRY_AFTER_SECS),
-            BackendError::Protocol(detail) => protocol_broken(&detail),
+            BackendError::Protocol(detail) | BackendError::Dropped(detail) => {
+                protocol_broken(&detail)
+            }
             BackendError::Contract(what) => {
                 tracing::warn!(reason = %what, "native upstream answer breaks the contract");
                 ApiError::new(

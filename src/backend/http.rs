@@ -237,7 +237,8 @@ fn log_error_answer(status: u16, text: &[u8]) {
 }
 
 /// What a failed send means: no connection (refused, or not accepted within the connect
-/// timeout: a timeout for the caller, but nothing was sent), or a broken exchange.
+/// timeout: a timeout for the caller, but nothing was sent), or a connection that broke
+/// before the answer's head arrived.
 fn transport_error(e: hyper_util::client::legacy::Error) -> BackendError {
     let timed_out = std::iter::successors(std::error::Error::source(&e), |e| e.source())
         .filter_map(|e| e.downcast_ref::<std::io::Error>())
@@ -249,7 +250,7 @@ fn transport_error(e: hyper_util::client::legacy::Error) -> BackendError {
     } else if e.is_connect() {
         BackendError::Unreachable
     } else {
-        BackendError::Protocol(format!("transport: {e}"))
+        BackendError::Dropped(format!("transport: {e}"))
     }
 }
 

@@ -156,8 +156,9 @@ impl Pipeline {
 
     /// Runs `req` on one replica of `fleet`: the first in the request's order (rendezvous,
     /// bounded by load) whose table matched its tokenizer and whose circuit admits; the next
-    /// when it could not be reached (refused, or no connection within the connect timeout)
-    /// before any read was answered. Each replica's circuit
+    /// when it could not be reached (refused, no connection within the connect timeout, or
+    /// a connection that broke before an answer) before any read was answered: reads are
+    /// idempotent, so asking them again of another replica changes nothing but the cost. Each replica's circuit
     /// learns its own outcome; the model's circuit (the caller's ticket) the request's.
     async fn run_fleet(
         &self,
@@ -194,7 +195,9 @@ impl Pipeline {
             let unreached = matches!(
                 result,
                 Err(PipelineError::Backend(
-                    BackendError::Unreachable | BackendError::ConnectTimeout
+                    BackendError::Unreachable
+                        | BackendError::ConnectTimeout
+                        | BackendError::Dropped(_)
                 ))
             );
             if unreached && answered.load(Ordering::Relaxed) == 0 {
@@ -433,8 +436,8 @@ struct Skipped {
     mismatch: Option<u64>,
     /// The soonest an open circuit among them lets a probe through, in seconds.
     open: Option<u64>,
-    /// Why the last replica tried could not be reached (refused, or not within the connect
-    /// timeout).
+    /// Why the last replica tried could not be reached (refused, not within the connect
+    /// timeout, or the connection broke before an answer).
     unreachable: Option<PipelineError>,
 }
 
@@ -483,7 +486,10 @@ pub(super) fn status_class<T>(result: &Result<T, BackendError>) -> &'static str 
         Err(BackendError::Timeout | BackendError::ConnectTimeout) => "timeout",
         Err(BackendError::Unreachable) => "unreachable",
         Err(
-            BackendError::Protocol(_) | BackendError::Missing { .. } | BackendError::Contract(_),
+            BackendError::Protocol(_)
+            | BackendError::Dropped(_)
+            | BackendError::Missing { .. }
+            | BackendError::Contract(_),
         ) => "protocol",
         Err(BackendError::Unsupported(_)) => "unsupported",
     }

@@ -244,6 +244,38 @@ async fn a_replica_that_accepts_no_connection_is_skipped_after_the_connect_timeo
     panic!("40 states and none was first sent to the silent replica");
 }
 
+/// A replica that closes every connection without answering (a killed server whose pooled
+/// connections are stale, a reset) costs no caller an error: no read was answered, so the
+/// next replica in the request's order serves it.
+#[tokio::test]
+async fn a_replica_that_drops_the_connection_before_answering_is_skipped() {
+    let fakes = fakes(1).await;
+    let closer = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let closer_addr = closer.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = closer.accept().await {
+            use tokio::io::AsyncReadExt;
+            let mut request = [0u8; 1024];
+            let _ = conn.read(&mut request).await;
+            // Dropped here: the connection closes with no answer.
+        }
+    });
+    let list = format!("{},http://{closer_addr}/v1", urls(&fakes));
+    let service = start(config(&list, &["--token-check-interval-secs", "0"])).await;
+    let dropped = format!(
+        "systemone_replica_reads_total{{model=\"{MODEL}\",replica=\"{closer_addr}\",status=\"protocol\"}}"
+    );
+    for i in 0..40 {
+        answered(&ask(&service, &about(i)).await);
+        if metrics(&service).await.contains(&dropped) {
+            return;
+        }
+    }
+    panic!("40 states and none was first sent to the replica that drops connections");
+}
+
 /// A replica whose tokenizer no longer matches the table is taken out: `/readyz` says why
 /// for that replica (the model stays ready on the others), and it gets no reads.
 #[tokio::test]
