@@ -26,7 +26,7 @@
 //!               hashes of the caller's text; SQLite or PostgreSQL through sqlx; group commit)
 //! request/      caller JSON → ValidRequest → prompt bytes; pure
 //! models/       the registry at run time, failover, the circuit breaker, token tables and
-//!               their live check
+//!               their live check, a model's replicas (fleet/: rendezvous hashing, bounded load)
 //! backend/      the trait, the shared OpenAI chat wire types, one file per dialect, the native
 //!               upstream (systemone/: a model either reads or forwards, `models::Serving`)
 //! calibration/  temperatures, profiles (apply, prediction sets), the calibrated answer; fit/:

@@ -49,6 +49,16 @@ pub struct Metrics {
     key_requests: IntCounterVec,
     /// Circuit state per model: 0 closed, 1 open, 2 half-open.
     circuit_state: IntGaugeVec,
+    /// Reads per replica of a model with several, by status class.
+    replica_reads: IntCounterVec,
+    /// Reads per replica that failed (any status class but `2xx`).
+    replica_errors: IntCounterVec,
+    /// Requests reading from each replica now.
+    replica_in_flight: IntGaugeVec,
+    /// Circuit state per replica: 0 closed, 1 open, 2 half-open.
+    replica_circuit_state: IntGaugeVec,
+    /// Token-table verdict per replica: 1 verified, 0 unchecked, -1 mismatch (out), 2 off.
+    replica_token_table_verdict: IntGaugeVec,
     /// 1 for the read strategy a probing dialect (`openai`) chose per model, 0 for the others.
     read_strategy: IntGaugeVec,
     /// Answers a calibration profile covered, by profile name (operator-configured) and
@@ -139,6 +149,11 @@ impl Metrics {
             key_requests: r.counters(&KEY_REQUESTS),
             read_strategy: r.gauges(&READ_STRATEGY),
             circuit_state: r.gauges(&CIRCUIT_STATE),
+            replica_reads: r.counters(&REPLICA_READS),
+            replica_errors: r.counters(&REPLICA_ERRORS),
+            replica_in_flight: r.gauges(&REPLICA_IN_FLIGHT),
+            replica_circuit_state: r.gauges(&REPLICA_CIRCUIT_STATE),
+            replica_token_table_verdict: r.gauges(&REPLICA_TOKEN_TABLE_VERDICT),
             profile_answers: r.counters(&PROFILE_ANSWERS),
             limit_store_latency: r.histograms(&LIMIT_STORE_LATENCY, LIMIT_STORE_LATENCY_BUCKETS),
             limit_store_errors: r.counters(&LIMIT_STORE_ERRORS),
@@ -307,6 +322,33 @@ impl Metrics {
             .inc();
     }
 
+    /// One read of `model`'s replica `replica` (its `host:port` from the configuration)
+    /// and its status class.
+    pub fn count_replica_read(&self, model: &str, replica: &str, status: &str) {
+        self.replica_reads
+            .with_label_values(&[model, replica, status])
+            .inc();
+        if status != "2xx" {
+            self.replica_errors
+                .with_label_values(&[model, replica])
+                .inc();
+        }
+    }
+
+    /// What `/metrics` mirrors of one replica when scraped.
+    pub fn set_replica(&self, model: &str, replica: &str, gauges: ReplicaGauges) {
+        let labels = [model, replica];
+        self.replica_in_flight
+            .with_label_values(&labels)
+            .set(gauges.in_flight);
+        self.replica_circuit_state
+            .with_label_values(&labels)
+            .set(gauges.circuit);
+        self.replica_token_table_verdict
+            .with_label_values(&labels)
+            .set(gauges.verdict);
+    }
+
     /// Counts one finished request and records how long it took (the route label is the
     /// matched route pattern, so its values are bounded).
     /// A client connection opened (+1) or closed (-1).
@@ -404,6 +446,17 @@ pub struct ModelGauges<'a> {
     pub read_strategy: Option<&'static str>,
 }
 
+/// What `/metrics` mirrors of one replica of a model when scraped.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicaGauges {
+    /// Requests reading from it now.
+    pub in_flight: i64,
+    /// Circuit breaker: 0 closed, 1 open, 2 half-open.
+    pub circuit: i64,
+    /// Token-table verdict: 1 verified, 0 unchecked, -1 mismatch, 2 checks off.
+    pub verdict: i64,
+}
+
 /// Every value of the `strategy` label of `systemone_backend_read_strategy`.
 pub const READ_STRATEGIES: [&str; 4] = ["post_bias", "raw_top_k", "unprobed", "refused"];
 
@@ -481,6 +534,41 @@ const CIRCUIT_STATE: Family = Family {
     name: "circuit_state",
     help: "Circuit breaker per model: 0 closed, 1 open, 2 half-open",
     labels: &["model"],
+};
+
+/// `replica_reads_total`.
+const REPLICA_READS: Family = Family {
+    name: "replica_reads_total",
+    help: "Reads per replica of a model with several backend URLs (replica: host:port), by status class",
+    labels: &["model", "replica", "status"],
+};
+
+/// `replica_errors_total`.
+const REPLICA_ERRORS: Family = Family {
+    name: "replica_errors_total",
+    help: "Reads per replica that failed (status class other than 2xx)",
+    labels: &["model", "replica"],
+};
+
+/// `replica_in_flight`.
+const REPLICA_IN_FLIGHT: Family = Family {
+    name: "replica_in_flight",
+    help: "Requests reading from each replica now (what bounded load compares to the mean)",
+    labels: &["model", "replica"],
+};
+
+/// `replica_circuit_state`.
+const REPLICA_CIRCUIT_STATE: Family = Family {
+    name: "replica_circuit_state",
+    help: "Circuit breaker per replica: 0 closed, 1 open, 2 half-open",
+    labels: &["model", "replica"],
+};
+
+/// `replica_token_table_verdict`.
+const REPLICA_TOKEN_TABLE_VERDICT: Family = Family {
+    name: "replica_token_table_verdict",
+    help: "Token table vs each replica's tokenizer: 1 verified, 0 unchecked, -1 mismatch (replica out), 2 checks off",
+    labels: &["model", "replica"],
 };
 
 /// `profile_answers_total`.

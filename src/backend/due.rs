@@ -11,3 +11,15 @@ pub enum Due {
     /// Nothing more to keep.
     Never,
 }
+
+impl Due {
+    /// The sooner of two: a retry before an interval, the shorter interval, never last.
+    pub fn sooner(self, other: Due) -> Due {
+        match (self, other) {
+            (Due::Retry, _) | (_, Due::Retry) => Due::Retry,
+            (Due::In(a), Due::In(b)) => Due::In(a.min(b)),
+            (Due::In(a), Due::Never) | (Due::Never, Due::In(a)) => Due::In(a),
+            (Due::Never, Due::Never) => Due::Never,
+        }
+    }
+}

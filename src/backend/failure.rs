@@ -25,6 +25,15 @@ pub enum BackendError {
     /// The read ran out of time.
     #[error("backend read timed out")]
     Timeout,
+    /// No connection was made within the connect timeout: for the caller a timeout like
+    /// [`BackendError::Timeout`], but nothing was sent, so a fleet tries the next replica.
+    #[error("backend did not accept a connection within the connect timeout")]
+    ConnectTimeout,
+    /// The connection broke before an answer arrived (a pooled connection the backend had
+    /// closed, a reset): for the caller a broken protocol like [`BackendError::Protocol`],
+    /// but no answer was read, so a fleet tries the next replica. The text is for the log.
+    #[error("the backend's connection broke before an answer: {0}")]
+    Dropped(String),
     /// The answer breaks the protocol (malformed, no logprobs, a requested id missing,
     /// non-finite numbers). The text is for the log only.
     #[error("backend answer breaks the protocol: {0}")]
@@ -79,7 +88,7 @@ impl From<BackendError> for ApiError {
                 "the backend is unreachable; retry later",
             )
             .retry_after(5),
-            BackendError::Timeout => ApiError::new(
+            BackendError::Timeout | BackendError::ConnectTimeout => ApiError::new(
                 Code::UpstreamTimeout,
                 "a backend read did not finish within the read timeout",
             ),
@@ -93,7 +102,9 @@ impl From<BackendError> for ApiError {
                 format!("the model is disabled: {what}"),
             )
             .retry_after(MAX_RETRY_AFTER_SECS),
-            BackendError::Protocol(detail) => protocol_broken(&detail),
+            BackendError::Protocol(detail) | BackendError::Dropped(detail) => {
+                protocol_broken(&detail)
+            }
             BackendError::Contract(what) => {
                 tracing::warn!(reason = %what, "native upstream answer breaks the contract");
                 ApiError::new(

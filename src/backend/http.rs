@@ -70,6 +70,14 @@ impl Call {
         self
     }
 
+    /// The routing key's headers, when the read carries one.
+    pub(crate) fn routed(mut self, routing: Option<&super::Routing>) -> Self {
+        for (name, value) in routing.map_or(&[][..], |r| r.headers()) {
+            self.headers.insert(name.clone(), value.clone());
+        }
+        self
+    }
+
     /// `body` as the request body, as it is.
     pub(crate) fn body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = body.into();
@@ -228,18 +236,21 @@ fn log_error_answer(status: u16, text: &[u8]) {
     }
 }
 
-/// What a failed send means: no connection (a connect that timed out is a timeout), or a
-/// broken exchange.
+/// What a failed send means: no connection (refused, or not accepted within the connect
+/// timeout: a timeout for the caller, but nothing was sent), or a connection that broke
+/// before the answer's head arrived.
 fn transport_error(e: hyper_util::client::legacy::Error) -> BackendError {
     let timed_out = std::iter::successors(std::error::Error::source(&e), |e| e.source())
         .filter_map(|e| e.downcast_ref::<std::io::Error>())
         .any(|e| e.kind() == std::io::ErrorKind::TimedOut);
-    if timed_out {
+    if timed_out && e.is_connect() {
+        BackendError::ConnectTimeout
+    } else if timed_out {
         BackendError::Timeout
     } else if e.is_connect() {
         BackendError::Unreachable
     } else {
-        BackendError::Protocol(format!("transport: {e}"))
+        BackendError::Dropped(format!("transport: {e}"))
     }
 }
 

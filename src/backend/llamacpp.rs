@@ -41,7 +41,7 @@ use serde_json::Value;
 use super::chat::{ChatResponse, Positions, TokenLogprobs};
 use super::context_window::ContextWindow;
 use super::http::{exchange, exchange_up_to, get, post};
-use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest, ReadUsage};
+use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest, ReadUsage, Routing};
 use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
@@ -175,13 +175,17 @@ impl LlamaCppBackend {
         }
     }
 
+    /// A POST of `body` to `url`, with a read's routing key when it has one.
     async fn post(
         &self,
         url: &str,
         body: &impl Serialize,
+        routing: Option<&Routing>,
         slot: &Arc<InFlightPermit>,
     ) -> Result<Vec<u8>, BackendError> {
-        let call = post(&self.client, url, self.api_key.as_ref()).json(body);
+        let call = post(&self.client, url, self.api_key.as_ref())
+            .routed(routing)
+            .json(body);
         exchange(call, slot).await
     }
 
@@ -235,10 +239,13 @@ impl LlamaCppBackend {
     ) -> Result<RawRead, BackendError> {
         let body = self.body_with_k(request, false, top_k);
         let bytes = if top_k > RAW_TOP_K {
-            let call = post(&self.client, &self.chat_url, self.api_key.as_ref()).json(&body);
+            let call = post(&self.client, &self.chat_url, self.api_key.as_ref())
+                .routed(request.routing)
+                .json(&body);
             exchange_up_to(call, slot, WHOLE_VOCABULARY_BYTES).await?
         } else {
-            self.post(&self.chat_url, &body, slot).await?
+            self.post(&self.chat_url, &body, request.routing, slot)
+                .await?
         };
         let parsed = parse(&bytes)?;
         let entries = parsed.entries(false)?;
@@ -278,7 +285,12 @@ impl LlamaCppBackend {
         slot: &Arc<InFlightPermit>,
     ) -> Result<Option<ReadUsage>, BackendError> {
         let bytes = self
-            .post(&self.chat_url, &self.body(request, true), slot)
+            .post(
+                &self.chat_url,
+                &self.body(request, true),
+                request.routing,
+                slot,
+            )
             .await?;
         let masked = parse(&bytes)?;
         let entries = masked.entries(true)?;
@@ -309,7 +321,7 @@ impl LlamaCppBackend {
         let mut out = Vec::with_capacity(texts.len());
         for text in texts {
             let bytes = self
-                .post(&url, &serde_json::json!({"content": text, "add_special": false, "with_pieces": false}), slot)
+                .post(&url, &serde_json::json!({"content": text, "add_special": false, "with_pieces": false}), None, slot)
                 .await?;
             let parsed: TokenizeResponse = serde_json::from_slice(&bytes)
                 .map_err(|e| BackendError::Protocol(format!("malformed /tokenize answer: {e}")))?;
@@ -335,7 +347,12 @@ impl LlamaCppBackend {
             body["chat_template_kwargs"] = kwargs.clone();
         }
         let bytes = self
-            .post(&format!("{}/apply-template", self.root_url), &body, slot)
+            .post(
+                &format!("{}/apply-template", self.root_url),
+                &body,
+                None,
+                slot,
+            )
             .await?;
         let parsed: ApplyTemplateResponse = serde_json::from_slice(&bytes).map_err(|e| {
             BackendError::Protocol(format!("malformed /apply-template answer: {e}"))

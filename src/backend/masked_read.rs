@@ -29,6 +29,9 @@ pub struct ReadRequest<'a> {
     /// pre-mask conditionals, so a dialect that could return the masked distribution
     /// instead must read raw here.
     pub chained: bool,
+    /// The request's routing key and the headers it goes in, when the model sends one
+    /// (the same for every read of a request).
+    pub routing: Option<&'a super::Routing>,
 }
 
 /// Token counts one upstream request reported.

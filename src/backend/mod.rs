@@ -7,7 +7,8 @@
 //!
 //! This file holds the [`Backend`] trait; the read's types are in `masked_read.rs`, its
 //! failures in `failure.rs`, the user message in `user_content.rs`, the chat wire types in
-//! `chat.rs`, what a probe found in `host_report.rs`, upkeep timing in `due.rs`.
+//! `chat.rs`, what a probe found in `host_report.rs`, upkeep timing in `due.rs`, the routing key
+//! a read carries for a router in front of replicas in `routing_key.rs`.
 
 mod http;
 pub use http::set_log_error_text;
@@ -21,6 +22,7 @@ pub mod host_report;
 pub mod llamacpp;
 mod masked_read;
 pub mod openai;
+mod routing_key;
 pub mod systemone;
 mod user_content;
 pub mod vllm;
@@ -30,6 +32,7 @@ pub use due::Due;
 pub use failure::{protocol_broken, BackendError};
 pub use host_report::HostReport;
 pub use masked_read::{ReadReply, ReadRequest, ReadUsage};
+pub use routing_key::Routing;
 pub use user_content::{EncodedContent, Part, UserContent};
 
 use futures::future::BoxFuture;

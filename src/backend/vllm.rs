@@ -172,6 +172,7 @@ impl VllmBackend {
                 hyper::header::CONTENT_TYPE,
                 hyper::header::HeaderValue::from_static("application/json"),
             )
+            .routed(request.routing)
             .body(body);
         let bytes = exchange(call, slot).await?;
         parse_reply(&bytes, request.read_ids)

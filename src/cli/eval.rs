@@ -413,7 +413,10 @@ impl Target {
         match self {
             Target::Http { endpoint, .. } => endpoint.clone(),
             Target::InProcess(_) => {
-                format!("in-process, backend {}", args.service.model.backend_url)
+                format!(
+                    "in-process, backend {}",
+                    args.service.model.backend_url.join(",")
+                )
             }
         }
     }

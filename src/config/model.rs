@@ -23,6 +23,11 @@ pub const MAX_PERMUTATIONS: usize = 8;
 pub const DEFAULT_RERANK_QUESTION: &str =
     "Is the document after the state relevant to the query in the state, that is, does it help answer the query?";
 
+/// The bounded-load factor of a model's replicas, unless configured (flag and registry).
+pub const DEFAULT_REPLICA_LOAD_FACTOR: f64 = 1.25;
+/// The headers that carry a request's routing key, unless configured (comma-separated).
+pub const DEFAULT_ROUTING_KEY_HEADERS: &str = "x-session-id,x-smg-routing-key";
+
 /// The `token_table` that builds the table from the backend's tokenizer at startup.
 pub const AUTO_TABLE: &str = "auto";
 
@@ -87,13 +92,46 @@ pub struct ModelConfig {
     #[arg(long, env = "SYSTEMONE_BACKEND", value_enum, default_value_t = BackendKind::Llamacpp)]
     pub backend: BackendKind,
 
-    /// Backend base URL, ending in `/v1`.
+    /// Backend base URL, ending in `/v1`; several (the flag repeated, or comma-separated;
+    /// a list in the registry) are replicas of one model: each request's reads go to one of
+    /// them, chosen by rendezvous hashing on what the prompts' shared head holds
+    /// (docs/fleet.md).
     #[arg(
         long,
         env = "SYSTEMONE_BACKEND_URL",
+        value_delimiter = ',',
         default_value = "http://127.0.0.1:8081/v1"
     )]
-    pub backend_url: String,
+    #[serde(deserialize_with = "one_or_many")]
+    pub backend_url: Vec<String>,
+
+    /// With several `--backend-url`s: a request skips to the next replica in its rendezvous
+    /// order while the chosen one has more requests in flight than this factor times the
+    /// replicas' mean (bounded-load hashing; at least 1). 1.25 keeps the busiest replica within a
+    /// quarter over the mean while few keys leave their first choice; the routers' own
+    /// bounds sit near it (Envoy's and HAProxy's hash balance factors are set in percent of
+    /// the mean; vllm-router's and SGLang's cache-aware policies rebalance at 1.5x).
+    #[arg(
+        long,
+        env = "SYSTEMONE_REPLICA_LOAD_FACTOR",
+        default_value_t = DEFAULT_REPLICA_LOAD_FACTOR
+    )]
+    #[serde(default = "default_replica_load_factor")]
+    pub replica_load_factor: f64,
+
+    /// Headers every read of a request carries with its routing key (the hex of a hash of
+    /// the prompts' shared head, never caller text), for a router in front of several
+    /// replicas: `x-session-id` (vllm-router's hash policies; production-stack with
+    /// `--session-key x-session-id`) and `x-smg-routing-key` (SGLang's model gateway).
+    /// An empty value sends none.
+    #[arg(
+        long = "routing-key-header",
+        env = "SYSTEMONE_ROUTING_KEY_HEADERS",
+        value_delimiter = ',',
+        default_value = DEFAULT_ROUTING_KEY_HEADERS
+    )]
+    #[serde(default = "default_routing_key_headers")]
+    pub routing_key_headers: Vec<String>,
 
     /// The backend's id for the model (defaults to `--model`).
     #[arg(long, env = "SYSTEMONE_UPSTREAM_MODEL")]
@@ -243,6 +281,7 @@ impl ModelConfig {
         if let Some(date) = &self.release_date {
             checked_date(date).map_err(invalid)?;
         }
+        self.check_replicas().map_err(invalid)?;
         if !(1..=MAX_PERMUTATIONS).contains(&self.permutations) {
             return Err(invalid(format!(
                 "permutations must be from 1 to {MAX_PERMUTATIONS}, got {}",
@@ -250,6 +289,46 @@ impl ModelConfig {
             )));
         }
         self.check_escalation().map_err(invalid)
+    }
+
+    /// At least one backend URL, none empty or twice; a load factor of at least 1 (below
+    /// the mean no replica could take a request); routing-key headers that are header names.
+    fn check_replicas(&self) -> Result<(), String> {
+        let urls = &self.backend_url;
+        if urls.is_empty() || urls.iter().any(|u| u.trim().is_empty()) {
+            return Err(format!(
+                "backend_url must name at least one URL, none empty; got {urls:?}"
+            ));
+        }
+        if let Some(twice) = urls
+            .iter()
+            .enumerate()
+            .find(|(i, u)| urls[..*i].contains(u))
+        {
+            return Err(format!("backend_url lists {:?} twice", twice.1));
+        }
+        let factor = self.replica_load_factor;
+        if !(factor.is_finite() && (1.0..=100.0).contains(&factor)) {
+            return Err(format!(
+                "replica_load_factor must be from 1 to 100, got {factor}"
+            ));
+        }
+        for name in self.routing_key_headers.iter().filter(|h| !h.is_empty()) {
+            if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(format!(
+                    "routing_key_headers: {name:?} is not a header name"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The headers a request's routing key goes in (empty entries dropped).
+    pub fn routing_headers(&self) -> Vec<hyper::header::HeaderName> {
+        self.routing_key_headers
+            .iter()
+            .filter_map(|h| hyper::header::HeaderName::from_bytes(h.as_bytes()).ok())
+            .collect()
     }
 
     /// `escalate_to` with exactly one rule (`escalate_below` in (0, 1], or
@@ -327,4 +406,20 @@ fn default_max_ids() -> usize {
 
 fn default_check_interval() -> u64 {
     DEFAULT_TOKEN_CHECK_INTERVAL_SECS
+}
+
+fn default_replica_load_factor() -> f64 {
+    DEFAULT_REPLICA_LOAD_FACTOR
+}
+
+fn default_routing_key_headers() -> Vec<String> {
+    DEFAULT_ROUTING_KEY_HEADERS
+        .split(',')
+        .map(str::to_string)
+        .collect()
+}
+
+/// One URL or a list of them (`backend_url = "…"` or `backend_url = ["…", "…"]`).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    OneOrMany::deserialize(d).map(|urls| urls.names())
 }

@@ -328,3 +328,62 @@ escalate_below = 0.5
     std::fs::write(&path, "[[model]]\nname = \"a\"\nbogus = 1\n").expect("write");
     assert!(load_registry(&path).is_err());
 }
+
+#[test]
+fn backend_url_lists_replicas_by_flag_env_or_registry_and_one_url_still_works() {
+    let model = |flags: &[&str]| serve_flags(flags).model_configs().expect("models")[0].clone();
+    let one = model(&["--backend-url", "http://a:1/v1"]);
+    assert_eq!(one.backend_url, ["http://a:1/v1"]);
+    assert_eq!(one.replica_load_factor, 1.25);
+    assert_eq!(
+        one.routing_key_headers,
+        ["x-session-id", "x-smg-routing-key"]
+    );
+    let listed = model(&["--backend-url", "http://a:1/v1,http://b:2/v1"]);
+    let repeated = model(&[
+        "--backend-url",
+        "http://a:1/v1",
+        "--backend-url",
+        "http://b:2/v1",
+    ]);
+    assert_eq!(listed.backend_url, ["http://a:1/v1", "http://b:2/v1"]);
+    assert_eq!(repeated.backend_url, listed.backend_url);
+    let toml = |urls: &str, extra: &str| {
+        let text =
+            format!("[[model]]\nname = \"a\"\nbackend = \"vllm\"\nbackend_url = {urls}\n{extra}");
+        toml::from_str::<crate::config::RegistryFile>(&text).map(|f| f.model[0].clone())
+    };
+    let file = toml(
+        "[\"http://a:1/v1\", \"http://b:2/v1\"]",
+        "replica_load_factor = 1.5\nrouting_key_headers = [\"x-route\"]",
+    )
+    .expect("a list");
+    assert_eq!(file.backend_url, listed.backend_url);
+    assert_eq!(file.replica_load_factor, 1.5);
+    assert_eq!(file.routing_key_headers, ["x-route"]);
+    assert_eq!(
+        toml("\"http://a:1/v1\"", "").expect("a string").backend_url,
+        ["http://a:1/v1"]
+    );
+    let refused = |c: ModelConfig| c.check().expect_err("refused").to_string();
+    let twice = ModelConfig {
+        backend_url: vec!["http://a:1/v1".into(), "http://a:1/v1".into()],
+        ..one.clone()
+    };
+    assert!(refused(twice).contains("lists \"http://a:1/v1\" twice"));
+    let low = ModelConfig {
+        replica_load_factor: 0.9,
+        ..one.clone()
+    };
+    assert!(refused(low).contains("replica_load_factor must be from 1 to 100, got 0.9"));
+    let bad_header = ModelConfig {
+        routing_key_headers: vec!["bad header".into()],
+        ..one.clone()
+    };
+    assert!(refused(bad_header).contains("\"bad header\" is not a header name"));
+    let none = ModelConfig {
+        backend_url: vec![],
+        ..one
+    };
+    assert!(refused(none).contains("backend_url must name at least one URL"));
+}

@@ -50,6 +50,10 @@ pub enum PipelineError {
     /// Over a token limit on an exact count (or on the estimate, when none could be had).
     #[error("the request is over a token limit")]
     TooLarge(ApiError),
+    /// Every replica of the model is out (circuits open, tables mismatched); the soonest
+    /// circuit lets a probe through after this many seconds.
+    #[error("every replica of the model is out of service")]
+    ReplicasOut(u64),
     /// A read's prompt (`tokens`) would not fit the backend's context window.
     #[error("a read of {tokens} tokens would not fit the backend's context of {window}")]
     ContextExceeded { tokens: usize, window: usize },
@@ -65,8 +69,12 @@ impl PipelineError {
                 | BackendError::Overloaded { .. }
                 | BackendError::ServerError { .. }
                 | BackendError::Timeout
+                | BackendError::ConnectTimeout
                 | BackendError::Unreachable,
             ) => Health::Failure,
+            // For the model, no replica to read from is a backend that fails: its circuit
+            // opens and its fallback serves, as with one URL.
+            PipelineError::ReplicasOut(_) => Health::Failure,
             _ => Health::Neutral,
         }
     }
@@ -100,6 +108,12 @@ impl From<PipelineError> for ApiError {
             PipelineError::TableMismatch(retry) => ApiError::new(
                 Code::TokenTableMismatch,
                 "the model is disabled: its token table does not match the tokenizer the backend serves; retry later",
+            )
+            .retry_after(retry),
+            PipelineError::ReplicasOut(retry) => ApiError::new(
+                Code::CircuitOpen,
+                "every replica of the model's backend is failing or out of service (circuit \
+                 open, token table mismatch); retry later",
             )
             .retry_after(retry),
             PipelineError::ContextExceeded { tokens, window } => ApiError::new(

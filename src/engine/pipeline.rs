@@ -9,6 +9,11 @@
 //! has its own timeout and the whole request a deadline (slot waits included). The first
 //! failure drops every other future, which cancels their upstream requests: a caller gets
 //! all answers or one error.
+//!
+//! Every read of a request carries its routing key (a hash of the prompts' shared head) in
+//! the model's routing headers; a model with several replicas reads all of a request from
+//! one of them, the first of the request's order that takes it, and tries the next when
+//! one could not be reached before any read was answered ([`crate::models::fleet`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,13 +23,14 @@ use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 
 use super::outcome::{Answers, PipelineError, TokenUsage};
-use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage};
+use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage, Routing};
 use crate::config::UpstreamSettings;
 use crate::engine::decode::{certain, decode, Decoded, OrderRead};
 use crate::error::MAX_RETRY_AFTER_SECS;
 use crate::in_flight::InFlight;
 use crate::metrics::Metrics;
 use crate::models::circuit::{Health, Ticket};
+use crate::models::fleet::{Fleet, Replica};
 use crate::models::tokens::estimate_tokens_for_bytes;
 use crate::models::tokens::verify::Verdict;
 use crate::models::Serving;
@@ -131,27 +137,86 @@ impl Pipeline {
         let result = match &req.model().serving {
             // A native upstream answers the whole request: its own timeout is the deadline.
             Serving::Forwards(upstream) => self.forward(upstream, req, sent).await,
-            Serving::Reads(backend) => timeout(
-                self.request_timeout,
-                self.run_unbounded(req, backend.as_ref(), sent),
-            )
-            .await
-            .unwrap_or(Err(PipelineError::Deadline)),
+            Serving::Reads(backend) => {
+                let routing = routing(req);
+                let via = Via::direct(backend.as_ref(), routing.as_ref());
+                timeout(self.request_timeout, self.run_unbounded(req, via, sent))
+                    .await
+                    .unwrap_or(Err(PipelineError::Deadline))
+            }
+            Serving::Fleet(fleet) => {
+                timeout(self.request_timeout, self.run_fleet(req, fleet, sent))
+                    .await
+                    .unwrap_or(Err(PipelineError::Deadline))
+            }
         };
-        ticket.record(match &result {
-            Ok(outcome) if outcome.usage.upstream_requests > 0 => Health::Success,
-            Ok(_) => Health::Neutral,
-            Err(e) => e.health(),
-        });
+        record(ticket, &result);
         result
+    }
+
+    /// Runs `req` on one replica of `fleet`: the first in the request's order (rendezvous,
+    /// bounded by load) whose table matched its tokenizer and whose circuit admits; the next
+    /// when it could not be reached (refused, no connection within the connect timeout, or
+    /// a connection that broke before an answer) before any read was answered: reads are
+    /// idempotent, so asking them again of another replica changes nothing but the cost. Each replica's circuit
+    /// learns its own outcome; the model's circuit (the caller's ticket) the request's.
+    async fn run_fleet(
+        &self,
+        req: &ValidRequest,
+        fleet: &Fleet,
+        sent: &AtomicU64,
+    ) -> Result<Answers, PipelineError> {
+        let key = req.head_key();
+        let routing = Routing::new(&req.model().routing_headers, &key.hex());
+        let mut skipped = Skipped::default();
+        for index in fleet.order(key.as_u64()) {
+            let replica = &fleet.replicas()[index];
+            if replica.verifier.settled().await == Verdict::Mismatch {
+                skipped.mismatch(replica.verifier.seconds_to_next_check());
+                continue;
+            }
+            let ticket = match replica.circuit.admit() {
+                Ok(ticket) => ticket,
+                Err(open) => {
+                    skipped.open(open.retry_after);
+                    continue;
+                }
+            };
+            let _lease = replica.lease();
+            let answered = AtomicU64::new(0);
+            let via = Via {
+                backend: replica.backend.as_ref(),
+                replica: Some((&req.model().name, replica)),
+                routing: routing.as_ref(),
+                answered: Some(&answered),
+            };
+            let result = self.run_unbounded(req, via, sent).await;
+            record(ticket, &result);
+            let unreached = matches!(
+                result,
+                Err(PipelineError::Backend(
+                    BackendError::Unreachable
+                        | BackendError::ConnectTimeout
+                        | BackendError::Dropped(_)
+                ))
+            );
+            if unreached && answered.load(Ordering::Relaxed) == 0 {
+                tracing::warn!(model = %req.model().name, replica = %replica.label, "replica unreachable before any read of the request was answered: trying the next in its order");
+                skipped.unreachable = result.err();
+                continue;
+            }
+            return result;
+        }
+        Err(skipped.into_error())
     }
 
     async fn run_unbounded(
         &self,
         req: &ValidRequest,
-        backend: &dyn Backend,
+        via: Via<'_>,
         sent: &AtomicU64,
     ) -> Result<Answers, PipelineError> {
+        let backend = via.backend;
         // The model's upkeep (token-table check, host probe) runs in the background; a
         // pipeline used without a router starts it here.
         crate::models::upkeep::start(req.model(), &self.in_flight);
@@ -161,7 +226,7 @@ impl Pipeline {
         super::context_window::settle_limits(req, &self.in_flight).await?;
         let asks = plan(req);
         super::context_window::fits(req.model(), backend, &self.in_flight, &asks).await?;
-        let mut reads = self.ask_all(req, backend, asks, sent).await?;
+        let mut reads = self.ask_all(req, via, asks, sent).await?;
         let mut usage = TokenUsage::default();
         let mut model = None;
         let mut answers = Vec::with_capacity(reads.len());
@@ -202,7 +267,7 @@ impl Pipeline {
     async fn ask_all(
         &self,
         req: &ValidRequest,
-        backend: &dyn Backend,
+        via: Via<'_>,
         asks: Vec<Vec<Ask>>,
         sent: &AtomicU64,
     ) -> Result<Vec<Option<QuestionReads>>, PipelineError> {
@@ -217,13 +282,13 @@ impl Pipeline {
                 let q = *q;
                 let asks = &asks[q];
                 async move {
-                    let reads = self.ask_question(req, backend, q, asks, sent).await;
+                    let reads = self.ask_question(req, via, q, asks, sent).await;
                     reads.map(|r| (q, r))
                 }
             }))
         };
         let mut results = Vec::with_capacity(asked.len());
-        if seats_first(req, backend) && asked.len() > 1 {
+        if seats_first(req, via.backend) && asked.len() > 1 {
             results.extend(ask(&asked[..1]).await?);
             results.extend(ask(&asked[1..]).await?);
         } else {
@@ -241,11 +306,12 @@ impl Pipeline {
     async fn ask_question(
         &self,
         req: &ValidRequest,
-        backend: &dyn Backend,
+        via: Via<'_>,
         question: usize,
         asks: &[Ask],
         sent: &AtomicU64,
     ) -> Result<QuestionReads, PipelineError> {
+        let backend = via.backend;
         let plan = &req.rendered()[question].reads;
         let slices: Vec<Slice> = (0..asks.len())
             .flat_map(|ask| {
@@ -268,8 +334,9 @@ impl Pipeline {
                     allowed_ids: &node.ids,
                     read_ids: &node.ids[slice.ids.clone()],
                     chained: plan.chained(),
+                    routing: via.routing,
                 };
-                self.read(backend, request, sent)
+                self.read(via, request, sent)
             }))
         };
         // A trie's reads share the whole prompt but the prefill: the root's slices go
@@ -292,19 +359,113 @@ impl Pipeline {
     /// One upstream request: wait for a slot, then read within the read timeout.
     async fn read(
         &self,
-        backend: &dyn Backend,
+        via: Via<'_>,
         request: ReadRequest<'_>,
         sent: &AtomicU64,
     ) -> Result<ReadReply, BackendError> {
+        let backend = via.backend;
         let permit = self.in_flight.acquire().await;
         sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let result = timeout(self.read_timeout, backend.read(request, permit))
             .await
             .unwrap_or(Err(BackendError::Timeout));
+        let status = status_class(&result);
         self.metrics
-            .observe_upstream(backend.dialect(), started.elapsed(), status_class(&result));
+            .observe_upstream(backend.dialect(), started.elapsed(), status);
+        if let Some((model, replica)) = via.replica {
+            self.metrics
+                .count_replica_read(model, &replica.label, status);
+        }
+        if let (Ok(_), Some(answered)) = (&result, via.answered) {
+            answered.fetch_add(1, Ordering::Relaxed);
+        }
         result
+    }
+}
+
+/// Tells a circuit how a request went: a success only when it sent reads.
+fn record(ticket: Ticket<'_>, result: &Result<Answers, PipelineError>) {
+    ticket.record(match result {
+        Ok(outcome) if outcome.usage.upstream_requests > 0 => Health::Success,
+        Ok(_) => Health::Neutral,
+        Err(e) => e.health(),
+    });
+}
+
+/// The routing key of a request read from one URL, when its model sends one (for a router
+/// in front of the URL).
+fn routing(req: &ValidRequest) -> Option<Routing> {
+    let headers = &req.model().routing_headers;
+    if headers.is_empty() {
+        return None;
+    }
+    Routing::new(headers, &req.head_key().hex())
+}
+
+/// Where one request's reads go.
+#[derive(Clone, Copy)]
+struct Via<'a> {
+    /// The backend (of a fleet, the chosen replica's).
+    backend: &'a dyn Backend,
+    /// Of a fleet: the model's name and the replica, whose reads are counted.
+    replica: Option<(&'a str, &'a Replica)>,
+    /// The routing key every read carries, when the model sends one.
+    routing: Option<&'a Routing>,
+    /// Of a fleet: counts the reads answered, so an unreachable replica is skipped only
+    /// while none was.
+    answered: Option<&'a AtomicU64>,
+}
+
+impl<'a> Via<'a> {
+    /// Straight to a model's one backend.
+    fn direct(backend: &'a dyn Backend, routing: Option<&'a Routing>) -> Self {
+        Via {
+            backend,
+            replica: None,
+            routing,
+            answered: None,
+        }
+    }
+}
+
+/// Why a fleet found no replica to read from.
+#[derive(Debug, Default)]
+struct Skipped {
+    /// The soonest check of a replica whose table did not match its tokenizer, in seconds.
+    mismatch: Option<u64>,
+    /// The soonest an open circuit among them lets a probe through, in seconds.
+    open: Option<u64>,
+    /// Why the last replica tried could not be reached (refused, not within the connect
+    /// timeout, or the connection broke before an answer).
+    unreachable: Option<PipelineError>,
+}
+
+impl Skipped {
+    fn open(&mut self, retry_after: u64) {
+        self.open = Some(self.open.map_or(retry_after, |s| s.min(retry_after)));
+    }
+
+    fn mismatch(&mut self, next_check: u64) {
+        let next = next_check.min(MAX_RETRY_AFTER_SECS);
+        self.mismatch = Some(self.mismatch.map_or(next, |s| s.min(next)));
+    }
+
+    /// The error the request ends with: the last replica's when none it tried could be
+    /// reached (a failure of the backend, as with one URL), else the replicas out of
+    /// service.
+    fn into_error(self) -> PipelineError {
+        match self {
+            Skipped {
+                unreachable: Some(why),
+                ..
+            } => why,
+            Skipped {
+                open: Some(retry_after),
+                ..
+            } => PipelineError::ReplicasOut(retry_after),
+            Skipped { mismatch, .. } => PipelineError::TableMismatch(mismatch.unwrap_or(1)),
+        }
     }
 }
 
@@ -322,10 +483,13 @@ pub(super) fn status_class<T>(result: &Result<T, BackendError>) -> &'static str 
         Ok(_) => "2xx",
         Err(BackendError::RateLimited { .. } | BackendError::Rejected { .. }) => "4xx",
         Err(BackendError::Overloaded { .. } | BackendError::ServerError { .. }) => "5xx",
-        Err(BackendError::Timeout) => "timeout",
+        Err(BackendError::Timeout | BackendError::ConnectTimeout) => "timeout",
         Err(BackendError::Unreachable) => "unreachable",
         Err(
-            BackendError::Protocol(_) | BackendError::Missing { .. } | BackendError::Contract(_),
+            BackendError::Protocol(_)
+            | BackendError::Dropped(_)
+            | BackendError::Missing { .. }
+            | BackendError::Contract(_),
         ) => "protocol",
         Err(BackendError::Unsupported(_)) => "unsupported",
     }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::circuit::Circuit;
 use super::escalation;
+use super::fleet::{label, Fleet, Replica};
 use super::model::Model;
 use super::registry::Models;
 use super::serving::Serving;
@@ -32,7 +33,7 @@ impl Models {
     ) -> Result<Self, ConfigError> {
         let mut list = Vec::with_capacity(configs.len());
         for c in configs {
-            let mut model = Self::build_model(c, client, check_timeout)?;
+            let mut model = Self::build_model(c, client, check_timeout, circuit)?;
             model.circuit = Circuit::new(c.name.clone(), circuit);
             model.fallback = c.fallback.as_ref().map(|f| f.names()).unwrap_or_default();
             model.escalation = escalation::Escalation::from_config(c);
@@ -47,6 +48,7 @@ impl Models {
         c: &ModelConfig,
         client: &crate::backend::Pool,
         check_timeout: Duration,
+        circuit: CircuitSettings,
     ) -> Result<Model, ConfigError> {
         c.check()?;
         let invalid = |e: String| ConfigError::Invalid(format!("model {}: {e}", c.name));
@@ -59,9 +61,15 @@ impl Models {
             client,
             &upstream_model,
             table.get().as_deref(),
-            check_timeout,
-        );
-        let check_interval = c.token_check_interval();
+            (check_timeout, circuit),
+        )
+        .map_err(invalid)?;
+        let mut check_interval = c.token_check_interval();
+        if serving.fleet().is_some() && !table.is_auto() {
+            // Each replica checks a fixed table against its own tokenizer; the model's own
+            // check would only repeat one of them (and take the whole model out with it).
+            check_interval = Duration::ZERO;
+        }
         Ok(Model {
             aliases: c.aliases.clone(),
             upstream_model,
@@ -72,6 +80,7 @@ impl Models {
             vision: c.vision,
             release_date: c.release_date.clone(),
             rerank_question: c.rerank_question.clone(),
+            routing_headers: c.routing_headers(),
             verifier: Arc::new(Verifier::new(check_interval, check_timeout)),
             ..Model::with_table(c.name.clone(), serving, table)
         })
@@ -147,26 +156,70 @@ impl Models {
     }
 
     /// How the configured dialect serves the model: a native upstream's forwarding, or the
-    /// reads of a chat dialect (the `openai` one learns the label texts of `table`, which it
-    /// always has, and probes within `probe_timeout`).
+    /// reads of a chat dialect, at one URL or at several replicas (a [`Fleet`], each with
+    /// its own circuit and token-table check, by `checks`: the check timeout and the
+    /// circuit's settings). The `openai` dialect learns the label texts of `table`, which it
+    /// always has, and probes within the check timeout.
     fn serving(
         c: &ModelConfig,
         client: &crate::backend::Pool,
         upstream_model: &str,
         table: Option<&TokenTable>,
+        checks: (Duration, CircuitSettings),
+    ) -> Result<Serving, String> {
+        if c.backend == BackendKind::Systemone {
+            if c.backend_url.len() > 1 {
+                return Err(
+                    "several backend_url replicas need a reading dialect (vllm, \
+                            llamacpp, openai); a native upstream balances its own"
+                        .into(),
+                );
+            }
+            let native = Self::native_backend(c, client, upstream_model);
+            return Ok(Serving::Forwards(Arc::new(native)));
+        }
+        let read = |url: &str| Self::reads(c, client, url, upstream_model, table, checks.0);
+        if let [url] = c.backend_url.as_slice() {
+            return Ok(Serving::Reads(read(url)));
+        }
+        let (check_timeout, circuit) = checks;
+        let replicas = c
+            .backend_url
+            .iter()
+            .map(|url| {
+                let name = format!("{} at {}", c.name, label(url));
+                Replica::new(
+                    url,
+                    read(url),
+                    Circuit::new(name, circuit),
+                    Verifier::new(c.token_check_interval(), check_timeout),
+                )
+            })
+            .collect();
+        Ok(Serving::Fleet(Arc::new(Fleet::new(
+            replicas,
+            c.replica_load_factor,
+        ))))
+    }
+
+    /// The backend of a chat dialect at `url`.
+    fn reads(
+        c: &ModelConfig,
+        client: &crate::backend::Pool,
+        url: &str,
+        upstream_model: &str,
+        table: Option<&TokenTable>,
         probe_timeout: Duration,
-    ) -> Serving {
+    ) -> Arc<dyn Backend> {
         let thinking_off = c
             .disable_thinking
             .then(|| serde_json::json!({"enable_thinking": false}));
-        let reads: Arc<dyn Backend> = match c.backend {
-            BackendKind::Systemone => {
-                return Serving::Forwards(Arc::new(Self::native_backend(c, client, upstream_model)))
-            }
-            BackendKind::Vllm => Arc::new(
+        match c.backend {
+            // (A native upstream never reads: `serving` forwards it before asking here.)
+            BackendKind::Vllm | BackendKind::Systemone => Arc::new(
                 VllmBackend::new(
                     client.clone(),
-                    &c.backend_url,
+                    url,
                     upstream_model.to_string(),
                     c.backend_api_key.clone(),
                     c.max_ids_per_read,
@@ -175,7 +228,7 @@ impl Models {
             ),
             BackendKind::Llamacpp => Arc::new(LlamaCppBackend::new(
                 client.clone(),
-                &c.backend_url,
+                url,
                 upstream_model.to_string(),
                 c.backend_api_key.clone(),
                 c.cache_prompt,
@@ -183,14 +236,13 @@ impl Models {
             )),
             BackendKind::Openai => Arc::new(CompatBackend::new(
                 client.clone(),
-                &c.backend_url,
+                url,
                 upstream_model.to_string(),
                 c.backend_api_key.clone(),
                 table.map(label_texts).unwrap_or_default(),
                 probe_timeout,
             )),
-        };
-        Serving::Reads(reads)
+        }
     }
 
     /// The native upstream of a `systemone` model.
@@ -201,7 +253,7 @@ impl Models {
     ) -> SystemOneBackend {
         SystemOneBackend::new(
             client.clone(),
-            &c.backend_url,
+            &c.backend_url[0],
             upstream_model.to_string(),
             c.backend_api_key.clone(),
             c.flavor,

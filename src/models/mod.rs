@@ -7,12 +7,14 @@
 //! upstream ([`Serving`], `serving.rs`); [`Models`] the registry (`registry.rs`), built from
 //! configuration in `build.rs` (the one place that knows every dialect), its graph of
 //! fallbacks and escalations checked in `checks.rs`; [`Routes`] resolves which model serves
-//! a request while circuits are open (`routes.rs`).
+//! a request while circuits are open (`routes.rs`); a model with several replicas reads
+//! through a [`fleet::Fleet`] (`fleet/`).
 
 mod build;
 mod checks;
 pub mod circuit;
 pub mod escalation;
+pub mod fleet;
 mod model;
 mod registry;
 mod routes;

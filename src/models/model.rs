@@ -60,6 +60,9 @@ pub struct Model {
     pub rerank_question: String,
     /// Its release date, `YYYY-MM-DD`, when configured (listed by `/v1/models`).
     pub release_date: Option<String>,
+    /// The headers every read carries the request's routing key in (for a router in front
+    /// of replicas; empty: none).
+    pub routing_headers: Vec<hyper::header::HeaderName>,
     /// Whether its background [`super::upkeep`] task runs (started once, by the first router or
     /// request in a runtime).
     pub upkeep_started: std::sync::atomic::AtomicBool,
@@ -69,7 +72,8 @@ impl Model {
     /// A model with defaults: upstream id = name, no aliases, the default calibration, the
     /// `accuracy` layout, the default label scheme (numerals: any letters in `table` are
     /// dropped), estimated token counts, a check every 10 minutes, no images, the default
-    /// circuit breaker, no fallback and the default rerank question.
+    /// circuit breaker, no fallback, the default rerank question and the default
+    /// routing-key headers.
     pub fn new(name: impl Into<String>, serving: impl Into<Serving>, table: TokenTable) -> Self {
         Self::with_table(
             name,
@@ -99,6 +103,10 @@ impl Model {
             vision: false,
             rerank_question: crate::config::DEFAULT_RERANK_QUESTION.to_string(),
             release_date: None,
+            routing_headers: crate::config::DEFAULT_ROUTING_KEY_HEADERS
+                .split(',')
+                .map(hyper::header::HeaderName::from_static)
+                .collect(),
             upkeep_started: std::sync::atomic::AtomicBool::new(false),
         }
     }

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::fleet::Fleet;
 use crate::backend::systemone::SystemOneBackend;
 use crate::backend::{Backend, Due, HostReport};
 use crate::in_flight::InFlight;
@@ -15,6 +16,8 @@ use crate::in_flight::InFlight;
 pub enum Serving {
     /// Masked reads through a chat dialect.
     Reads(Arc<dyn Backend>),
+    /// Masked reads through a chat dialect, each request's on one of several replicas.
+    Fleet(Arc<Fleet>),
     /// Whole requests forwarded to a native System One upstream.
     Forwards(Arc<SystemOneBackend>),
 }
@@ -24,6 +27,7 @@ impl Serving {
     pub fn dialect(&self) -> &'static str {
         match self {
             Serving::Reads(backend) => backend.dialect(),
+            Serving::Fleet(fleet) => fleet.dialect(),
             Serving::Forwards(upstream) => upstream.dialect(),
         }
     }
@@ -33,6 +37,7 @@ impl Serving {
     pub fn host_report(&self) -> Option<HostReport> {
         match self {
             Serving::Reads(backend) => backend.host_report(),
+            Serving::Fleet(fleet) => fleet.host_report(),
             Serving::Forwards(upstream) => upstream.host_report(),
         }
     }
@@ -42,16 +47,27 @@ impl Serving {
     pub async fn upkeep(&self, in_flight: &InFlight) -> Due {
         match self {
             Serving::Reads(backend) => backend.upkeep(in_flight).await,
+            Serving::Fleet(fleet) => fleet.upkeep(in_flight).await,
             Serving::Forwards(upstream) => upstream.upkeep(in_flight).await,
         }
     }
 
-    /// The dialect the model reads through; `None` when it forwards (nothing to read with,
-    /// tokenize with or check a token table against).
+    /// The dialect the model reads through (of a fleet, the first replica whose circuit is
+    /// not open: for token counts and an automatic table's build); `None` when it forwards
+    /// (nothing to read with, tokenize with or check a token table against).
     pub fn reads(&self) -> Option<&dyn Backend> {
         match self {
             Serving::Reads(backend) => Some(backend.as_ref()),
+            Serving::Fleet(fleet) => Some(fleet.any_backend()),
             Serving::Forwards(_) => None,
+        }
+    }
+
+    /// The model's replicas, when it has several.
+    pub fn fleet(&self) -> Option<&Fleet> {
+        match self {
+            Serving::Fleet(fleet) => Some(fleet),
+            _ => None,
         }
     }
 }

@@ -111,7 +111,14 @@ async fn keep(model: Weak<Model>, in_flight: InFlight) {
             async {
                 match (check_due, m.serving.reads()) {
                     (true, Some(backend)) => {
-                        Some(m.verifier.check(backend, &m.table, &in_flight).await)
+                        let due = m.verifier.check(backend, &m.table, &in_flight).await;
+                        // Each replica of a fleet checks the table against its own tokenizer.
+                        Some(match m.serving.fleet() {
+                            Some(fleet) => {
+                                due.sooner(fleet.check_tables(&m.table, &in_flight).await)
+                            }
+                            None => due,
+                        })
                     }
                     // A model that forwards has no token table of its own to check.
                     (true, None) => Some(Due::Never),

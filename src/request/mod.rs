@@ -8,6 +8,7 @@
 //!   trie) and how their log-probabilities join into one per option.
 
 mod call_history;
+mod head_key;
 mod ignored;
 pub mod images;
 pub mod prompt;
@@ -28,6 +29,7 @@ use crate::models::Model;
 use crate::question::LoweredQuestion;
 
 pub use call_history::History;
+pub use head_key::HeadKey;
 pub use ignored::Ignored;
 pub use reference_error::ReferenceError;
 pub use rendered_question::RenderedQuestion;
@@ -51,6 +53,9 @@ pub struct ValidRequest {
     /// Set when the byte estimate put the request over a token limit: the engine counts it
     /// exactly before refusing.
     recount: Option<validate::Recount>,
+    /// The digest of what every prompt shares (state, images, a shared history), for the
+    /// request's [`HeadKey`].
+    content: [u8; 32],
 }
 
 impl ValidRequest {
@@ -105,6 +110,11 @@ impl ValidRequest {
     pub fn recount(&self) -> Option<validate::Recount> {
         self.recount
     }
+    /// The key the request's reads are routed by: a hash of its prompts' shared head
+    /// (model, layout, state, images, a shared history), never caller text.
+    pub fn head_key(&self) -> HeadKey {
+        HeadKey::new(&self.model.upstream_model, self.layout, &self.content)
+    }
     /// Whether the first question goes alone to seat the shared prefix (technique §6).
     pub fn staged(&self) -> bool {
         !self.images.is_empty()
@@ -146,8 +156,11 @@ impl ValidRequest {
                 prompt::render_orders(q, first, permutations, &table)
             })
             .collect::<Result<_, _>>()?;
+        let state_json = to_python(state)?;
+        let images: Vec<Arc<str>> = images.into_iter().map(Arc::from).collect();
         Ok(ValidRequest {
-            state_json: to_python(state)?,
+            content: head_key::content_digest(&state_json, &images, &history),
+            state_json,
             model,
             questions,
             rendered,
@@ -156,7 +169,7 @@ impl ValidRequest {
             layout,
             permutations,
             history,
-            images: images.into_iter().map(Arc::from).collect(),
+            images,
             ignored: Ignored::default(),
             recount: None,
         })

@@ -53,6 +53,8 @@ impl ValidRequest {
             ignored: Ignored::default(),
             // The limits were settled for the whole request: a subset stays within them.
             recount: self.recount,
+            // The head the escalated questions share is the caller's, as before.
+            content: self.content,
         })
     }
 

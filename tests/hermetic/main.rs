@@ -25,6 +25,7 @@ mod escalation;
 mod eval_cmd;
 mod examples;
 mod faults;
+mod fleet;
 mod flow_refunds;
 mod gateway_auth;
 mod gateway_circuit;

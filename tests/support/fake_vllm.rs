@@ -112,7 +112,19 @@ pub struct FakeState {
     /// Whether the tokenizer splits every number into single digits (default false: the
     /// golden toy tokenizer's greedy pieces worth 0..190).
     pub split_digits: AtomicBool,
+    /// Every chat request's headers that a router reads or that carry secrets
+    /// ([`ROUTING_HEADERS`]), in arrival order, to check what the service sends.
+    pub routing_headers: Mutex<Vec<Vec<(String, String)>>>,
 }
+
+/// The headers [`FakeState::routing_headers`] records (the routers' affinity headers, the
+/// tests' custom one and the bearer, which must never be a routing key).
+pub const ROUTING_HEADERS: [&str; 4] = [
+    "x-session-id",
+    "x-smg-routing-key",
+    "x-route",
+    "authorization",
+];
 
 /// A running fake.
 #[derive(Debug, Clone)]
@@ -140,6 +152,7 @@ impl FakeVllm {
             mixed_seen: AtomicUsize::new(0),
             mixed_hits: Mutex::new(Vec::new()),
             split_digits: AtomicBool::new(false),
+            routing_headers: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -148,6 +161,11 @@ impl FakeVllm {
             .with_state(state.clone());
         let addr = fake_server::serve(app).await;
         FakeVllm { addr, state }
+    }
+
+    /// The recorded headers of every chat request so far ([`ROUTING_HEADERS`]).
+    pub fn routing_headers(&self) -> Vec<Vec<(String, String)>> {
+        self.state.routing_headers.lock().expect("lock").clone()
     }
 
     /// The base URL to configure (`http://127.0.0.1:PORT/v1`).
@@ -313,8 +331,26 @@ fn ids_of(v: &Value) -> Option<Vec<u64>> {
         .map(|a| a.iter().filter_map(Value::as_u64).collect())
 }
 
-async fn chat(State(state): State<Arc<FakeState>>, body: axum::body::Bytes) -> Response {
+async fn chat(
+    State(state): State<Arc<FakeState>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     let _in_flight = state.chat.enter();
+    let seen = ROUTING_HEADERS
+        .iter()
+        .filter_map(|name| {
+            let value = headers.get(*name)?.to_str().ok()?;
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect();
+    {
+        let mut recorded = state.routing_headers.lock().expect("lock");
+        // Bounded, for the load runs that build this fake too.
+        if recorded.len() < 100_000 {
+            recorded.push(seen);
+        }
+    }
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return error(StatusCode::BAD_REQUEST, "body is not JSON");
     };

@@ -275,7 +275,12 @@ pub async fn settled(service: &Service) {
                 .is_none_or(|h| h.probe != Probe::Unprobed);
             let status = m.verifier.status();
             let checked = status.verdict == Verdict::Disabled || status.last_check.is_some();
-            probed && checked && !status.checking
+            let replicas = m.serving.fleet().map_or(&[][..], |f| f.replicas());
+            let replicas_checked = replicas.iter().all(|r| {
+                let status = r.verifier.status();
+                status.verdict == Verdict::Disabled || status.last_check.is_some()
+            });
+            probed && checked && !status.checking && replicas_checked
         });
         if done {
             return;

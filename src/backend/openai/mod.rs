@@ -134,12 +134,16 @@ impl CompatBackend {
         }
     }
 
+    /// A POST of `body`, with a read's routing key when it has one.
     async fn post(
         &self,
         body: &impl Serialize,
+        routing: Option<&crate::backend::Routing>,
         slot: &Arc<InFlightPermit>,
     ) -> Result<Vec<u8>, BackendError> {
-        let call = post(&self.client, &self.url, self.api_key.as_ref()).json(body);
+        let call = post(&self.client, &self.url, self.api_key.as_ref())
+            .routed(routing)
+            .json(body);
         exchange(call, slot).await
     }
 }

@@ -150,7 +150,7 @@ impl CompatBackend {
         body: &Value,
     ) -> Result<Vec<u8>, BackendError> {
         let slot = Arc::new(in_flight.acquire().await);
-        self.post(body, &slot).await
+        self.post(body, None, &slot).await
     }
 
     /// A probe body: standard fields, the given messages, `top_logprobs: k`.

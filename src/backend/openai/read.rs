@@ -92,7 +92,11 @@ impl CompatBackend {
         slot: &Arc<InFlightPermit>,
     ) -> Result<ReadReply, BackendError> {
         let bytes = self
-            .post(&self.body(host, &request, host.cap, None), slot)
+            .post(
+                &self.body(host, &request, host.cap, None),
+                request.routing,
+                slot,
+            )
             .await?;
         let (found, usage, model) = self.find(&bytes, host, request.read_ids)?;
         Ok(ReadReply {
@@ -129,7 +133,7 @@ impl CompatBackend {
             )));
         }
         let body = self.body(host, &request, group.len(), Some(&group));
-        let bytes = self.post(&body, slot).await?;
+        let bytes = self.post(&body, request.routing, slot).await?;
         let (found, usage, model) = self.find(&bytes, host, &group)?;
         let group_lps = all_found(found, host.cap)?;
         let anchor_lp = group_lps[group.iter().position(|g| *g == anchor).unwrap_or(0)];

@@ -53,12 +53,14 @@ fn model_readiness(model: &crate::models::Model) -> (bool, serde_json::Value) {
     let status = model.verifier.status();
     let circuit = model.circuit.state();
     let host = model.serving.host_report();
+    let replicas = replica_lines(model);
     let ready = match status.verdict {
         Verdict::Verified => status.last_check_concluded == Some(true),
         Verdict::Disabled => true,
         Verdict::Unchecked | Verdict::Mismatch => false,
     } && circuit != CircuitState::Open
-        && host.as_ref().is_none_or(|h| h.ready());
+        && host.as_ref().is_none_or(|h| h.ready())
+        && replicas.as_ref().is_none_or(|(any, _)| *any);
     let token_table = match status.verdict {
         Verdict::Unchecked if status.checking => "checking",
         verdict => verdict.as_str(),
@@ -77,5 +79,33 @@ fn model_readiness(model: &crate::models::Model) -> (bool, serde_json::Value) {
         "dialect": model.serving.dialect(),
         "host": host,
     });
+    let mut line = line;
+    if let Some((_, lines)) = replicas {
+        line["replicas"] = serde_json::Value::Array(lines);
+    }
     (ready, line)
+}
+
+/// A fleet's replicas for `/readyz` (from memory), and whether any can serve: each one's
+/// `host:port`, whether it is ready, its table's verdict and circuit, and why it is out.
+fn replica_lines(model: &crate::models::Model) -> Option<(bool, Vec<serde_json::Value>)> {
+    let fleet = model.serving.fleet()?;
+    let mut any = false;
+    let lines = fleet
+        .replicas()
+        .iter()
+        .map(|r| {
+            let (ready, reason) = r.readiness();
+            any |= ready;
+            serde_json::json!({
+                "replica": r.label,
+                "ready": ready,
+                "token_table": r.verifier.status().verdict.as_str(),
+                "circuit": r.circuit.state().as_str(),
+                "in_flight": r.in_flight(),
+                "reason": reason,
+            })
+        })
+        .collect();
+    Some((any, lines))
 }

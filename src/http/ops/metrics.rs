@@ -5,10 +5,22 @@ use axum::response::{IntoResponse, Response};
 
 use crate::backend::host_report::Strategy;
 use crate::http::AppState;
-use crate::metrics::ModelGauges;
+use crate::metrics::{ModelGauges, ReplicaGauges};
 
 /// The metrics, each model's token table, circuit and host read now.
 pub(in crate::http) async fn render(State(state): State<AppState>) -> Response {
+    for model in state.models.iter() {
+        for replica in model.serving.fleet().map_or(&[][..], |f| f.replicas()) {
+            let gauges = ReplicaGauges {
+                in_flight: replica.in_flight() as i64,
+                circuit: replica.circuit.state().as_metric(),
+                verdict: replica.verifier.status().verdict.as_metric(),
+            };
+            state
+                .metrics
+                .set_replica(&model.name, &replica.label, gauges);
+        }
+    }
     let gauges = state.models.iter().map(|model| {
         let status = model.verifier.status();
         ModelGauges {

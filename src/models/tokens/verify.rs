@@ -105,6 +105,9 @@ struct State {
     finished_at: Option<SystemTime>,
     /// Whether the last finished check concluded.
     concluded: Option<bool>,
+    /// Where the last mismatch was found (token ids and label texts, never caller text);
+    /// cleared by a match.
+    reason: Option<String>,
 }
 
 /// The live token-table check of one model.
@@ -134,6 +137,7 @@ impl Verifier {
                 running: false,
                 finished_at: None,
                 concluded: None,
+                reason: None,
             }),
             finished: watch::channel(0).0,
             interval,
@@ -149,6 +153,44 @@ impl Verifier {
             last_check: state.finished_at,
             last_check_concluded: state.concluded,
             checking: state.running,
+        }
+    }
+
+    /// Where the last check found the table wrong, while it stands.
+    pub fn reason(&self) -> Option<String> {
+        let state = self.lock();
+        (state.verdict == Verdict::Mismatch)
+            .then(|| state.reason.clone())
+            .flatten()
+    }
+
+    /// One replica's check: `table` (the model's, built or fixed) against `backend`'s
+    /// tokenizer, bounded by the timeout, never building or rebuilding anything (the
+    /// model's own check does that). `None`, an automatic table not built yet: retried.
+    pub async fn check_against(
+        &self,
+        backend: &dyn Backend,
+        table: Option<&TokenTable>,
+        in_flight: &InFlight,
+    ) -> Due {
+        if self.lock().verdict == Verdict::Disabled {
+            return Due::Never;
+        }
+        let Some(table) = table else {
+            return Due::Retry;
+        };
+        {
+            let mut state = self.lock();
+            state.running = true;
+            state.started = Some(Instant::now());
+        }
+        let outcome = tokio::time::timeout(self.timeout, check_once(backend, table, in_flight))
+            .await
+            .unwrap_or_else(|_| CheckOutcome::Inconclusive("the check timed out".into()));
+        self.record(outcome);
+        match self.lock().verdict {
+            Verdict::Unchecked => Due::Retry,
+            _ => Due::In(self.interval),
         }
     }
 
@@ -295,8 +337,14 @@ impl Verifier {
             state.finished_at = Some(SystemTime::now());
             state.concluded = Some(!matches!(outcome, CheckOutcome::Inconclusive(_)));
             match &outcome {
-                CheckOutcome::Match => state.verdict = Verdict::Verified,
-                CheckOutcome::Mismatch(_) => state.verdict = Verdict::Mismatch,
+                CheckOutcome::Match => {
+                    state.verdict = Verdict::Verified;
+                    state.reason = None;
+                }
+                CheckOutcome::Mismatch(why) => {
+                    state.verdict = Verdict::Mismatch;
+                    state.reason = Some(why.clone());
+                }
                 CheckOutcome::Inconclusive(_) => {}
             }
         }

@@ -40,7 +40,9 @@ pub fn validate_with_parts(
     let history = history::validate_history(body.get("history"), &questions)?;
     let images = images::validate_images(&body, parts, &model, limits)?;
     let rendered = render_orders(&questions, first_orders, permutations, &model)?;
+    let content = crate::request::head_key::content_digest(&state_json, &images, &history);
     let mut request = ValidRequest {
+        content,
         model: model.model,
         state_json,
         questions,
