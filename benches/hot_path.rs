@@ -110,6 +110,7 @@ fn render(req: &ValidRequest, backend: &VllmBackend, ids: &[u32], prefix: &str) 
                     allowed_ids: ids,
                     read_ids: chunk,
                     chained: false,
+                    cache_salt: None,
                 };
                 let body = backend.encode(&read).expect("serialises");
                 bytes += black_box(body).len();

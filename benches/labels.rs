@@ -584,6 +584,7 @@ fn main() {
             allowed_ids: &nodes[0].ids,
             read_ids: &nodes[0].ids,
             chained: nodes.len() > 1,
+            cache_salt: None,
         };
         let json = serde_json::to_value(uncached.body(&read, false)).expect("serialises");
         (json, nodes[0].ids.clone())
@@ -698,6 +699,7 @@ fn main() {
                             allowed_ids: &node.ids,
                             read_ids: &node.ids,
                             chained: true,
+                            cache_salt: None,
                         };
                         let body =
                             serde_json::to_value(direct.body(&read, false)).expect("serialises");

@@ -306,6 +306,7 @@ impl DirectBodies {
             allowed_ids: &ids,
             read_ids: &ids,
             chained: false,
+            cache_salt: None,
         };
         serde_json::to_vec(&self.backend.body(&read, false)).expect("serialises")
     }

@@ -312,6 +312,7 @@ fn direct_body(base_url: &str) -> Vec<u8> {
         allowed_ids: &ids,
         read_ids: &ids,
         chained: false,
+        cache_salt: None,
     };
     serde_json::to_vec(&backend().body(&read)).expect("serialises")
 }

@@ -1095,6 +1095,7 @@ async fn read_prompts(
             allowed_ids: &node.ids,
             read_ids: &node.ids,
             chained: rendered.reads.chained(),
+            cache_salt: None,
         };
         let body = serde_json::to_value(backend.body(&read)).expect("the body serialises");
         prompts.push(chat_tokens(setup, &body["messages"], true).await);

@@ -29,6 +29,9 @@ pub struct ReadRequest<'a> {
     /// pre-mask conditionals, so a dialect that could return the masked distribution
     /// instead must read raw here.
     pub chained: bool,
+    /// The caller's tenant salt (`http/auth/salt.rs`), for a dialect whose host keeps one
+    /// prefix cache for all: vLLM sends it as `cache_salt`; the others do not send it.
+    pub cache_salt: Option<&'a str>,
 }
 
 /// Token counts one upstream request reported.

@@ -117,23 +117,26 @@ impl Pipeline {
         req: &ValidRequest,
         ticket: Ticket<'_>,
     ) -> Result<Answers, PipelineError> {
-        self.run_counting(req, ticket, &AtomicU64::new(0)).await
+        self.run_counting(req, ticket, &AtomicU64::new(0), None)
+            .await
     }
 
     /// [`Pipeline::run`], counting in `sent` every upstream read it started (whatever its
-    /// end), so a caller can tell a failure that sent nothing (and refund it).
+    /// end), so a caller can tell a failure that sent nothing (and refund it); every read
+    /// carries `cache_salt`, the caller's tenant salt, to a dialect that sends one.
     pub async fn run_counting(
         &self,
         req: &ValidRequest,
         ticket: Ticket<'_>,
         sent: &AtomicU64,
+        cache_salt: Option<&str>,
     ) -> Result<Answers, PipelineError> {
         let result = match &req.model().serving {
             // A native upstream answers the whole request: its own timeout is the deadline.
             Serving::Forwards(upstream) => self.forward(upstream, req, sent).await,
             Serving::Reads(backend) => timeout(
                 self.request_timeout,
-                self.run_unbounded(req, backend.as_ref(), sent),
+                self.run_unbounded(req, backend.as_ref(), sent, cache_salt),
             )
             .await
             .unwrap_or(Err(PipelineError::Deadline)),
@@ -151,6 +154,7 @@ impl Pipeline {
         req: &ValidRequest,
         backend: &dyn Backend,
         sent: &AtomicU64,
+        cache_salt: Option<&str>,
     ) -> Result<Answers, PipelineError> {
         // The model's upkeep (token-table check, host probe) runs in the background; a
         // pipeline used without a router starts it here.
@@ -161,7 +165,7 @@ impl Pipeline {
         super::context_window::settle_limits(req, &self.in_flight).await?;
         let asks = plan(req);
         super::context_window::fits(req.model(), backend, &self.in_flight, &asks).await?;
-        let mut reads = self.ask_all(req, backend, asks, sent).await?;
+        let mut reads = self.ask_all(req, backend, asks, sent, cache_salt).await?;
         let mut usage = TokenUsage::default();
         let mut model = None;
         let mut answers = Vec::with_capacity(reads.len());
@@ -205,6 +209,7 @@ impl Pipeline {
         backend: &dyn Backend,
         asks: Vec<Vec<Ask>>,
         sent: &AtomicU64,
+        cache_salt: Option<&str>,
     ) -> Result<Vec<Option<QuestionReads>>, PipelineError> {
         let asked: Vec<usize> = (0..asks.len())
             .filter(|q| req.questions()[*q].options.len() >= 2)
@@ -217,7 +222,9 @@ impl Pipeline {
                 let q = *q;
                 let asks = &asks[q];
                 async move {
-                    let reads = self.ask_question(req, backend, q, asks, sent).await;
+                    let reads = self
+                        .ask_question(req, backend, q, asks, sent, cache_salt)
+                        .await;
                     reads.map(|r| (q, r))
                 }
             }))
@@ -245,6 +252,7 @@ impl Pipeline {
         question: usize,
         asks: &[Ask],
         sent: &AtomicU64,
+        cache_salt: Option<&str>,
     ) -> Result<QuestionReads, PipelineError> {
         let plan = &req.rendered()[question].reads;
         let slices: Vec<Slice> = (0..asks.len())
@@ -268,6 +276,7 @@ impl Pipeline {
                     allowed_ids: &node.ids,
                     read_ids: &node.ids[slice.ids.clone()],
                     chained: plan.chained(),
+                    cache_salt,
                 };
                 self.read(backend, request, sent)
             }))

@@ -260,6 +260,7 @@ fn every_upstream_body_matches_the_reference() {
                         allowed_ids: &ids,
                         read_ids: chunk,
                         chained: false,
+                        cache_salt: None,
                     };
                     let body = serde_json::to_value(backend.body(&read)).expect("serialises");
                     // What the backend sends: the same bytes, the prompt spliced in.

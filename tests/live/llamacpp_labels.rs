@@ -149,6 +149,7 @@ async fn ask_directly(
         allowed_ids: &node.ids,
         read_ids: &node.ids,
         chained: true,
+        cache_salt: None,
     };
     let body = serde_json::to_value(direct.body_with_k(&read, false, top_k)).expect("serialises");
     reqwest::Client::new()
