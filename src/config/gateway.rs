@@ -13,8 +13,9 @@ use crate::secret::Secret;
 #[derive(Debug, Clone, Args)]
 pub struct GatewaySettings {
     /// TOML file of API keys (`[[key]]` with `name`, `sha256` or `key_env`, and optional
-    /// `requests_per_minute`, `questions_per_minute`, `daily_questions`). With neither this
-    /// nor `--api-keys` the service is open: any bearer, or none, is accepted.
+    /// `requests_per_minute`, `questions_per_minute`, `daily_questions`, `tier`, `scopes`),
+    /// tiers (`[[tier]]`) and signed tokens (`[jwt]`). With neither keys nor `[jwt]` (here
+    /// or through `--api-keys`) the service is open: any bearer, or none, is accepted.
     #[arg(long, env = "SYSTEMONE_KEYS_FILE")]
     pub keys_file: Option<PathBuf>,
 
