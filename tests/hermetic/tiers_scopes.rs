@@ -232,7 +232,7 @@ async fn vllm_reads_carry_a_salt_per_tenant() {
     assert_ne!(salts[0], salts[2], "two keys differ");
     assert_ne!(salts[0], salts[3], "a key and a token differ");
     for salt in &salts {
-        assert_eq!(salt.len(), 32);
+        assert_eq!(salt.len(), 64);
         for identity in ["plain", "ask-only", "alice@example.com", "sub-"] {
             assert!(!salt.contains(identity), "{salt}");
         }

@@ -18,7 +18,9 @@ use serde_json::{json, Value};
 use crate::setup::fake_jwks::{b64, claims, FakeJwks, Signer, AUDIENCE, ISSUER};
 use crate::support::bodies::choices;
 use crate::support::fake_vllm::FakeVllm;
-use crate::support::{self, ask_as, assert_error, get, key_entry, keys_file, Reply, Service};
+use crate::support::{
+    self, ask_as, assert_error, get, get_as, key_entry, keys_file, Reply, Service,
+};
 
 /// The API key configured beside the tokens.
 const KEY: &str = "sk-tokens-test-key-9f8e";
@@ -265,4 +267,58 @@ async fn cached_keys_serve_while_the_jwks_is_down_until_they_expire() {
     let reply = ask_as(&service, Some(&token), &choices(2)).await;
     assert_eq!(reply.status, 200, "back: {}", reply.text);
     assert_eq!(tokens_line(&service).await.0, 200);
+}
+
+/// The ledger records a token caller under its hashed subject, never the subject or the
+/// token, and shows each subject only its own records.
+#[tokio::test]
+async fn the_ledger_names_a_token_caller_by_its_hashed_subject() {
+    use crate::support::ledger::{Backend, LedgerDb};
+    let signer = Signer::new("k1");
+    let jwks = FakeJwks::start(&[&signer]).await;
+    let keys = keys_file(&jwt_section(
+        &jwks,
+        "default_scopes = [\"ask\", \"ledger:read\"]",
+    ));
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let (_fake, service) =
+        crate::support::ledger_suite::service(&db, &["--keys-file", keys.to_str().expect("utf-8")])
+            .await;
+    keys_ready(&service).await;
+    let alice = signer.token(&claims("alice@example.com", json!({})));
+    let reply = ask_as(&service, Some(&alice), &choices(2)).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let id = reply.header("x-request-id").expect("an id").to_owned();
+    let store = service.state.ledger.store().expect("the ledger is on");
+    let mut record = None;
+    for _ in 0..500 {
+        record = store.decision(&id).await.expect("reads");
+        if record.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let record = record.expect("on record");
+    assert!(
+        record.key.starts_with("sub-") && record.key.len() == 36,
+        "{}",
+        record.key
+    );
+    assert!(!record.key.contains("alice"));
+    let mine = get_as(&service, "/v1/ledger/decisions", Some(&alice)).await;
+    assert_eq!(
+        mine.body["decisions"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        mine.text
+    );
+    assert!(!mine.text.contains("alice@example.com"));
+    let bob = signer.token(&claims("bob@example.com", json!({})));
+    let theirs = get_as(&service, "/v1/ledger/decisions", Some(&bob)).await;
+    assert_eq!(
+        theirs.body["decisions"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        theirs.text
+    );
 }

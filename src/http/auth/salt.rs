@@ -17,8 +17,9 @@ use sha2::Sha256;
 
 use crate::secret::Secret;
 
-/// Hex digits of the salt (128 bits).
-const SALT_HEX: usize = 32;
+/// Hex digits of the salt: the whole 256-bit HMAC, as vLLM's field doc asks for ("long
+/// enough to be unpredictable (e.g. … 256 bit)"; at most 128 characters, no `@ / \`).
+const SALT_HEX: usize = 64;
 
 /// Derives each tenant's salt; off: none.
 pub struct CacheSalt {
