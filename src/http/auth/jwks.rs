@@ -142,6 +142,17 @@ impl Jwks {
         }
     }
 
+    /// Whether fresh keys are cached (starting the background refresh when it is due): a
+    /// token verified before is taken from the verified-token cache only while they are.
+    pub(super) fn fresh(self: &Arc<Self>) -> bool {
+        let (fresh, _, due) = self.peek(None);
+        if due {
+            let me = self.clone();
+            tokio::spawn(async move { me.refresh().await });
+        }
+        fresh
+    }
+
     /// Whether the cache is fresh, the key for `kid`, and whether a background refresh is due.
     fn peek(&self, kid: Option<&str>) -> (bool, Option<Arc<KeyEntry>>, bool) {
         let cached = self.cached.read().unwrap_or_else(|p| p.into_inner());

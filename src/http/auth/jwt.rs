@@ -28,6 +28,13 @@
 //! `iss` and `aud` (required when configured: `system_one_token_wrong_issuer`,
 //! `system_one_token_wrong_audience`); the identity, tier and scope claims
 //! (`system_one_token_bad_claims`). Messages never hold the token or a claim's value.
+//!
+//! A client sends one token for many requests, and checking a signature costs tens of
+//! microseconds (ES256, RS256): a token that verified is remembered by its sha256
+//! ([`Verified`]) until its `exp` (plus the leeway) or for [`VERIFIED_SECS`], whichever is
+//! first, and only while the JWKS is fresh, so a repeat costs a hash and a lookup; a key
+//! removed from the JWKS stops being accepted within [`VERIFIED_SECS`] of its removal
+//! being fetched.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,6 +46,7 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, AlgorithmFamily, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use sha2::Digest;
 
 use super::jwks::{Jwks, JwksStatus, Lookup, Source};
 use super::scope::Scopes;
@@ -58,6 +66,31 @@ const ASYMMETRIC: [Algorithm; 9] = [
 
 /// Longest identity claim value accepted, in bytes.
 const MAX_IDENTITY_BYTES: usize = 1024;
+/// Longest a verified token is remembered, in seconds.
+pub const VERIFIED_SECS: u64 = 60;
+/// Most tokens remembered; past it the cache starts again empty.
+const MAX_VERIFIED: usize = 10_000;
+
+/// Tokens that verified, by sha256: their claims and until when (Unix seconds).
+#[derive(Debug, Default)]
+struct Verified(std::sync::Mutex<HashMap<[u8; 32], (TokenClaims, u64)>>);
+
+impl Verified {
+    fn get(&self, digest: &[u8; 32], now: u64) -> Option<TokenClaims> {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(digest)
+            .filter(|(_, until)| now < *until)
+            .map(|(claims, _)| claims.clone())
+    }
+
+    fn put(&self, digest: [u8; 32], claims: TokenClaims, until: u64) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= MAX_VERIFIED {
+            map.clear();
+        }
+        map.insert(digest, (claims, until));
+    }
+}
 
 /// A string or a list of strings in the TOML.
 #[derive(Debug, Clone, Deserialize)]
@@ -174,6 +207,10 @@ pub struct JwtVerifier {
     pub(super) default_tier: Option<String>,
     scope_claim: String,
     default_scopes: Scopes,
+    /// The leeway on `exp` and `nbf`, in seconds.
+    leeway: u64,
+    /// Tokens that verified.
+    verified: Verified,
 }
 
 impl JwtVerifier {
@@ -230,6 +267,8 @@ impl JwtVerifier {
             default_tier: spec.default_tier,
             scope_claim: spec.scope_claim,
             default_scopes,
+            leeway: spec.leeway_secs,
+            verified: Verified::default(),
         })
     }
 
@@ -247,8 +286,25 @@ impl JwtVerifier {
         self.jwks.status()
     }
 
-    /// Verifies `token` and reads its caller's claims.
+    /// Verifies `token` (or finds it verified) and reads its caller's claims.
     pub async fn verify(&self, token: &str) -> Result<TokenClaims, TokenError> {
+        let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        let now = jsonwebtoken::get_current_timestamp();
+        if let Some(claims) = self.verified.get(&digest, now) {
+            if self.jwks.fresh() {
+                return Ok(claims);
+            }
+        }
+        let (claims, exp) = self.verify_signed(token).await?;
+        let until = exp
+            .saturating_add(self.leeway)
+            .min(now.saturating_add(VERIFIED_SECS));
+        self.verified.put(digest, claims.clone(), until);
+        Ok(claims)
+    }
+
+    /// Verifies `token`'s signature and claims: its caller's claims and its `exp`.
+    async fn verify_signed(&self, token: &str) -> Result<(TokenClaims, u64), TokenError> {
         let header = peek_header(token)?;
         let alg = header
             .alg
@@ -270,7 +326,12 @@ impl JwtVerifier {
             .ok_or_else(|| TokenError::Algorithm(known_alg_name(&header.alg)))?;
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &entry.key, validation)
             .map_err(|e| refusal(e.kind()))?;
-        self.claims(&data.claims)
+        let exp = data
+            .claims
+            .get("exp")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
+        Ok((self.claims(&data.claims)?, exp.max(0.0) as u64))
     }
 
     /// The caller's identity, name, tier and scopes from verified claims.
