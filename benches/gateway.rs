@@ -6,8 +6,10 @@
 //! * `limits`: one request and its questions counted against a key with requests and
 //!   questions per minute and a daily cap (governor GCRA plus the daily counter);
 //! * `metrics`: the counters and histograms one answered request records;
-//! * `identify`: a key against a signed token (ES256, from a JWKS already cached), side by
-//!   side: what a token caller adds to each request's CPU (issue 40's goal: <= 10 us).
+//! * `identify`: a key against a signed token (ES256, from a JWKS already cached, sent again
+//!   as clients do: the verified-token cache answers), side by side: what a token caller
+//!   adds to each request's CPU (issue 40's goal: <= 10 us). Measured 2026-12-03 on the
+//!   shared 2-core machine under load (~8): key 0.49 us, token 3.0 us.
 //!
 //! `cargo bench --bench gateway`
 
