@@ -111,6 +111,7 @@ fn render(req: &ValidRequest, backend: &VllmBackend, ids: &[u32], prefix: &str) 
                     read_ids: chunk,
                     chained: false,
                     routing: None,
+                    cache_salt: None,
                 };
                 let body = backend.encode(&read).expect("serialises");
                 bytes += black_box(body).len();

@@ -585,6 +585,7 @@ fn main() {
             read_ids: &nodes[0].ids,
             chained: nodes.len() > 1,
             routing: None,
+            cache_salt: None,
         };
         let json = serde_json::to_value(uncached.body(&read, false)).expect("serialises");
         (json, nodes[0].ids.clone())
@@ -700,6 +701,7 @@ fn main() {
                             read_ids: &node.ids,
                             chained: true,
                             routing: None,
+                            cache_salt: None,
                         };
                         let body =
                             serde_json::to_value(direct.body(&read, false)).expect("serialises");

@@ -307,6 +307,7 @@ impl DirectBodies {
             read_ids: &ids,
             chained: false,
             routing: None,
+            cache_salt: None,
         };
         serde_json::to_vec(&self.backend.body(&read, false)).expect("serialises")
     }

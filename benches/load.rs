@@ -313,6 +313,7 @@ fn direct_body(base_url: &str) -> Vec<u8> {
         read_ids: &ids,
         chained: false,
         routing: None,
+        cache_salt: None,
     };
     serde_json::to_vec(&backend().body(&read)).expect("serialises")
 }

@@ -1096,6 +1096,7 @@ async fn read_prompts(
             read_ids: &node.ids,
             chained: rendered.reads.chained(),
             routing: None,
+            cache_salt: None,
         };
         let body = serde_json::to_value(backend.body(&read)).expect("the body serialises");
         prompts.push(chat_tokens(setup, &body["messages"], true).await);

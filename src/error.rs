@@ -115,6 +115,20 @@ codes! {
     InvalidKey => (StatusCode::UNAUTHORIZED, Auth, "system_one_invalid_key"),
     RateLimited => (StatusCode::TOO_MANY_REQUESTS, RateLimited, "system_one_rate_limited"),
     DailyCap => (StatusCode::TOO_MANY_REQUESTS, Quota, "system_one_daily_cap"),
+    // 401 / 503: signed tokens (`[jwt]` in the keys file), each refusal its own code.
+    TokenInvalid => (StatusCode::UNAUTHORIZED, Auth, "system_one_token_invalid"),
+    TokenExpired => (StatusCode::UNAUTHORIZED, Auth, "system_one_token_expired"),
+    TokenNotYetValid => (StatusCode::UNAUTHORIZED, Auth, "system_one_token_not_yet_valid"),
+    TokenWrongIssuer => (StatusCode::UNAUTHORIZED, Auth, "system_one_token_wrong_issuer"),
+    TokenWrongAudience => (StatusCode::UNAUTHORIZED, Auth, "system_one_token_wrong_audience"),
+    TokenUnknownKey => (StatusCode::UNAUTHORIZED, Auth, "system_one_token_unknown_key"),
+    TokenAlgorithmRefused => (StatusCode::UNAUTHORIZED, Auth, "system_one_token_algorithm_refused"),
+    TokenBadClaims => (StatusCode::UNAUTHORIZED, Auth, "system_one_token_bad_claims"),
+    TokenKeysUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_token_keys_unavailable"),
+    // 403: what a caller's tier or scopes do not allow.
+    TierModelRefused => (StatusCode::FORBIDDEN, Auth, "system_one_tier_model_refused"),
+    TierRouteRefused => (StatusCode::FORBIDDEN, Auth, "system_one_tier_route_refused"),
+    ScopeMissing => (StatusCode::FORBIDDEN, Auth, "system_one_scope_missing"),
     // The shared limit store (Redis) could not answer in time under `fail_closed`.
     LimitsUnavailable => (StatusCode::SERVICE_UNAVAILABLE, Unavailable, "system_one_limits_unavailable"),
     // The decision ledger did not commit the record in time under `fail_closed`.

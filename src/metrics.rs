@@ -511,14 +511,14 @@ const UPSTREAM_RESPONSES: Family = Family {
 /// `key_rejections_total`.
 const KEY_REJECTIONS: Family = Family {
     name: "key_rejections_total",
-    help: "Requests refused by an API key's limits, by key name and kind",
+    help: "Requests refused by a caller's limits, by key name (token callers: token or token:<tier>) and kind",
     labels: &["key", "kind"],
 };
 
 /// `key_requests_total`.
 const KEY_REQUESTS: Family = Family {
     name: "key_requests_total",
-    help: "Authenticated requests by API key name",
+    help: "Authenticated requests by API key name (token callers: token or token:<tier>)",
     labels: &["key"],
 };
 

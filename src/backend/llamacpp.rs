@@ -22,7 +22,9 @@
 //! * **Token ids** come back as `id` fields of the logprob entries.
 //! * **Prefix cache**: `cache_prompt` (on by default). A prompt served from the cache can
 //!   move probabilities by up to 0.033 against a full evaluation on this backend, so exact
-//!   comparisons run with it off.
+//!   comparisons run with it off. llama-server has no `cache_salt`: its slots reuse a
+//!   prefix across callers, so tenants who must not time each other's prompts need a
+//!   server each or `cache_prompt` off (`docs/operations/tokens.md`).
 //! * **Tokenizer check** through `POST /tokenize` (one text per request; the server root,
 //!   not `/v1`), and the chat template through `POST /apply-template`: a template that
 //!   opens a reasoning block before the answer position is refused.

@@ -32,6 +32,9 @@ pub struct ReadRequest<'a> {
     /// The request's routing key and the headers it goes in, when the model sends one
     /// (the same for every read of a request).
     pub routing: Option<&'a super::Routing>,
+    /// The caller's tenant salt (`http/auth/salt.rs`), for a dialect whose host keeps one
+    /// prefix cache for all: vLLM sends it as `cache_salt`; the others do not send it.
+    pub cache_salt: Option<&'a str>,
 }
 
 /// Token counts one upstream request reported.

@@ -10,6 +10,8 @@
 //!   ids per request (some deployments answer 400 above 128), so long questions are read in
 //!   slices, each with the full mask.
 //! * `temperature: 0`, `max_tokens: 1`: the sampled token is irrelevant; only logprobs are read.
+//! * `cache_salt`: the caller's tenant salt when the service has keys or tokens, so that
+//!   tenants never share prefix-cache blocks (vLLM ≥ 0.9; an older server ignores the field).
 //! * Reads are not staged: vLLM shares a prompt head between requests that arrive together
 //!   ([`Backend::shares_prefixes_in_flight`]), so a text-only request's reads (every
 //!   question, every trie node) all go out at once.
@@ -145,6 +147,7 @@ impl VllmBackend {
                 allowed_token_ids: request.allowed_ids,
                 return_tokens_as_token_ids: true,
                 chat_template_kwargs: self.chat_template_kwargs.as_ref(),
+                cache_salt: request.cache_salt,
             },
         }
     }
@@ -269,6 +272,8 @@ struct ReadOptions<'a> {
     return_tokens_as_token_ids: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     chat_template_kwargs: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_salt: Option<&'a str>,
 }
 
 /// The part of vLLM's `/tokenize` answer the check reads.

@@ -90,9 +90,10 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
         ),
     }
     if state.keys.is_open() {
-        tracing::warn!("no API keys configured: the service is open to any caller");
+        tracing::warn!("no API keys or tokens configured: the service is open to any caller");
     } else {
-        tracing::info!(keys = state.keys.len(), "API keys configured");
+        let tokens = state.keys.jwt().is_some();
+        tracing::info!(keys = state.keys.len(), tokens, "API keys configured");
     }
     let mut edge = crate::Edge::new(&state);
     // Each model's pool may keep up to --max-in-flight connections.

@@ -1,4 +1,4 @@
-//! [`GatewaySettings`]: API keys, the circuit breaker's flags and the thresholds they make
+//! [`GatewaySettings`]: API keys (and the tiers and tokens of their file), cache salts, the circuit breaker's flags and the thresholds they make
 //! ([`CircuitSettings`]), shutdown.
 
 use std::path::PathBuf;
@@ -13,8 +13,9 @@ use crate::secret::Secret;
 #[derive(Debug, Clone, Args)]
 pub struct GatewaySettings {
     /// TOML file of API keys (`[[key]]` with `name`, `sha256` or `key_env`, and optional
-    /// `requests_per_minute`, `questions_per_minute`, `daily_questions`). With neither this
-    /// nor `--api-keys` the service is open: any bearer, or none, is accepted.
+    /// `requests_per_minute`, `questions_per_minute`, `daily_questions`, `tier`, `scopes`),
+    /// tiers (`[[tier]]`) and signed tokens (`[jwt]`). With neither keys nor `[jwt]` (here
+    /// or through `--api-keys`) the service is open: any bearer, or none, is accepted.
     #[arg(long, env = "SYSTEMONE_KEYS_FILE")]
     pub keys_file: Option<PathBuf>,
 
@@ -22,6 +23,18 @@ pub struct GatewaySettings {
     /// limits. Prefer the env variable: a flag shows in the process list.
     #[arg(long, env = "SYSTEMONE_API_KEYS", hide_env_values = true)]
     pub api_keys: Option<Secret>,
+
+    /// Whether reads sent to a vLLM backend carry a `cache_salt` per tenant (a keyed hash
+    /// of the caller's key name or token subject), so that tenants never share prefix-cache
+    /// blocks and none can time another's prompts. Only when keys or tokens are configured
+    /// (an open service has one tenant); other dialects send no salt.
+    #[arg(long, env = "SYSTEMONE_CACHE_SALT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub cache_salt: bool,
+
+    /// The key of the cache salts' hash. Unset: one drawn at start-up, so replicas that
+    /// share a vLLM salt a tenant differently and share no cache for it; give them one.
+    #[arg(long, env = "SYSTEMONE_CACHE_SALT_SECRET", hide_env_values = true)]
+    pub cache_salt_secret: Option<Secret>,
 
     /// Percentage of a backend's requests over the last `--circuit-window-secs` that failed
     /// (429, 5xx, timeouts, unreachable) at which its circuit breaker opens, once the window

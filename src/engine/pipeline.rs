@@ -123,32 +123,36 @@ impl Pipeline {
         req: &ValidRequest,
         ticket: Ticket<'_>,
     ) -> Result<Answers, PipelineError> {
-        self.run_counting(req, ticket, &AtomicU64::new(0)).await
+        self.run_counting(req, ticket, &AtomicU64::new(0), None)
+            .await
     }
 
     /// [`Pipeline::run`], counting in `sent` every upstream read it started (whatever its
-    /// end), so a caller can tell a failure that sent nothing (and refund it).
+    /// end), so a caller can tell a failure that sent nothing (and refund it); every read
+    /// carries `cache_salt`, the caller's tenant salt, to a dialect that sends one.
     pub async fn run_counting(
         &self,
         req: &ValidRequest,
         ticket: Ticket<'_>,
         sent: &AtomicU64,
+        cache_salt: Option<&str>,
     ) -> Result<Answers, PipelineError> {
         let result = match &req.model().serving {
             // A native upstream answers the whole request: its own timeout is the deadline.
             Serving::Forwards(upstream) => self.forward(upstream, req, sent).await,
             Serving::Reads(backend) => {
                 let routing = routing(req);
-                let via = Via::direct(backend.as_ref(), routing.as_ref());
+                let via = Via::direct(backend.as_ref(), routing.as_ref(), cache_salt);
                 timeout(self.request_timeout, self.run_unbounded(req, via, sent))
                     .await
                     .unwrap_or(Err(PipelineError::Deadline))
             }
-            Serving::Fleet(fleet) => {
-                timeout(self.request_timeout, self.run_fleet(req, fleet, sent))
-                    .await
-                    .unwrap_or(Err(PipelineError::Deadline))
-            }
+            Serving::Fleet(fleet) => timeout(
+                self.request_timeout,
+                self.run_fleet(req, fleet, sent, cache_salt),
+            )
+            .await
+            .unwrap_or(Err(PipelineError::Deadline)),
         };
         record(ticket, &result);
         result
@@ -165,6 +169,7 @@ impl Pipeline {
         req: &ValidRequest,
         fleet: &Fleet,
         sent: &AtomicU64,
+        cache_salt: Option<&str>,
     ) -> Result<Answers, PipelineError> {
         let key = req.head_key();
         let routing = Routing::new(&req.model().routing_headers, &key.hex());
@@ -189,6 +194,7 @@ impl Pipeline {
                 replica: Some((&req.model().name, replica)),
                 routing: routing.as_ref(),
                 answered: Some(&answered),
+                cache_salt,
             };
             let result = self.run_unbounded(req, via, sent).await;
             record(ticket, &result);
@@ -335,6 +341,7 @@ impl Pipeline {
                     read_ids: &node.ids[slice.ids.clone()],
                     chained: plan.chained(),
                     routing: via.routing,
+                    cache_salt: via.cache_salt,
                 };
                 self.read(via, request, sent)
             }))
@@ -415,16 +422,23 @@ struct Via<'a> {
     /// Of a fleet: counts the reads answered, so an unreachable replica is skipped only
     /// while none was.
     answered: Option<&'a AtomicU64>,
+    /// The caller's tenant salt, for a dialect that sends one (`http/auth/salt.rs`).
+    cache_salt: Option<&'a str>,
 }
 
 impl<'a> Via<'a> {
     /// Straight to a model's one backend.
-    fn direct(backend: &'a dyn Backend, routing: Option<&'a Routing>) -> Self {
+    fn direct(
+        backend: &'a dyn Backend,
+        routing: Option<&'a Routing>,
+        cache_salt: Option<&'a str>,
+    ) -> Self {
         Via {
             backend,
             replica: None,
             routing,
             answered: None,
+            cache_salt,
         }
     }
 }

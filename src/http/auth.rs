@@ -28,7 +28,16 @@
 //! before any upstream call. Where they are counted (this process, a `redb` file, or a
 //! Redis every replica shares) is [`crate::quota`]'s business; this file knows keys by
 //! digest and hands the store their configured names only.
+//!
+//! The same file may hold `[[tier]]`s ([`tier`]: limits, models and routes a key or token
+//! names), a `[jwt]` section ([`jwt`]: signed tokens beside the keys) and each key's
+//! `tier` and `scopes` ([`scope`]). A bearer with a JWT's shape goes to token verification
+//! when `[jwt]` is configured, anything else to the keys. A token caller is named by a hash
+//! of its issuer and subject (`sub-<32 hex>`, or the configured name claim's value), which
+//! its limits, usage and ledger records use; metrics label it `token` (or `token:<tier>`), a
+//! bounded set, never per subject.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -53,33 +62,64 @@ use crate::secret::Secret;
 pub use crate::days::{secs_to_utc_midnight, DAY_SECS};
 pub use crate::quota::{LimitKind, MAX_RATE_RETRY_SECS};
 
+mod jwks;
+pub mod jwt;
+pub mod salt;
+pub mod scope;
+mod subjects;
+pub mod tier;
+
+pub use jwks::JwksStatus;
+use jwt::{looks_like_jwt, JwtSpec, JwtVerifier, TokenClaims, TokenError};
+use scope::{Scope, Scopes};
+use subjects::Subjects;
+use tier::{Tier, TierSpec};
+
 /// The name logs and metrics use for callers of an open service (no keys configured).
 pub const ANONYMOUS: &str = "anonymous";
 
-/// One configured key: its name, digest and limits.
-pub struct ApiKey {
-    /// For logs and metrics labels; never the key.
+/// Who an authenticated caller is: what logs, limits, usage and the ledger know it by, and
+/// what it may do. Never holds the key or the token.
+#[derive(Debug)]
+pub struct Identity {
+    /// The key's configured name, or a token caller's `sub-<hash>` (or name claim): the
+    /// limit store's, the usage record's and the ledger's name for it.
     name: String,
-    /// sha256 of the key.
-    digest: [u8; 32],
+    /// The metrics label: the key's name, or `token` / `token:<tier>` (bounded).
+    label: String,
     /// Its limits (by name, as the limit store knows it) and their local state.
     quota: Arc<KeyQuota>,
+    /// Its tier, if it names one.
+    tier: Option<Arc<Tier>>,
+    /// What it may do.
+    scopes: Scopes,
+}
+
+/// One configured key: its digest and who it is.
+pub struct ApiKey {
+    /// sha256 of the key.
+    digest: [u8; 32],
+    /// The caller it authenticates.
+    identity: Arc<Identity>,
 }
 
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let limits = self.quota.limits();
+        let limits = self.identity.quota.limits();
         f.debug_struct("ApiKey")
-            .field("name", &self.name)
+            .field("name", &self.identity.name)
             .field("digest", &"[redacted]")
             .field("requests_per_minute", &limits.requests_per_minute)
             .field("questions_per_minute", &limits.questions_per_minute)
             .field("daily_questions", &limits.daily_questions)
+            .field("tier", &self.identity.tier.as_ref().map(|t| &t.name))
+            .field("scopes", &self.identity.scopes)
             .finish()
     }
 }
 
-/// The configured keys; empty means the service is open.
+/// The configured keys, tiers and token settings; with neither keys nor tokens the
+/// service is open.
 #[derive(Default)]
 pub struct Keys {
     /// In configuration order (file first, then env).
@@ -87,12 +127,22 @@ pub struct Keys {
     /// `keys[i]`'s digest as four words, packed together so that comparing a bearer with
     /// every key is one pass over contiguous memory.
     digests: Vec<[u64; 4]>,
+    /// The `[[tier]]`s by name.
+    tiers: HashMap<String, Arc<Tier>>,
+    /// The `[jwt]` section's verifier, when tokens are accepted.
+    jwt: Option<JwtVerifier>,
+    /// Token callers' limit state.
+    subjects: Subjects,
 }
 
 impl fmt::Debug for Keys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Names and limits only: the digests stay out of every log and panic message.
-        f.debug_struct("Keys").field("keys", &self.keys).finish()
+        f.debug_struct("Keys")
+            .field("keys", &self.keys)
+            .field("tiers", &self.tiers.keys())
+            .field("jwt", &self.jwt.is_some())
+            .finish()
     }
 }
 
@@ -107,9 +157,10 @@ fn words(digest: &[u8; 32]) -> [u64; 4] {
     out
 }
 
-/// Who is calling: a configured key, or anyone when the service is open.
+/// Who is calling: a configured key or a verified token, or anyone when the service is
+/// open.
 #[derive(Debug, Clone)]
-pub struct Caller(Option<Arc<ApiKey>>);
+pub struct Caller(Option<Arc<Identity>>);
 
 /// Why a caller is refused. Never carries the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -141,6 +192,21 @@ pub enum AuthError {
     /// The shared limit store cannot answer and the policy is `fail_closed`.
     #[error("the limit store is unavailable")]
     LimitsUnavailable { retry_after: u64 },
+    /// A bearer with a JWT's shape that does not verify (401), or no fresh keys (503).
+    #[error("token refused: {0:?}")]
+    Token(TokenError),
+    /// A token's tier claim names no configured tier.
+    #[error("unknown tier")]
+    UnknownTier { claim: String },
+    /// The caller's tier may not be served by the model.
+    #[error("tier {tier:?} may not use model {model:?}")]
+    TierModel { tier: String, model: String },
+    /// The caller's tier may not call the route.
+    #[error("tier {tier:?} may not call {route}")]
+    TierRoute { tier: String, route: String },
+    /// The caller lacks the scope the route needs.
+    #[error("missing scope {}", scope.as_str())]
+    Scope { scope: Scope },
 }
 
 impl From<Refusal> for AuthError {
@@ -186,7 +252,14 @@ impl AuthError {
     /// The limit that refused the request, for the rejection counter.
     pub fn limit_kind(&self) -> Option<LimitKind> {
         match self {
-            AuthError::Missing | AuthError::Invalid | AuthError::LimitsUnavailable { .. } => None,
+            AuthError::Missing
+            | AuthError::Invalid
+            | AuthError::LimitsUnavailable { .. }
+            | AuthError::Token(_)
+            | AuthError::UnknownTier { .. }
+            | AuthError::TierModel { .. }
+            | AuthError::TierRoute { .. }
+            | AuthError::Scope { .. } => None,
             AuthError::RateLimited { kind, .. } => Some(*kind),
             AuthError::OverMinuteLimit { .. } => Some(LimitKind::Questions),
             AuthError::DailyCap { .. } => Some(LimitKind::Daily),
@@ -240,7 +313,81 @@ impl From<AuthError> for ApiError {
                 ),
             )
             .retry_after(retry_after),
+            AuthError::Token(e) => token_refusal(e),
+            e @ (AuthError::UnknownTier { .. }
+            | AuthError::TierModel { .. }
+            | AuthError::TierRoute { .. }
+            | AuthError::Scope { .. }) => access_refusal(e),
         }
+    }
+}
+
+/// The answer to a caller its tier or scopes refuse (or whose token names no tier).
+fn access_refusal(e: AuthError) -> ApiError {
+    match e {
+        AuthError::UnknownTier { claim } => ApiError::new(
+            Code::TokenBadClaims,
+            format!("the token's {claim:?} claim names no configured tier"),
+        ),
+        AuthError::TierModel { tier, model } => ApiError::new(
+            Code::TierModelRefused,
+            format!("tier {tier:?} may not use model {model:?}; its models are set in the keys file's [[tier]]"),
+        ),
+        AuthError::TierRoute { tier, route } => ApiError::new(
+            Code::TierRouteRefused,
+            format!("tier {tier:?} may not call {route}; its routes are set in the keys file's [[tier]]"),
+        ),
+        AuthError::Scope { scope } => ApiError::new(
+            Code::ScopeMissing,
+            format!("this caller lacks the scope {:?} that this route needs", scope.as_str()),
+        ),
+        _ => ApiError::new(Code::Internal, "internal error"),
+    }
+}
+
+/// The answer to a refused token: its own code, a message without the token.
+fn token_refusal(e: TokenError) -> ApiError {
+    match e {
+        TokenError::Malformed => ApiError::new(
+            Code::TokenInvalid,
+            "the bearer token is not a well-formed JWT (three base64url parts, JSON header and payload)",
+        ),
+        TokenError::Signature => {
+            ApiError::new(Code::TokenInvalid, "the token's signature does not verify")
+        }
+        TokenError::Expired => ApiError::new(
+            Code::TokenExpired,
+            "the token has expired (exp is past, beyond the allowed clock skew)",
+        ),
+        TokenError::NotYetValid => ApiError::new(
+            Code::TokenNotYetValid,
+            "the token is not valid yet (nbf is ahead, beyond the allowed clock skew)",
+        ),
+        TokenError::Issuer => ApiError::new(
+            Code::TokenWrongIssuer,
+            "the token's issuer (iss) is missing or not one this service accepts",
+        ),
+        TokenError::Audience => ApiError::new(
+            Code::TokenWrongAudience,
+            "the token's audience (aud) is missing or names no audience of this service",
+        ),
+        TokenError::UnknownKey => ApiError::new(
+            Code::TokenUnknownKey,
+            "the token's key id (kid) names no key of the configured JWKS",
+        ),
+        TokenError::Algorithm(alg) => ApiError::new(
+            Code::TokenAlgorithmRefused,
+            format!("the token's algorithm {alg:?} is not allowed for this service or its key"),
+        ),
+        TokenError::Claims(claim) => ApiError::new(
+            Code::TokenBadClaims,
+            format!("the token's {claim:?} claim is missing or malformed"),
+        ),
+        TokenError::KeysUnavailable => ApiError::new(
+            Code::TokenKeysUnavailable,
+            "the keys that verify tokens (JWKS) cannot be fetched right now",
+        )
+        .retry_after(crate::quota::UNAVAILABLE_RETRY_SECS),
     }
 }
 
@@ -251,9 +398,70 @@ impl Caller {
         self.0.as_ref().map_or(ANONYMOUS, |k| k.name.as_str())
     }
 
-    /// The key's limits as the store knows them (`None` when the service is open).
+    /// The metrics label: the key's name, `token` or `token:<tier>` for token callers,
+    /// [`ANONYMOUS`] when the service is open.
+    pub fn label(&self) -> &str {
+        self.0.as_ref().map_or(ANONYMOUS, |k| k.label.as_str())
+    }
+
+    /// The caller's limits as the store knows them (`None` when the service is open).
     pub fn quota(&self) -> Option<&Arc<KeyQuota>> {
         self.0.as_ref().map(|k| &k.quota)
+    }
+
+    /// The caller's tier, if it has one.
+    pub fn tier(&self) -> Option<&Tier> {
+        self.0.as_ref().and_then(|k| k.tier.as_deref())
+    }
+
+    /// Whether the caller has `scope` (every caller of an open service has every scope).
+    pub fn has(&self, scope: Scope) -> bool {
+        self.0.as_ref().is_none_or(|k| k.scopes.has(scope))
+    }
+
+    /// `Ok` when the caller has `scope`, else 403 `system_one_scope_missing`.
+    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+        if self.has(scope) {
+            Ok(())
+        } else {
+            Err(AuthError::Scope { scope }.into())
+        }
+    }
+
+    /// `Ok` when the caller's tier may be served by `model` (by its name or an alias),
+    /// else 403 `system_one_tier_model_refused` naming the tier and the model.
+    pub fn allow_model<'a>(
+        &self,
+        name: &'a str,
+        aliases: impl Iterator<Item = &'a str>,
+    ) -> Result<(), ApiError> {
+        match self.tier() {
+            Some(tier) if !tier.allows_model(std::iter::once(name).chain(aliases)) => {
+                Err(AuthError::TierModel {
+                    tier: tier.name.clone(),
+                    model: name.to_owned(),
+                }
+                .into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `Ok` when the caller's tier may call `route`.
+    fn allow_route(&self, route: &str) -> Result<(), AuthError> {
+        match self.tier() {
+            Some(tier) if !tier.allows_route(route) => Err(AuthError::TierRoute {
+                tier: tier.name.clone(),
+                route: route.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether this is a caller of an open service (no keys, no tokens configured): one
+    /// tenant, no cache salt.
+    pub fn is_anonymous(&self) -> bool {
+        self.0.is_none()
     }
 
     /// Counts one request against the key's requests per minute in this process only (the
@@ -328,9 +536,12 @@ impl<S: CallerChecks> FromRequestParts<S> for Caller {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let caller = state
             .keys()
-            .authenticate(parts.headers.get(axum::http::header::AUTHORIZATION))?;
-        RequestContext::of(parts)?.summary.note_key(caller.name());
-        state.metrics().count_key_request(caller.name());
+            .identify(parts.headers.get(axum::http::header::AUTHORIZATION))
+            .await?;
+        let context = RequestContext::of(parts)?;
+        context.summary.note_key(caller.name());
+        caller.allow_route(&context.route)?;
+        state.metrics().count_key_request(caller.label());
         caller
             .check_request(state.quotas())
             .await
@@ -342,7 +553,7 @@ impl<S: CallerChecks> FromRequestParts<S> for Caller {
 /// Counts a refusal by one of the key's limits (per key and kind).
 pub(crate) fn count_rejection(metrics: &Metrics, caller: &Caller, e: &AuthError) {
     if let Some(kind) = e.limit_kind() {
-        metrics.count_rejection(caller.name(), kind.as_str());
+        metrics.count_rejection(caller.label(), kind.as_str());
     }
 }
 
@@ -359,6 +570,10 @@ struct KeySpec {
     requests_per_minute: Option<u32>,
     questions_per_minute: Option<u32>,
     daily_questions: Option<u64>,
+    /// A `[[tier]]`'s name: its limits (where the key sets none of its own) and models.
+    tier: Option<String>,
+    /// What the key may do; absent: [`Scopes::KEY_DEFAULT`].
+    scopes: Option<Vec<String>>,
 }
 
 /// The keys file.
@@ -367,6 +582,58 @@ struct KeySpec {
 struct KeysFile {
     #[serde(default)]
     key: Vec<KeySpec>,
+    #[serde(default)]
+    tier: Vec<TierSpec>,
+    jwt: Option<JwtSpec>,
+}
+
+/// Limits from their configured numbers (each optional; 0 is refused, naming the field).
+fn limits_of(
+    requests_per_minute: Option<u32>,
+    questions_per_minute: Option<u32>,
+    daily_questions: Option<u64>,
+) -> Result<KeyLimits, String> {
+    let per_minute = |n: Option<u32>, what: &str| -> Result<Option<NonZeroU32>, String> {
+        n.map(|n| {
+            NonZeroU32::new(n).ok_or(format!(
+                "{what} must be at least 1 (leave it out for no limit)"
+            ))
+        })
+        .transpose()
+    };
+    if daily_questions == Some(0) {
+        return Err("daily_questions must be at least 1 (leave it out for no cap)".into());
+    }
+    Ok(KeyLimits {
+        requests_per_minute: per_minute(requests_per_minute, "requests_per_minute")?,
+        questions_per_minute: per_minute(questions_per_minute, "questions_per_minute")?,
+        daily_questions,
+    })
+}
+
+/// The bearer of an `Authorization` header: a missing header, another scheme or an empty
+/// bearer is [`AuthError::Missing`].
+fn bearer(authorization: Option<&HeaderValue>) -> Result<&str, AuthError> {
+    authorization
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, token) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        })
+        .filter(|t| !t.is_empty())
+        .ok_or(AuthError::Missing)
+}
+
+/// A token caller's name: `sub-` and 32 hex digits of sha256(issuer, 0, subject). Stable
+/// across restarts and replicas (usage and the ledger are kept by it), and not the subject.
+pub fn subject_name(issuer: &str, subject: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(issuer.as_bytes());
+    hash.update([0u8]);
+    hash.update(subject.as_bytes());
+    let digest = hash.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("sub-{hex}")
 }
 
 /// sha256 of a key.
@@ -403,8 +670,9 @@ impl Keys {
         Keys::default()
     }
 
-    /// Loads the keys file (if any) and the comma-separated env keys (if any). Errors name
-    /// the file, the entry and the problem, never a key.
+    /// Loads the keys file (if any: its `[[tier]]`s, `[[key]]`s and `[jwt]`) and the
+    /// comma-separated env keys (if any). Errors name the file, the entry and the problem,
+    /// never a key.
     pub fn load(file: Option<&Path>, env_keys: Option<&Secret>) -> Result<Self, ConfigError> {
         let mut keys = Keys::default();
         if let Some(path) = file {
@@ -414,11 +682,7 @@ impl Keys {
             };
             let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
             let parsed: KeysFile = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
-            for spec in parsed.key {
-                let name = spec.name.clone();
-                let key = Self::from_spec(spec).map_err(|e| err(format!("key {name:?}: {e}")))?;
-                keys.add(key).map_err(err)?;
-            }
+            keys.load_file(parsed).map_err(err)?;
         }
         if let Some(env) = env_keys {
             let plain = env
@@ -429,8 +693,13 @@ impl Keys {
             for (i, key) in plain.enumerate() {
                 let name = format!("key-{}", i + 1);
                 keys.add(ApiKey {
-                    quota: Arc::new(KeyQuota::new(name.clone(), KeyLimits::default())),
-                    name,
+                    identity: Arc::new(Identity {
+                        quota: Arc::new(KeyQuota::new(name.clone(), KeyLimits::default())),
+                        label: name.clone(),
+                        name,
+                        tier: None,
+                        scopes: Scopes::KEY_DEFAULT,
+                    }),
                     digest: digest(key),
                 })
                 .map_err(|e| ConfigError::Invalid(format!("SYSTEMONE_API_KEYS: {e}")))?;
@@ -439,7 +708,40 @@ impl Keys {
         Ok(keys)
     }
 
-    fn from_spec(spec: KeySpec) -> Result<ApiKey, String> {
+    /// The file's tiers, then its keys (which name tiers), then its `[jwt]`.
+    fn load_file(&mut self, parsed: KeysFile) -> Result<(), String> {
+        for spec in parsed.tier {
+            let name = spec.name.clone();
+            if !valid_name(&name) {
+                return Err(format!(
+                    "tier {name:?}: the name must be 1 to 64 of A-Z a-z 0-9 - _ ."
+                ));
+            }
+            let tier = Tier::from_spec(spec).map_err(|e| format!("tier {name:?}: {e}"))?;
+            if self.tiers.insert(name.clone(), Arc::new(tier)).is_some() {
+                return Err(format!("the tier name {name:?} is used twice"));
+            }
+        }
+        for spec in parsed.key {
+            let name = spec.name.clone();
+            let key = self
+                .key_of(spec)
+                .map_err(|e| format!("key {name:?}: {e}"))?;
+            self.add(key)?;
+        }
+        if let Some(spec) = parsed.jwt {
+            let jwt = JwtVerifier::from_spec(spec).map_err(|e| format!("[jwt]: {e}"))?;
+            if let Some(tier) = jwt.default_tier.as_deref() {
+                if !self.tiers.contains_key(tier) {
+                    return Err(format!("[jwt]: default_tier {tier:?} names no [[tier]]"));
+                }
+            }
+            self.jwt = Some(jwt);
+        }
+        Ok(())
+    }
+
+    fn key_of(&self, spec: KeySpec) -> Result<ApiKey, String> {
         if !valid_name(&spec.name) {
             return Err(format!(
                 "the name must be 1 to 64 of A-Z a-z 0-9 - _ . and not {ANONYMOUS:?}"
@@ -454,35 +756,52 @@ impl Keys {
             },
             _ => return Err("give exactly one of sha256 and key_env".into()),
         };
-        let per_minute = |n: Option<u32>, what: &str| -> Result<Option<NonZeroU32>, String> {
-            n.map(|n| {
-                NonZeroU32::new(n).ok_or(format!(
-                    "{what} must be at least 1 (leave it out for no limit)"
-                ))
-            })
-            .transpose()
+        let own = limits_of(
+            spec.requests_per_minute,
+            spec.questions_per_minute,
+            spec.daily_questions,
+        )?;
+        let tier = match &spec.tier {
+            None => None,
+            Some(name) => Some(
+                self.tiers
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| format!("tier {name:?} names no [[tier]]"))?,
+            ),
         };
-        if spec.daily_questions == Some(0) {
-            return Err("daily_questions must be at least 1 (leave it out for no cap)".into());
-        }
-        let limits = KeyLimits {
-            requests_per_minute: per_minute(spec.requests_per_minute, "requests_per_minute")?,
-            questions_per_minute: per_minute(spec.questions_per_minute, "questions_per_minute")?,
-            daily_questions: spec.daily_questions,
+        // The key's own numbers win over its tier's, field by field.
+        let limits = match &tier {
+            None => own,
+            Some(t) => KeyLimits {
+                requests_per_minute: own.requests_per_minute.or(t.limits.requests_per_minute),
+                questions_per_minute: own.questions_per_minute.or(t.limits.questions_per_minute),
+                daily_questions: own.daily_questions.or(t.limits.daily_questions),
+            },
+        };
+        let scopes = match &spec.scopes {
+            None => Scopes::KEY_DEFAULT,
+            Some(names) => Scopes::parse_list(names)?,
         };
         Ok(ApiKey {
-            quota: Arc::new(KeyQuota::new(spec.name.clone(), limits)),
-            name: spec.name,
+            identity: Arc::new(Identity {
+                quota: Arc::new(KeyQuota::new(spec.name.clone(), limits)),
+                label: spec.name.clone(),
+                name: spec.name,
+                tier,
+                scopes,
+            }),
             digest,
         })
     }
 
     fn add(&mut self, key: ApiKey) -> Result<(), String> {
-        if self.keys.iter().any(|k| k.name == key.name) {
-            return Err(format!("the key name {:?} is used twice", key.name));
+        let name = &key.identity.name;
+        if self.keys.iter().any(|k| &k.identity.name == name) {
+            return Err(format!("the key name {name:?} is used twice"));
         }
         if self.keys.iter().any(|k| k.digest == key.digest) {
-            return Err(format!("key {:?} is configured twice", key.name));
+            return Err(format!("key {name:?} is configured twice"));
         }
         self.digests.push(words(&key.digest));
         self.keys.push(Arc::new(key));
@@ -491,12 +810,25 @@ impl Keys {
 
     /// Every configured key's name, in configuration order.
     pub fn names(&self) -> Vec<String> {
-        self.keys.iter().map(|k| k.name.clone()).collect()
+        self.keys.iter().map(|k| k.identity.name.clone()).collect()
     }
 
-    /// Whether any key is configured (else the service is open).
+    /// Whether neither keys nor tokens are configured: the service is open.
     pub fn is_open(&self) -> bool {
-        self.keys.is_empty()
+        self.keys.is_empty() && self.jwt.is_none()
+    }
+
+    /// The token verifier, when `[jwt]` is configured.
+    pub fn jwt(&self) -> Option<&JwtVerifier> {
+        self.jwt.as_ref()
+    }
+
+    /// The configured tiers' names and their models (for the start-up check that each
+    /// names a served model).
+    pub fn tier_models(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.tiers
+            .values()
+            .filter_map(|t| t.models.as_deref().map(|m| (t.name.as_str(), m)))
     }
 
     /// How many keys are configured.
@@ -518,17 +850,64 @@ impl Keys {
     /// `subtle`'s constant-time select, so the time taken says nothing about which key, if
     /// any, matched or how much of a digest agreed.
     pub fn authenticate(&self, authorization: Option<&HeaderValue>) -> Result<Caller, AuthError> {
-        if self.keys.is_empty() {
+        if self.is_open() {
             return Ok(Caller(None));
         }
-        let token = authorization
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                let (scheme, token) = v.trim().split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            })
-            .filter(|t| !t.is_empty())
-            .ok_or(AuthError::Missing)?;
+        self.match_key(bearer(authorization)?)
+    }
+
+    /// Identifies the caller: a bearer with a JWT's shape is verified as a token when
+    /// `[jwt]` is configured; any other bearer is checked against the keys
+    /// ([`Keys::authenticate`]).
+    pub async fn identify(&self, authorization: Option<&HeaderValue>) -> Result<Caller, AuthError> {
+        if self.is_open() {
+            return Ok(Caller(None));
+        }
+        let token = bearer(authorization)?;
+        match &self.jwt {
+            Some(jwt) if looks_like_jwt(token) => {
+                let claims = jwt.verify(token).await.map_err(AuthError::Token)?;
+                self.token_caller(claims)
+            }
+            _ => self.match_key(token),
+        }
+    }
+
+    /// The caller a verified token names: its name (hashed subject, or the name claim), its
+    /// tier and its limit state.
+    fn token_caller(&self, claims: TokenClaims) -> Result<Caller, AuthError> {
+        let tier = match &claims.tier {
+            None => None,
+            Some(name) => Some(self.tiers.get(name).cloned().ok_or_else(|| {
+                AuthError::UnknownTier {
+                    claim: self
+                        .jwt
+                        .as_ref()
+                        .map_or("tier", |j| j.tier_claim())
+                        .to_owned(),
+                }
+            })?),
+        };
+        let name = claims
+            .name
+            .filter(|n| valid_name(n) && !self.keys.iter().any(|k| &k.identity.name == n))
+            .unwrap_or_else(|| subject_name(&claims.subject.0, &claims.subject.1));
+        let limits = tier.as_ref().map(|t| t.limits).unwrap_or_default();
+        let label = match &tier {
+            Some(t) => format!("token:{}", t.name),
+            None => "token".to_owned(),
+        };
+        Ok(Caller(Some(Arc::new(Identity {
+            quota: self.subjects.quota(&name, limits),
+            name,
+            label,
+            tier,
+            scopes: claims.scopes,
+        }))))
+    }
+
+    /// The key whose digest is `token`'s (see [`Keys::authenticate`]).
+    fn match_key(&self, token: &str) -> Result<Caller, AuthError> {
         let presented = words(&digest(token));
         // 1-based index of the match, 0 for none, chosen without branching on the digests.
         let mut found = 0u64;
@@ -540,7 +919,7 @@ impl Keys {
             found.conditional_assign(&(i as u64 + 1), diff.ct_eq(&0));
         }
         match found.checked_sub(1) {
-            Some(i) => Ok(Caller(Some(self.keys[i as usize].clone()))),
+            Some(i) => Ok(Caller(Some(self.keys[i as usize].identity.clone()))),
             None => Err(AuthError::Invalid),
         }
     }
@@ -661,8 +1040,10 @@ mod tests {
             requests_per_minute: Some(2),
             questions_per_minute: Some(5),
             daily_questions: None,
+            tier: None,
+            scopes: None,
         };
-        let caller = Caller(Some(Arc::new(Keys::from_spec(spec).expect("spec"))));
+        let caller = Caller(Some(Keys::default().key_of(spec).expect("spec").identity));
         assert!(caller.admit_request().is_ok());
         assert!(caller.admit_request().is_ok());
         let AuthError::RateLimited { retry_after, .. } =
@@ -697,8 +1078,10 @@ mod tests {
             requests_per_minute: None,
             questions_per_minute: None,
             daily_questions: Some(10),
+            tier: None,
+            scopes: None,
         };
-        let caller = Caller(Some(Arc::new(Keys::from_spec(spec).expect("spec"))));
+        let caller = Caller(Some(Keys::default().key_of(spec).expect("spec").identity));
         let day = 20_000 * DAY_SECS;
         assert!(caller.admit_questions_at(6, day + 100).is_ok());
         assert!(caller.admit_questions_at(4, day + 200).is_ok());
@@ -734,8 +1117,10 @@ mod tests {
             requests_per_minute: None,
             questions_per_minute: Some(3),
             daily_questions: Some(5),
+            tier: None,
+            scopes: None,
         };
-        let caller = Caller(Some(Arc::new(Keys::from_spec(spec).expect("spec"))));
+        let caller = Caller(Some(Keys::default().key_of(spec).expect("spec").identity));
         assert!(caller.admit_questions_at(3, 0).is_ok());
         // The per-minute limit refuses: the daily count stays at 3.
         assert_eq!(

@@ -17,6 +17,9 @@ use crate::error::{ApiError, Code};
 /// The service's router. Starts the models' background upkeep when called in a runtime.
 pub fn router(state: AppState) -> Router {
     state.models.start_upkeep(state.pipeline.in_flight());
+    if let Some(jwt) = state.keys.jwt() {
+        jwt.start();
+    }
     let api = Router::new()
         .route("/v1/systemone", post(doors::serve::<SystemOne>))
         .route("/v1/decisions", post(doors::serve::<Decisions>))

@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::models::Models;
 use crate::quota::Quotas;
 
+use super::auth::salt::CacheSalt;
 use super::auth::{CallerChecks, Keys};
 use super::budget::BodyBudget;
 
@@ -28,6 +29,8 @@ pub struct AppState {
     pub keys: Arc<Keys>,
     /// Where the keys' limits and usage are counted (memory, `redb` or Redis).
     pub quotas: Arc<Quotas>,
+    /// Each tenant's `cache_salt` for vLLM reads (off when the service is open).
+    pub cache_salt: Arc<CacheSalt>,
     /// The key name that may read every key's usage (`--admin-key`).
     pub admin_key: Option<String>,
     /// Connection deadlines and caps, and the concurrent-request cap.
@@ -82,13 +85,8 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
     )?;
     let metrics = Arc::new(Metrics::new());
     let settings = &config.limit_store;
-    if let Some(admin) = &settings.admin_key {
-        if !keys.names().contains(admin) {
-            return Err(ConfigError::Invalid(format!(
-                "--admin-key {admin:?} names no configured key (the names are those of --keys-file and key-1, key-2, … of SYSTEMONE_API_KEYS)"
-            )));
-        }
-    }
+    check_names(&keys, settings.admin_key.as_deref(), &models)?;
+    let open = keys.is_open();
     let quotas = Quotas::from_settings(settings, config.redis_url()?.as_ref(), metrics.clone())?;
     Ok(AppState {
         models: Arc::new(models),
@@ -97,6 +95,10 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         metrics,
         keys: Arc::new(keys),
         quotas: Arc::new(quotas),
+        cache_salt: Arc::new(CacheSalt::new(
+            config.gateway.cache_salt && !open,
+            config.gateway.cache_salt_secret.as_ref(),
+        )),
         admin_key: settings.admin_key.clone(),
         edge: Arc::new(config.edge.clone()),
         body_budget: Arc::new(BodyBudget::new(
@@ -105,6 +107,27 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         )),
         ledger: Ledger::off(),
     })
+}
+
+/// `--admin-key` must name a key, and every model a `[[tier]]` lists must be served (by
+/// name or alias): a typo would refuse the tier's callers a model the operator meant to
+/// give them.
+fn check_names(keys: &Keys, admin: Option<&str>, models: &Models) -> Result<(), ConfigError> {
+    if let Some(admin) = admin {
+        if !keys.names().iter().any(|n| n == admin) {
+            return Err(ConfigError::Invalid(format!(
+                "--admin-key {admin:?} names no configured key (the names are those of --keys-file and key-1, key-2, … of SYSTEMONE_API_KEYS)"
+            )));
+        }
+    }
+    for (tier, listed) in keys.tier_models() {
+        if let Some(unknown) = listed.iter().find(|m| models.resolve(m).is_none()) {
+            return Err(ConfigError::Invalid(format!(
+                "tier {tier:?} lists model {unknown:?}, which no configured model is named or aliased"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The HTTP client every backend shares: one connection pool, sized to the in-flight cap.

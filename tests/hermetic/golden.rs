@@ -261,6 +261,7 @@ fn every_upstream_body_matches_the_reference() {
                         read_ids: chunk,
                         chained: false,
                         routing: None,
+                        cache_salt: None,
                     };
                     let body = serde_json::to_value(backend.body(&read)).expect("serialises");
                     // What the backend sends: the same bytes, the prompt spliced in.

@@ -88,6 +88,7 @@ async fn probabilities_are_the_renormalised_raw_logprobs_tempered_by_the_default
             read_ids: &ids,
             chained: false,
             routing: None,
+            cache_salt: None,
         };
         let body = serde_json::to_value(direct.body(&read, false)).expect("the body serialises");
         assert_eq!(body["cache_prompt"], false, "{body}");

@@ -150,6 +150,7 @@ async fn ask_directly(
         read_ids: &node.ids,
         chained: true,
         routing: None,
+        cache_salt: None,
     };
     let body = serde_json::to_value(direct.body_with_k(&read, false, top_k)).expect("serialises");
     reqwest::Client::new()

@@ -84,6 +84,7 @@ async fn direct_node_reads(
                     read_ids: slice,
                     chained: rendered.reads.chained(),
                     routing: None,
+                    cache_salt: None,
                 };
                 let body = serde_json::to_value(direct.body(&read)).expect("the body serialises");
                 assert_eq!(body["logprob_token_ids"], json!(slice), "{body}");
@@ -822,6 +823,7 @@ async fn missing_from_top_20(service: &Service, url: &str, body: &Value) -> (usi
         read_ids: &node.ids,
         chained: false,
         routing: None,
+        cache_salt: None,
     };
     let mut raw = serde_json::to_value(direct.body(&read)).expect("the body serialises");
     let fields = raw.as_object_mut().expect("an object");

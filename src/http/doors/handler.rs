@@ -8,6 +8,7 @@ use axum::response::Response;
 
 use super::Door;
 use crate::error::ApiError;
+use crate::http::auth::scope::Scope;
 use crate::http::auth::Caller;
 use crate::http::blocking;
 use crate::http::body;
@@ -16,8 +17,8 @@ use crate::http::flow;
 use crate::http::flow::headers::{set_escalation_headers, set_model_header};
 use crate::http::AppState;
 
-/// The handler of door `D`: the caller is authenticated before the body is read, and every
-/// refusal goes out in `D`'s shape.
+/// The handler of door `D`: the caller is authenticated (and must have the `ask` scope)
+/// before the body is read, and every refusal goes out in `D`'s shape.
 pub(in crate::http) async fn serve<D: Door>(
     State(state): State<AppState>,
     context: RequestContext,
@@ -25,7 +26,7 @@ pub(in crate::http) async fn serve<D: Door>(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let answered = match caller {
+    let answered = match caller.and_then(|c| c.require(Scope::Ask).map(|()| c)) {
         Ok(caller) => answer::<D>(&state, &context, &caller, &headers, body).await,
         Err(e) => Err(e),
     };

@@ -50,11 +50,12 @@ pub(super) async fn escalate(
     requests: &[ValidRequest],
     outcomes: &mut [Answers],
     started: Instant,
+    cache_salt: Option<&str>,
 ) -> Result<Report, ApiError> {
     let steps = requests
         .iter()
         .zip(outcomes.iter_mut())
-        .map(|(request, outcome)| escalate_one(state, request, outcome, started));
+        .map(|(request, outcome)| escalate_one(state, request, outcome, started, cache_salt));
     let mut report = Report::default();
     for step in join_all(steps).await {
         match step? {
@@ -78,6 +79,7 @@ async fn escalate_one(
     request: &ValidRequest,
     outcome: &mut Answers,
     started: Instant,
+    cache_salt: Option<&str>,
 ) -> Result<Step, ApiError> {
     let Some(escalation) = request.model().escalation.as_ref() else {
         return Ok(Step::NotConfigured);
@@ -90,7 +92,10 @@ async fn escalate_one(
     }
     let (from, to) = (request.model().name.as_str(), escalation.to.as_str());
     let sent = AtomicU64::new(0);
-    match ask_again(state, request, &unsure, escalation, started, &sent).await {
+    let again = ask_again(
+        state, request, &unsure, escalation, started, &sent, cache_salt,
+    );
+    match again.await {
         Ok(again) => {
             let name: Arc<str> = Arc::from(to);
             for (q, mut answer) in unsure.iter().zip(again.answers) {
@@ -134,6 +139,7 @@ async fn ask_again(
     escalation: &Escalation,
     started: Instant,
     sent: &AtomicU64,
+    cache_salt: Option<&str>,
 ) -> Result<Answers, ApiError> {
     let target = state
         .models
@@ -148,7 +154,9 @@ async fn ask_again(
         return Err(PipelineError::Deadline.into());
     }
     let ticket = target.circuit.admit()?;
-    let run = state.pipeline.run_counting(&again, ticket, sent);
+    let run = state
+        .pipeline
+        .run_counting(&again, ticket, sent, cache_salt);
     Ok(tokio::time::timeout(left, run)
         .await
         .unwrap_or(Err(PipelineError::Deadline))?)

@@ -35,6 +35,8 @@ pub(in crate::http) async fn run(
             .iter()
             .flat_map(|r| r.questions().iter().map(|q| q.options.len())),
     );
+    let salt = tier_and_salt(state, caller, requests)?;
+    let salt = salt.as_deref();
     let ticket = first.model().circuit.admit()?;
     let admission = caller
         .admit_questions(&state.quotas, questions)
@@ -43,10 +45,10 @@ pub(in crate::http) async fn run(
     let sent: Vec<AtomicU64> = requests.iter().map(|_| AtomicU64::new(0)).collect();
     let ran = if requests.len() == 1 {
         // The pipeline bounds one request by the deadline itself: no second timer.
-        run_all(state, requests, ticket, &sent).await
+        run_all(state, requests, ticket, &sent, salt).await
     } else {
         let deadline = state.pipeline.request_timeout();
-        tokio::time::timeout(deadline, run_all(state, requests, ticket, &sent))
+        tokio::time::timeout(deadline, run_all(state, requests, ticket, &sent, salt))
             .await
             .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))
     };
@@ -57,7 +59,7 @@ pub(in crate::http) async fn run(
             return Err(e);
         }
     };
-    let escalated = escalate(state, requests, &mut outcomes, started).await;
+    let escalated = escalate(state, requests, &mut outcomes, started, salt).await;
     let (total, escalation) = account(
         state, context, caller, requests, questions, &outcomes, escalated,
     )
@@ -71,6 +73,22 @@ pub(in crate::http) async fn run(
     Ok(answered)
 }
 
+/// Refuses a model the caller's tier lacks; else the caller's tenant salt for vLLM reads
+/// (of its key's name or hashed subject, keyed: never the name), when salting is on.
+fn tier_and_salt(
+    state: &AppState,
+    caller: &Caller,
+    requests: &[ValidRequest],
+) -> Result<Option<String>, ApiError> {
+    for request in requests {
+        let model = request.model();
+        caller.allow_model(&model.name, model.aliases.iter().map(String::as_str))?;
+    }
+    Ok((!caller.is_anonymous())
+        .then(|| state.cache_salt.of(caller.name()))
+        .flatten())
+}
+
 /// The first request alone under `ticket`, then the rest together, each under its own
 /// ticket; the first failure ends the call (dropping the others cancels their reads).
 async fn run_all(
@@ -78,17 +96,18 @@ async fn run_all(
     requests: &[ValidRequest],
     ticket: Ticket<'_>,
     sent: &[AtomicU64],
+    salt: Option<&str>,
 ) -> Result<Vec<Answers>, ApiError> {
     let pipeline = &state.pipeline;
     let first = pipeline
-        .run_counting(&requests[0], ticket, &sent[0])
+        .run_counting(&requests[0], ticket, &sent[0], salt)
         .await?;
     let rest = requests[1..]
         .iter()
         .zip(&sent[1..])
         .map(|(request, sent)| async move {
             let ticket = request.model().circuit.admit()?;
-            Ok::<_, ApiError>(pipeline.run_counting(request, ticket, sent).await?)
+            Ok::<_, ApiError>(pipeline.run_counting(request, ticket, sent, salt).await?)
         });
     let mut outcomes = vec![first];
     outcomes.extend(try_join_all(rest).await?);

@@ -3,8 +3,8 @@
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::Modify;
 
-/// `Authorization: Bearer <key>` on the API routes; with no keys configured any bearer, or
-/// none, is accepted.
+/// `Authorization: Bearer <key>` (or a signed token, with `[jwt]` in the keys file) on the
+/// API routes; with neither keys nor tokens configured any bearer, or none, is accepted.
 pub(super) struct BearerKeys;
 
 impl Modify for BearerKeys {

@@ -22,7 +22,9 @@ pub(in crate::http) async fn healthz() -> Json<serde_json::Value> {
 /// probe found, or what the host lacks). Answers from memory: the checks run in each
 /// model's upkeep task, and a table not yet verified while its first check runs reads
 /// `"checking"`. The limit store and the ledger, when unavailable, make it 503 under
-/// `fail_closed`; the ledger's line is what its writer last found.
+/// `fail_closed`; the ledger's line is what its writer last found. With `[jwt]`, `tokens`
+/// says how many keys are cached, how old they are and whether the last fetch failed
+/// (`stale`: they still serve); unready once they expired.
 pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     let models: Vec<(bool, serde_json::Value)> =
         state.models.iter().map(|m| model_readiness(m)).collect();
@@ -33,6 +35,9 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     // Likewise the ledger's, from what its writer last found (`null`: off).
     let ledger = state.ledger.status();
     ready &= ledger.as_ref().is_none_or(|l| l.ready);
+    // The token keys (`null`: no `[jwt]`): unready once the cached keys expired unrenewed.
+    let tokens = state.keys.jwt().map(|j| j.status());
+    ready &= tokens.as_ref().is_none_or(|t| t.ready);
     let status = if ready {
         StatusCode::OK
     } else {
@@ -43,6 +48,7 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
         status,
         Json(serde_json::json!({
             "ready": ready, "models": models, "limits": limits, "ledger": ledger,
+            "tokens": tokens,
         })),
     )
         .into_response()

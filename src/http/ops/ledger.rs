@@ -3,7 +3,8 @@
 //! `POST /v1/ledger/decisions/{request_id}/outcomes` (what was true, or a person's
 //! override).
 //!
-//! A key reads and annotates its own records; the admin key (`--admin-key`; every caller
+//! Reading needs the `ledger:read` scope, posting an outcome `outcomes:write` (every key
+//! has both unless its `scopes` say otherwise). A key reads and annotates its own records; the admin key (`--admin-key`; every caller
 //! of an open service) every key's. Another key's record is a 404, as a missing one is.
 //! Records hold keyed hashes of question ids and labels: a caller who names them in the
 //! query (`question=…`, `label=…`, repeatable) gets them back by name where they match
@@ -27,6 +28,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use crate::error::{ApiError, Code};
+use crate::http::auth::scope::Scope;
 use crate::http::auth::Caller;
 use crate::http::body::read_request;
 use crate::http::AppState;
@@ -88,6 +90,7 @@ pub(in crate::http) async fn list(
     caller: Caller,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    caller.require(Scope::LedgerRead)?;
     let (store, key) = open(&state)?;
     let (mut filter, names) = parse_query(&pairs(query)?, key)?;
     if !is_admin(&state, &caller) {
@@ -145,6 +148,7 @@ pub(in crate::http) async fn one(
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    caller.require(Scope::LedgerRead)?;
     let request_id = path_id(path)?;
     let (store, key) = open(&state)?;
     let (_, names) = parse_query(&pairs(query)?, key)?;
@@ -335,6 +339,7 @@ pub(in crate::http) async fn add_outcome(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    caller.require(Scope::OutcomesWrite)?;
     let request_id = path_id(path)?;
     let (store, key) = open(&state)?;
     let asked = read_outcome(&state, &headers, body).await?;

@@ -3,8 +3,10 @@
 //! front-door flow calls after an answer ([`record_unanswered`] after a call that failed
 //! once its upstream requests were sent: usage counts every request sent).
 //!
-//! The admin key (`--admin-key NAME`) reads every key (all of them without `key`); any
-//! other key reads only its own. `from` and `to` default to today (UTC), span at most
+//! It needs the `usage:own` scope (every key has it unless its `scopes` say otherwise). The
+//! admin key (`--admin-key NAME`) and a caller with the `usage:all` scope read every key
+//! (all configured keys without `key`; a token caller's `sub-…` name with it); any other
+//! caller reads only its own. `from` and `to` default to today (UTC), span at most
 //! [`MAX_DAYS`] days, and are inclusive.
 
 use std::collections::HashMap;
@@ -16,6 +18,7 @@ use serde_json::{json, Value};
 use crate::days::{date_of, day_of};
 use crate::engine::TokenUsage;
 use crate::error::{ApiError, Code};
+use crate::http::auth::scope::Scope;
 use crate::http::auth::{Caller, ANONYMOUS};
 use crate::http::AppState;
 use crate::quota::{UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
@@ -85,7 +88,9 @@ fn keys_to_read(
     } else {
         state.keys.names()
     };
-    let admin = state.keys.is_open() || state.admin_key.as_deref() == Some(caller.name());
+    let admin = state.keys.is_open()
+        || state.admin_key.as_deref() == Some(caller.name())
+        || caller.has(Scope::UsageAll);
     match asked {
         None if admin => Ok(all),
         None => Ok(vec![caller.name().to_string()]),
@@ -96,9 +101,15 @@ fn keys_to_read(
                 caller.name()
             ),
         )),
-        Some(name) if all.contains(name) => Ok(vec![name.clone()]),
+        Some(name) if all.contains(name) || is_token_name(name) => Ok(vec![name.clone()]),
         Some(name) => Err(bad(format!("key names no configured key, got {name:?}"))),
     }
+}
+
+/// Whether `name` is a token caller's name as [`crate::http::auth::subject_name`] makes it.
+fn is_token_name(name: &str) -> bool {
+    name.strip_prefix("sub-")
+        .is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 pub(in crate::http) async fn handle(
@@ -106,6 +117,9 @@ pub(in crate::http) async fn handle(
     caller: Caller,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
+    if !caller.has(Scope::UsageAll) {
+        caller.require(Scope::UsageOwn)?;
+    }
     if let Some(unknown) = query
         .keys()
         .find(|k| !matches!(k.as_str(), "key" | "from" | "to"))
