@@ -43,4 +43,5 @@ mod playground_browser;
 mod profiles;
 mod token_check;
 mod token_tables;
+mod vllm_cache_salt;
 mod vllm_real;
