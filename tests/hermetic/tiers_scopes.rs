@@ -13,8 +13,8 @@
 
 use serde_json::{json, Value};
 
-use crate::setup::fake_jwks::{claims, FakeJwks, Signer};
 use crate::support::bodies::choices;
+use crate::support::fake_jwks::{claims, FakeJwks, Signer};
 use crate::support::fake_vllm::FakeVllm;
 use crate::support::{
     self, ask_as, assert_error, get_as, key_entry, keys_file, metrics, registry_config, Service,

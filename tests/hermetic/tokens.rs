@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::setup::fake_jwks::{b64, claims, FakeJwks, Signer, AUDIENCE, ISSUER};
 use crate::support::bodies::choices;
+use crate::support::fake_jwks::{b64, claims, FakeJwks, Signer, AUDIENCE, ISSUER};
 use crate::support::fake_vllm::FakeVllm;
 use crate::support::{
     self, ask_as, assert_error, get, get_as, key_entry, keys_file, Reply, Service,

@@ -41,6 +41,7 @@ mod openai_llama;
 mod openapi;
 mod playground_browser;
 mod profiles;
+mod sdk_token;
 mod token_check;
 mod token_tables;
 mod vllm_cache_salt;

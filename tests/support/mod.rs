@@ -5,7 +5,8 @@
 //! and what is read from answers), `ledger` and `ledger_suite` (the ledger's scenarios, run
 //! on SQLite by the hermetic tier and on PostgreSQL by the live one), `limits` and
 //! `replicas` (shared limits and replicas of the service), `log` (one capturing
-//! subscriber), `profiles`. What only one tier needs is in its own `setup/`.
+//! subscriber), `profiles`, `fake_jwks` (an identity provider's JWKS and the keys that sign
+//! its tokens). What only one tier needs is in its own `setup/`.
 
 // The fake vLLM and the fakes' harness (`fake_server`) are declared by each tier's main.rs:
 // the live tier borrows the fake vLLM as a plain backend and leaves its fault levers to the
@@ -14,6 +15,10 @@ pub(crate) use crate::fake_vllm;
 
 pub mod answers;
 pub mod bodies;
+/// The hermetic tier turns every lever of it (tests/hermetic/tokens.rs); the live tier signs
+/// one token for the SDK, so the rest goes unused there.
+#[allow(dead_code)]
+pub mod fake_jwks;
 pub mod ledger;
 pub mod ledger_suite;
 pub mod limits;

@@ -1,10 +1,8 @@
 //! What only the hermetic tier needs: the fakes of the `openai` dialect's host families
-//! (`fake_openai`), of a native System One upstream (`fake_native`) and of an identity
-//! provider's JWKS with the keys that sign its tokens (`fake_jwks`), the validation
+//! (`fake_openai`) and of a native System One upstream (`fake_native`), the validation
 //! table's runner (`rows`), the property tests' in-process harness (`props`), the in-flight
 //! connection counter (`tcp_counter`), and a few checks of its own.
 
-pub mod fake_jwks;
 pub mod fake_native;
 pub mod fake_openai;
 pub mod props;

@@ -74,13 +74,33 @@ pub fn node() -> PathBuf {
 /// `TYPESAFE_BASE_URL`, with any API key) and returns the JSON lines it printed; fails with
 /// its output when it fails.
 pub async fn run_typesafe_script(python: &Path, script: &str, base_url: String) -> Vec<Value> {
+    run_typesafe_script_as(
+        python,
+        script,
+        base_url,
+        &[("TYPESAFE_API_KEY", "sk-any-value-works")],
+    )
+    .await
+}
+
+/// [`run_typesafe_script`] with the environment `env` (its API key among them).
+pub async fn run_typesafe_script_as(
+    python: &Path,
+    script: &str,
+    base_url: String,
+    env: &[(&str, &str)],
+) -> Vec<Value> {
     let path = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
     let program = python.to_path_buf();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(&program)
             .arg(path)
             .env("TYPESAFE_BASE_URL", base_url)
-            .env("TYPESAFE_API_KEY", "sk-any-value-works")
+            .envs(env)
             .env_remove("TYPESAFE_DEFAULT_MODEL")
             .env_remove("TYPESAFE_LOG_LEVEL")
             .output()
