@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
 """Prompt tokens llama-server replicas evaluate per 5-question call, side by side
 (docs/fleet.md): one replica alone (the floor), the service in front of a per-connection
-round-robin TCP balancer over the replicas (what a Kubernetes Service does), and the
+round-robin TCP balancer over the replicas (what a Kubernetes Service does), the service in
+front of vllm-router (PyPI) with its default policy (`cache_aware`) and with
+`consistent_hash` (keyed by the `x-session-id` routing key the service sends), and the
 service's own replica list (`--backend-url a,b,c`: rendezvous hashing on the state).
 
 Starts its own llama-servers (`scripts/start-llama.sh 0`, with `--metrics`), its own
-balancer and one `systemone serve` per setup, and stops them all when done. Each setup gets
-its own states (so one setup's cache does not help another), each asked once new and once
-again later, interleaved. Counts come from the replicas' own `/metrics`
+balancer, two vllm-routers (`--worker-urls` the replicas; from
+`~/.cache/systemone/vllm-router/bin/vllm-router` or `$SYSTEMONE_VLLM_ROUTER`, skipped when
+absent: `python3 -m venv ~/.cache/systemone/vllm-router &&
+~/.cache/systemone/vllm-router/bin/pip install vllm-router==0.1.17`) and one
+`systemone serve` per setup, and stops them all when done. In front of each router sits a
+shim that rewrites `logit_bias` to OpenAI's map (see `LogitBiasShim`). Each setup gets its
+own states (so one setup's cache does not help another), each asked once new and once again
+later, interleaved. Counts come from the replicas' own `/metrics`
 (`llamacpp:prompt_tokens_total`, summed over replicas) and from the answers' `usage`.
 
     scripts/fleet-measure.py [--replicas 3] [--states 4] [--binary target/debug/systemone]
@@ -16,6 +23,7 @@ again later, interleaved. Counts come from the replicas' own `/metrics`
 
 import argparse
 import asyncio
+import http.server
 import json
 import os
 import re
@@ -101,6 +109,87 @@ class RoundRobin:
 
     def url(self):
         return f"http://127.0.0.1:{self.port}/v1"
+
+
+ROUTER = os.environ.get("SYSTEMONE_VLLM_ROUTER",
+                        os.path.expanduser("~/.cache/systemone/vllm-router/bin/vllm-router"))
+
+
+def start_router(urls, policy):
+    """vllm-router (PyPI) over the replicas' roots with static worker URLs; `policy` None is
+    its default. Returns its `/v1` URL, or None when it is not installed."""
+    if not os.path.exists(ROUTER):
+        print(f"skipping vllm-router: {ROUTER} not found", file=sys.stderr)
+        return None
+    port = free_port()
+    # Each router its own Prometheus port: the default (29000) is taken by the first.
+    args = [ROUTER, "--host", "127.0.0.1", "--port", str(port), "--prometheus-port", str(free_port()),
+            "--worker-urls", *[u.rsplit("/v1", 1)[0] for u in urls]]
+    if policy:
+        args += ["--policy", policy]
+    log = open(f"/tmp/vllm-router-{port}.log", "w")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    started_pids.append(proc.pid)
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
+            return f"http://127.0.0.1:{port}/v1"
+        except Exception:
+            if proc.poll() is not None:
+                raise SystemExit(f"vllm-router exited: see /tmp/vllm-router-{port}.log")
+            time.sleep(0.5)
+    raise SystemExit(f"vllm-router did not become healthy: see /tmp/vllm-router-{port}.log")
+
+
+class LogitBiasShim:
+    """An HTTP proxy in front of vllm-router that rewrites `logit_bias` from llama-server's
+    list of `[token, bias]` pairs (what the service's llamacpp backend sends) to OpenAI's map
+    `{"token": bias}`: vllm-router 0.1.17 parses the body as OpenAI's type and answers 422
+    ("logit_bias: invalid type: sequence, expected a map") otherwise. llama-server reads both.
+    Headers (the routing key in `x-session-id`) pass through unchanged."""
+
+    def __init__(self, target):
+        root = target.rsplit("/v1", 1)[0]
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.forward(None)
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                try:
+                    doc = json.loads(body)
+                    if isinstance(doc.get("logit_bias"), list):
+                        doc["logit_bias"] = {str(t): b for t, b in doc["logit_bias"]}
+                        body = json.dumps(doc).encode()
+                except (ValueError, TypeError, AttributeError):
+                    pass
+                self.forward(body)
+
+            def forward(self, body):
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "content-length", "connection")}
+                request = urllib.request.Request(root + self.path, data=body, headers=headers,
+                                                 method=self.command)
+                try:
+                    response = urllib.request.urlopen(request, timeout=1200)
+                    status, out, kind = response.status, response.read(), response.headers.get("content-type")
+                except urllib.error.HTTPError as e:
+                    status, out, kind = e.code, e.read(), e.headers.get("content-type")
+                self.send_response(status)
+                self.send_header("content-type", kind or "application/json")
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
 
 def start_service(binary, backend_urls):
@@ -244,19 +333,23 @@ def main():
         setups = [
             ("one replica alone", [urls[0]], [urls[0]]),
             ("round-robin TCP balancer", [rr.url()], urls),
-            ("the service's replica list", urls, urls),
         ]
-        results = []
-        for name, service_urls, replica_urls in setups:
-            print(f"running: {name}", file=sys.stderr)
-            results.append(run_setup(name, args.binary, service_urls, replica_urls, args.states))
-        floor = results[0]["per_call"]
+        for label, policy in [("default policy", None), ("consistent_hash on x-session-id", "consistent_hash")]:
+            router = start_router(urls, policy)
+            if router:
+                setups.append((f"vllm-router, {label}", [LogitBiasShim(router).url()], urls))
+        setups.append(("the service's replica list", urls, urls))
         print("| setup | calls | prompt tokens evaluated per call (replicas' /metrics) | x floor "
               "| per new call | per repeated call | repeated-state hit rate | evaluated per call (answers' usage) |")
-        print("|---|---|---|---|---|---|---|---|")
-        for r in results:
+        print("|---|---|---|---|---|---|---|---|", flush=True)
+        floor = None
+        for name, service_urls, replica_urls in setups:
+            print(f"running: {name}", file=sys.stderr)
+            r = run_setup(name, args.binary, service_urls, replica_urls, args.states)
+            floor = floor or r["per_call"]
             print(f"| {r['setup']} | {r['calls']} | {r['per_call']:.0f} | {r['per_call'] / floor:.2f} "
-                  f"| {r['new']:.0f} | {r['repeated']:.0f} | {r['hit_rate']:.0%} | {r['usage_per_call']:.0f} |")
+                  f"| {r['new']:.0f} | {r['repeated']:.0f} | {r['hit_rate']:.0%} | {r['usage_per_call']:.0f} |",
+                  flush=True)
     finally:
         stop_all()
 
