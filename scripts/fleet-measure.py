@@ -11,14 +11,14 @@ balancer, two vllm-routers (`--worker-urls` the replicas; from
 `~/.cache/systemone/vllm-router/bin/vllm-router` or `$SYSTEMONE_VLLM_ROUTER`, skipped when
 absent: `python3 -m venv ~/.cache/systemone/vllm-router &&
 ~/.cache/systemone/vllm-router/bin/pip install vllm-router==0.1.17`) and one
-`systemone serve` per setup, and stops them all when done. In front of each router sits a
-shim that rewrites `logit_bias` to OpenAI's map (see `LogitBiasShim`). Each setup gets its
+`systemone serve` per setup, and stops them all when done. Each setup gets its
 own states (so one setup's cache does not help another), each asked once new and once again
 later, interleaved. Counts come from the replicas' own `/metrics`
 (`llamacpp:prompt_tokens_total`, summed over replicas) and from the answers' `usage`.
 
     scripts/fleet-measure.py [--replicas 3] [--states 4] [--binary target/debug/systemone]
     scripts/fleet-measure.py --kill 12     # a replica killed mid-run and started again
+    scripts/fleet-measure.py --skew 48     # one hot state: bounded load against none
 """
 
 import argparse
@@ -141,63 +141,12 @@ def start_router(urls, policy):
     raise SystemExit(f"vllm-router did not become healthy: see /tmp/vllm-router-{port}.log")
 
 
-class LogitBiasShim:
-    """An HTTP proxy in front of vllm-router that rewrites `logit_bias` from llama-server's
-    list of `[token, bias]` pairs (what the service's llamacpp backend sends) to OpenAI's map
-    `{"token": bias}`: vllm-router 0.1.17 parses the body as OpenAI's type and answers 422
-    ("logit_bias: invalid type: sequence, expected a map") otherwise. llama-server reads both.
-    Headers (the routing key in `x-session-id`) pass through unchanged."""
-
-    def __init__(self, target):
-        root = target.rsplit("/v1", 1)[0]
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                self.forward(None)
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                try:
-                    doc = json.loads(body)
-                    if isinstance(doc.get("logit_bias"), list):
-                        doc["logit_bias"] = {str(t): b for t, b in doc["logit_bias"]}
-                        body = json.dumps(doc).encode()
-                except (ValueError, TypeError, AttributeError):
-                    pass
-                self.forward(body)
-
-            def forward(self, body):
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("host", "content-length", "connection")}
-                request = urllib.request.Request(root + self.path, data=body, headers=headers,
-                                                 method=self.command)
-                try:
-                    response = urllib.request.urlopen(request, timeout=1200)
-                    status, out, kind = response.status, response.read(), response.headers.get("content-type")
-                except urllib.error.HTTPError as e:
-                    status, out, kind = e.code, e.read(), e.headers.get("content-type")
-                self.send_response(status)
-                self.send_header("content-type", kind or "application/json")
-                self.send_header("content-length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def url(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-
-def start_service(binary, backend_urls):
+def start_service(binary, backend_urls, extra=()):
     port = free_port()
     env = dict(os.environ, SYSTEMONE_READ_TIMEOUT_SECS="600", SYSTEMONE_REQUEST_TIMEOUT_SECS="1200")
     env.pop("SYSTEMONE_API_KEYS", None)
     proc = subprocess.Popen([binary, "serve", "--backend", "llamacpp", "--backend-url",
-                             ",".join(backend_urls), "--listen", f"127.0.0.1:{port}"],
+                             ",".join(backend_urls), "--listen", f"127.0.0.1:{port}", *extra],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started_pids.append(proc.pid)
     for _ in range(1200):
@@ -314,6 +263,70 @@ def kill_run(binary, urls, calls):
     started_pids.remove(proc.pid)
 
 
+def skew_run(binary, urls, calls, callers=6, hot_share=0.75):
+    """One hot state: `callers` concurrent callers make `calls` 5-question calls, each on
+    the hot state with probability `hot_share` (else a new state), once with the default
+    bounded load (`--replica-load-factor 1.25`) and once with the bound lifted (a factor of
+    1000: pure affinity). The same seeded plan for both."""
+    import random
+    rng = random.Random(7)
+    plan = [rng.random() < hot_share for _ in range(calls)]
+    print("| replica load factor | calls | answered | calls/s | p50 s | p95 s | reads per replica "
+          "| prompt tokens evaluated per call |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    for factor in ["1.25", "1000"]:
+        proc, port = start_service(binary, urls, ["--replica-load-factor", factor])
+        hot = state(f"hot-{factor}", 0)
+        ask(port, {"state": hot, "questions": QUESTIONS})  # the hot head cached once
+        before_reads = replica_reads(port)
+        before_tokens = sum(prompt_tokens(u) for u in urls)
+        times, statuses = [], []
+        lock = threading.Lock()
+        queue = list(enumerate(plan))
+
+        def caller():
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    n, is_hot = queue.pop(0)
+                body = {"state": hot if is_hot else state(f"cold-{factor}", n), "questions": QUESTIONS}
+                started = time.time()
+                status = 200
+                try:
+                    ask(port, body)
+                except urllib.error.HTTPError as e:
+                    status = e.code
+                with lock:
+                    times.append(time.time() - started)
+                    statuses.append(status)
+
+        started = time.time()
+        threads = [threading.Thread(target=caller) for _ in range(callers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.time() - started
+        after_reads = replica_reads(port)
+        tokens = sum(prompt_tokens(u) for u in urls) - before_tokens
+        proc.terminate()
+        proc.wait()
+        started_pids.remove(proc.pid)
+        per_replica = {}
+        for (replica, status), value in after_reads.items():
+            if status == "2xx":
+                per_replica[replica] = value - before_reads.get((replica, status), 0)
+        shares = " / ".join(f"{per_replica.get(u.split('//')[1].split('/')[0], 0):.0f}"
+                            for u in urls)
+        times.sort()
+        p50 = times[len(times) // 2]
+        p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
+        answered = sum(1 for st in statuses if st == 200)
+        print(f"| {factor} | {calls} | {answered} | {calls / wall:.3f} | {p50:.1f} | {p95:.1f} "
+              f"| {shares} | {tokens / calls:.0f} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=3)
@@ -321,6 +334,9 @@ def main():
     parser.add_argument("--kill", type=int, default=0,
                         help="instead: this many calls with the replica list, the last replica "
                              "killed a third of the way and started again at two thirds")
+    parser.add_argument("--skew", type=int, default=0,
+                        help="instead: this many calls from 6 callers, 3 in 4 on one hot state, "
+                             "with the default bounded load and with the bound lifted")
     parser.add_argument("--binary", default=f"{os.environ.get('CARGO_TARGET_DIR', ROOT + '/target')}/debug/systemone")
     args = parser.parse_args()
     try:
@@ -328,6 +344,9 @@ def main():
         print(f"replicas: {urls}", file=sys.stderr)
         if args.kill:
             kill_run(args.binary, urls, args.kill)
+            return
+        if args.skew:
+            skew_run(args.binary, urls, args.skew)
             return
         rr = RoundRobin(urls)
         setups = [
@@ -337,7 +356,7 @@ def main():
         for label, policy in [("default policy", None), ("consistent_hash on x-session-id", "consistent_hash")]:
             router = start_router(urls, policy)
             if router:
-                setups.append((f"vllm-router, {label}", [LogitBiasShim(router).url()], urls))
+                setups.append((f"vllm-router, {label}", [router], urls))
         setups.append(("the service's replica list", urls, urls))
         print("| setup | calls | prompt tokens evaluated per call (replicas' /metrics) | x floor "
               "| per new call | per repeated call | repeated-state hit rate | evaluated per call (answers' usage) |")

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 
+use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::user_content::{EncodedContent, UserContent};
@@ -70,6 +71,26 @@ struct AssistantMessage<'a> {
 
 /// A chat-completion answer: the parts every dialect reads. Token strings are borrowed
 /// from the body (a read returns up to 128 top entries; none is copied).
+/// The `+100` bias that makes a group of ids the top of the distribution: a mask for
+/// llama-server (which adds it to the logit), the most hosted APIs accept (±100).
+pub const MASK_BIAS: f64 = 100.0;
+
+/// `logit_bias` as OpenAI writes it, `{"<id>": 100, …}`: hosted APIs require this form,
+/// llama-server reads it as well as its own list of pairs, and routers that parse the body
+/// as OpenAI's (vllm-router) refuse the list with a 422.
+#[derive(Debug)]
+pub struct BiasMap<'a>(pub &'a [u32]);
+
+impl Serialize for BiasMap<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for id in self.0 {
+            map.serialize_entry(id, &MASK_BIAS)?;
+        }
+        map.end()
+    }
+}
+
 #[derive(Debug, Deserialize)]
 pub struct ChatResponse<'a> {
     /// The model as the backend names it.
@@ -241,6 +262,13 @@ impl<'a> ChatResponse<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ids in the order given, as strings (serde_json writes integer keys quoted).
+    #[test]
+    fn logit_bias_is_an_object_of_id_strings() {
+        let body = serde_json::to_string(&BiasMap(&[7, 1000])).expect("serialises");
+        assert_eq!(body, r#"{"7":100.0,"1000":100.0}"#);
+    }
 
     /// Evaluated tokens come from llama.cpp's own counter when it reports one, else they
     /// are the prompt tokens not served from the cache (vLLM's `prompt_tokens_details`).

@@ -3,7 +3,7 @@
 //! The prompt bytes are the vLLM dialect's; the request and the reading differ:
 //! * **No `allowed_token_ids` / `logprob_token_ids`** (llama-server ignores vLLM's extras
 //!   silently, so sending them would be a silent no-op). The mask is `logit_bias` `+100` on
-//!   every option id, with a neutral sampler (`temperature: 1, top_k: 0, top_p: 1,
+//!   every option id (OpenAI's map form, which routers that parse the body accept), with a neutral sampler (`temperature: 1, top_k: 0, top_p: 1,
 //!   min_p: 0`, fixed `seed`); the sampled token is irrelevant.
 //! * **Pre-mask read through the raw top-K.** `logprobs`/`top_logprobs` report the raw
 //!   softmax before any bias, top-K only. With K = [`RAW_TOP_K`] every option id of Gemma 3
@@ -40,7 +40,7 @@ use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::chat::{ChatResponse, Positions, TokenLogprobs};
+use super::chat::{BiasMap, ChatResponse, Positions, TokenLogprobs};
 use super::context_window::ContextWindow;
 use super::http::{exchange, exchange_up_to, get, post};
 use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest, ReadUsage, Routing};
@@ -56,8 +56,6 @@ pub const WHOLE_VOCABULARY: usize = 1 << 22;
 /// The largest whole-vocabulary answer read: 256 bytes for each of 262,144 entries
 /// (`{"id", "token", "bytes", "logprob"}` averages ~100 on Gemma 3).
 const WHOLE_VOCABULARY_BYTES: usize = 64 * 1024 * 1024;
-/// The bias that turns `logit_bias` into a mask (llama.cpp adds it to the logit).
-const MASK_BIAS: f64 = 100.0;
 
 /// Tags that open a reasoning block in chat templates.
 const REASONING_OPENERS: &[&str] = &[
@@ -103,7 +101,7 @@ pub struct ChatRequest<'a> {
     top_p: f64,
     min_p: f64,
     seed: u32,
-    logit_bias: Vec<(u32, f64)>,
+    logit_bias: BiasMap<'a>,
     logprobs: bool,
     top_logprobs: usize,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -160,11 +158,7 @@ impl LlamaCppBackend {
             top_p: 1.0,
             min_p: 0.0,
             seed: 0,
-            logit_bias: request
-                .allowed_ids
-                .iter()
-                .map(|id| (*id, MASK_BIAS))
-                .collect(),
+            logit_bias: BiasMap(request.allowed_ids),
             logprobs: true,
             top_logprobs: if post_sampling {
                 request.allowed_ids.len()

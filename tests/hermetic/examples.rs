@@ -137,10 +137,10 @@ async fn llama_chat(State(fake): State<Arc<FakeLlama>>, Json(body): Json<Value>)
             .into_response();
     }
     let options: Vec<u64> = body["logit_bias"]
-        .as_array()
-        .expect("logit_bias")
-        .iter()
-        .map(|pair| pair[0].as_u64().expect("id"))
+        .as_object()
+        .expect("logit_bias as OpenAI's map")
+        .keys()
+        .map(|id| id.parse().expect("an id"))
         .collect();
     let mut top = vec![json!({"id": 623, "token": " \"", "logprob": 0.4f64.ln()})];
     top.extend(

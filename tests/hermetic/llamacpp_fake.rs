@@ -84,10 +84,10 @@ async fn chat(State(fake): State<Shared>, Json(body): Json<Value>) -> Json<Value
     let mut f = fake.lock().expect("lock");
     f.bodies.push(("/v1/chat/completions".into(), body.clone()));
     let ids: Vec<u64> = body["logit_bias"]
-        .as_array()
-        .expect("logit_bias")
-        .iter()
-        .map(|pair| pair[0].as_u64().expect("id"))
+        .as_object()
+        .expect("logit_bias as OpenAI's map")
+        .keys()
+        .map(|id| id.parse().expect("an id"))
         .collect();
     let n = ids.len();
     let position = if body["post_sampling_probs"] == json!(true) {
@@ -180,12 +180,13 @@ async fn one_raw_read_gives_probabilities_and_mass() {
     let chat = *f.at("/v1/chat/completions").first().expect("a read");
     assert_eq!(
         chat["logit_bias"],
-        json!([
-            [DIGITS[0], 100.0],
-            [DIGITS[1], 100.0],
-            [DIGITS[2], 100.0],
-            [DIGITS[3], 100.0]
-        ])
+        json!({
+            DIGITS[0].to_string(): 100.0,
+            DIGITS[1].to_string(): 100.0,
+            DIGITS[2].to_string(): 100.0,
+            DIGITS[3].to_string(): 100.0
+        }),
+        "OpenAI's map form, which routers that parse the body (vllm-router) accept"
     );
     assert_eq!(chat["top_logprobs"], 1000);
     assert_eq!(chat["temperature"], 1.0);

@@ -67,10 +67,6 @@ use super::{Backend, BackendError, Due, HostReport, ReadReply, ReadRequest};
 use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;
 
-/// The bias that makes a group of options the top of the distribution (hosted APIs accept
-/// at most ±100).
-const GROUP_BIAS: f64 = 100.0;
-
 /// An OpenAI-compatible host serving one model.
 // Derived: the key is a `Secret`, whose `Debug` is redacted.
 #[derive(Debug)]

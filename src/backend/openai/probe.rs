@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::{CompatBackend, Host, ProbeState, GROUP_BIAS};
+use super::{CompatBackend, Host, ProbeState};
+use crate::backend::chat::MASK_BIAS;
 use crate::backend::chat::{self, ChatResponse, TokenLogprobs};
 use crate::backend::host_report::{LogitBias, Prefill, TokenIds};
 use crate::backend::{BackendError, Due};
@@ -290,7 +291,7 @@ impl CompatBackend {
             return Ok(LogitBias::Ignored);
         };
         let mut biased_body = body.clone();
-        biased_body["logit_bias"] = json!({ target.to_string(): GROUP_BIAS });
+        biased_body["logit_bias"] = json!({ target.to_string(): MASK_BIAS });
         let bytes = match self.post_probe(in_flight, &biased_body).await {
             Err(BackendError::Rejected { status }) if status != 401 && status != 403 => {
                 return Ok(LogitBias::Ignored)

@@ -4,27 +4,13 @@
 
 use std::sync::Arc;
 
-use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
-use super::{CompatBackend, Host, GROUP_BIAS};
-use crate::backend::chat::{ChatResponse, TopLogprob};
+use super::{CompatBackend, Host};
+use crate::backend::chat::{BiasMap, ChatResponse, TopLogprob};
 use crate::backend::host_report::{LogitBias, Prefill, TokenIds};
 use crate::backend::{BackendError, Messages, ReadReply, ReadRequest, ReadUsage};
 use crate::in_flight::InFlightPermit;
-
-/// `logit_bias` as OpenAI writes it: `{"<id>": bias, …}`.
-struct BiasMap<'a>(&'a [u32]);
-
-impl Serialize for BiasMap<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.0.len()))?;
-        for id in self.0 {
-            map.serialize_entry(&id.to_string(), &GROUP_BIAS)?;
-        }
-        map.end()
-    }
-}
 
 /// The request body of one read.
 #[derive(Serialize)]
@@ -244,12 +230,6 @@ fn all_found(found: Vec<Option<f64>>, top_k: usize) -> Result<Vec<f64>, BackendE
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn logit_bias_is_an_object_of_id_strings() {
-        let body = serde_json::to_value(BiasMap(&[7, 1000])).expect("serialises");
-        assert_eq!(body, serde_json::json!({"7": 100.0, "1000": 100.0}));
-    }
 
     #[test]
     fn missing_options_are_counted_never_zero() {
