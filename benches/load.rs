@@ -30,6 +30,12 @@
 //! dir, `postgres` a fresh database in the server at `LOAD_POSTGRES_URL` (a URL naming its
 //! `postgres` database, default `SYSTEMONE_POSTGRES_URL_FOR_TESTS`); prints what each ledger
 //! adds over `off` for the same binary; unset: each binary's default, a fresh SQLite file),
+//! `LOAD_CALLERS` (`key,token`: one child per binary and caller kind, each with a keys
+//! file holding one key and a `[jwt]` section on a JWKS file (`support::tokens`); the
+//! callers of a `key` child send the key, those of a `token` child one ES256 token (sent
+//! again, as clients do: the verified-token cache answers after the first); prints what a
+//! token caller adds over a key caller, issue 40's goal ≤ 10 µs per request at 64 callers;
+//! unset: an open service, no bearer),
 //! `LOAD_FLOOR=1` (adds two
 //! children, the bare proxies of `benches/floor/`: on sockets, and through axum and reqwest,
 //! each sending upstream exactly the bodies the new binary sent for the same caller body;
@@ -88,6 +94,8 @@ const TARGET_CPU_RATIO: f64 = 0.5;
 const TARGET_CPU_RATIO_150: f64 = 0.35;
 const TARGET_LOG_SHARE: f64 = 0.05;
 const TARGET_RSS_MB: f64 = 30.0;
+/// What a token caller may add over a key caller, per request (issue 40).
+const TARGET_TOKEN_ADDED_US: f64 = 10.0;
 
 /// One load shape: `questions` choice questions of `options` options each.
 #[derive(Clone, Copy)]
@@ -169,13 +177,20 @@ struct Config {
     /// The ledger (`LOAD_LEDGERS`): its name (`default`, `off`, `sqlite`, `postgres`) and
     /// the `SYSTEMONE_LEDGER` value to start with (`None`: [`support::own_ledger`]).
     ledger: (String, Option<String>),
+    /// `LOAD_CALLERS`: the caller kind (`key`, `token`), the keys file and the bearer
+    /// its callers send; `None`: an open service.
+    caller: Option<(&'static str, PathBuf, String)>,
 }
 
 impl Config {
     fn name(&self) -> String {
-        match self.ledger.0.as_str() {
+        let name = match self.ledger.0.as_str() {
             "default" => format!("{}/{}", self.binary, self.log),
             ledger => format!("{}/{ledger}/{}", self.binary, self.log),
+        };
+        match &self.caller {
+            Some((kind, ..)) => format!("{name}/{kind}"),
+            None => name,
         }
     }
 
@@ -198,6 +213,11 @@ impl Config {
             // The 150-option question is ~17 k bytes, estimated as as many tokens.
             .args(["--max-question-tokens", "32768"])
             .args(extra_args.split_whitespace())
+            .args(
+                self.caller.iter().flat_map(|(_, file, _)| {
+                    [std::ffi::OsStr::new("--keys-file"), file.as_os_str()]
+                }),
+            )
             .env("NO_COLOR", "1")
             .env(
                 "RUST_LOG",
@@ -402,6 +422,29 @@ struct Knobs {
     floors: bool,
 }
 
+/// The caller kinds `LOAD_CALLERS` names (`key`, `token`), each with the keys file and
+/// the bearer its callers send; `[None]` (an open service) when unset.
+fn callers(names: Option<Vec<String>>) -> Vec<Option<(&'static str, PathBuf, String)>> {
+    let kinds: Vec<&'static str> = ["key", "token"]
+        .into_iter()
+        .filter(|k| names.iter().flatten().any(|n| n == k))
+        .collect();
+    if kinds.is_empty() {
+        return vec![None];
+    }
+    let tokens = support::tokens::BenchTokens::new();
+    kinds
+        .into_iter()
+        .map(|kind| {
+            let bearer = match kind {
+                "key" => support::tokens::KEY.to_string(),
+                _ => tokens.token("load-caller@example.com"),
+            };
+            Some((kind, tokens.keys_file.clone(), format!("Bearer {bearer}")))
+        })
+        .collect()
+}
+
 fn knobs() -> Knobs {
     let list = |name: &str| -> Option<Vec<String>> {
         std::env::var(name).ok().map(|v| {
@@ -449,19 +492,26 @@ fn knobs() -> Knobs {
         binaries.push(("base", b.clone()));
     }
     binaries.push(("new", PathBuf::from(env!("CARGO_BIN_EXE_systemone"))));
-    let ledgers = ledgers(list("LOAD_LEDGERS"), binaries.len() * logs.len());
+    let callers = callers(list("LOAD_CALLERS"));
+    let ledgers = ledgers(
+        list("LOAD_LEDGERS"),
+        binaries.len() * logs.len() * callers.len(),
+    );
     let mut configs = Vec::new();
     for (ledger, targets) in &ledgers {
         let mut targets = targets.iter();
         for log in &logs {
             for (binary, path) in &binaries {
-                configs.push(Config {
-                    floor_plan: None,
-                    binary,
-                    path: path.clone(),
-                    log: log.clone(),
-                    ledger: (ledger.clone(), targets.next().cloned().flatten()),
-                });
+                for caller in &callers {
+                    configs.push(Config {
+                        floor_plan: None,
+                        binary,
+                        path: path.clone(),
+                        log: log.clone(),
+                        ledger: (ledger.clone(), targets.next().cloned().flatten()),
+                        caller: caller.clone(),
+                    });
+                }
             }
         }
     }
@@ -510,11 +560,19 @@ fn main() {
     let mut services: Vec<Running> = knobs.configs.into_iter().map(start).collect();
     let client_rt = support::runtime("load-client");
     let client = support::load_client(256, REQUEST_TIMEOUT);
+    let bearers: std::collections::HashMap<String, String> = services
+        .iter()
+        .filter_map(|s| Some((s.url.clone(), s.config.caller.as_ref()?.2.clone())))
+        .collect();
     let post = |url: &str, body: &[u8]| {
-        client
+        let request = client
             .post(url)
             .header("content-type", "application/json")
-            .body(body.to_vec())
+            .body(body.to_vec());
+        match bearers.get(url) {
+            Some(bearer) => request.header("authorization", bearer),
+            None => request,
+        }
     };
     let direct_url = format!("{}/chat/completions", fake.base_url());
     let direct_body = direct_body(&fake.base_url());
@@ -535,6 +593,7 @@ fn main() {
             path: std::env::current_exe().expect("this bench's own path"),
             log: "quiet".to_string(),
             ledger: ("off".to_string(), Some("off".to_string())),
+            caller: None,
         }));
     }
     eprintln!(
@@ -719,6 +778,7 @@ impl Table<'_> {
         if self.ledgers.iter().any(|l| l == "off") && self.ledgers.len() > 1 {
             self.print_ledgers();
         }
+        self.print_callers();
         if let (Some(quiet), Some(info)) = (self.find("new", "quiet"), self.find("new", "info")) {
             self.print_logging_cost(
                 quiet,
@@ -890,6 +950,56 @@ impl Table<'_> {
                         m.phase.errors,
                     );
                 }
+            }
+        }
+    }
+
+    /// What a token caller adds over a key caller, per binary (quiet logging, the first
+    /// ledger): CPU per request and p50.
+    fn print_callers(&self) {
+        let child = |binary: &str, kind: &str| {
+            self.services.iter().position(|s| {
+                s.config.binary == binary
+                    && s.config.log == "quiet"
+                    && s.config.caller.as_ref().is_some_and(|c| c.0 == kind)
+            })
+        };
+        let pairs: Vec<(&str, usize, usize)> = ["base", "new"]
+            .into_iter()
+            .filter_map(|b| Some((b, child(b, "key")?, child(b, "token")?)))
+            .collect();
+        if pairs.is_empty() {
+            return;
+        }
+        println!();
+        println!("#### what a signed token adds over an API key (`LOAD_CALLERS=key,token`); quiet logging");
+        println!();
+        println!(
+            "| scenario | callers | binary | CPU µs/request key | token | added µs/request (≤ {TARGET_TOKEN_ADDED_US} at 64) | answers/s key | token | p50 ms key | token | errors key/token |"
+        );
+        println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (row, s, callers) in self.rows() {
+            for &(binary, key, token) in &pairs {
+                let (k, t) = (&self.measured[row][key], &self.measured[row][token]);
+                let per_request = |m: &Measured| m.cpu_us_per_answer(s) * s.questions as f64;
+                let added = per_request(t) - per_request(k);
+                let goal = if callers == 64 {
+                    format!(" {}", mark(added <= TARGET_TOKEN_ADDED_US))
+                } else {
+                    String::new()
+                };
+                println!(
+                    "| {} | {callers} | {binary} | {:.1} | {:.1} | {added:+.1}{goal} | {:.0} | {:.0} | {:.3} | {:.3} | {}/{} |",
+                    s.label(),
+                    per_request(k),
+                    per_request(t),
+                    k.phase.rate() * s.questions as f64,
+                    t.phase.rate() * s.questions as f64,
+                    k.phase.percentile_ms(50.0),
+                    t.phase.percentile_ms(50.0),
+                    k.phase.errors,
+                    t.phase.errors,
+                );
             }
         }
     }

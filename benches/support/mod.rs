@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod tokens;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

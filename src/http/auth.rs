@@ -36,44 +36,44 @@
 //! of its issuer and subject (`sub-<32 hex>`, or the configured name claim's value), which
 //! its limits, usage and ledger records use; metrics label it `token` (or `token:<tier>`), a
 //! bounded set, never per subject.
+//!
+//! Where the parts live: [`keys_file`] reads the configuration into [`Keys`]; this file
+//! matches a bearer to a caller; [`caller`] is what the routes ask of a [`Caller`] (names,
+//! tier, scopes, limits) and the extractor; [`refusal`] turns each refusal into its
+//! contract error.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU32;
-use std::path::Path;
 use std::sync::Arc;
-#[cfg(test)]
-use std::time::Duration;
 
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
 use axum::http::HeaderValue;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
-use super::context::RequestContext;
-use crate::config::ConfigError;
-use crate::error::{ApiError, Code};
-use crate::metrics::Metrics;
-use crate::quota::{Admission, KeyLimits, KeyQuota, QuotaError, Quotas, Refusal};
-use crate::secret::Secret;
+use crate::quota::{KeyLimits, KeyQuota};
 
 pub use crate::days::{secs_to_utc_midnight, DAY_SECS};
 pub use crate::quota::{LimitKind, MAX_RATE_RETRY_SECS};
 
+mod caller;
 mod jwks;
 pub mod jwt;
+mod keys_file;
+mod refusal;
 pub mod salt;
 pub mod scope;
 mod subjects;
 pub mod tier;
 
+pub(crate) use caller::count_rejection;
+pub use caller::CallerChecks;
 pub use jwks::JwksStatus;
-use jwt::{looks_like_jwt, JwtSpec, JwtVerifier, TokenClaims, TokenError};
-use scope::{Scope, Scopes};
+use jwt::{looks_like_jwt, JwtVerifier, TokenClaims};
+pub use refusal::AuthError;
+use scope::Scopes;
 use subjects::Subjects;
-use tier::{Tier, TierSpec};
+use tier::Tier;
 
 /// The name logs and metrics use for callers of an open service (no keys configured).
 pub const ANONYMOUS: &str = "anonymous";
@@ -162,431 +162,6 @@ fn words(digest: &[u8; 32]) -> [u64; 4] {
 #[derive(Debug, Clone)]
 pub struct Caller(Option<Arc<Identity>>);
 
-/// Why a caller is refused. Never carries the key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
-    /// No `Authorization: Bearer …` (403).
-    #[error("missing API key")]
-    Missing,
-    /// A bearer that matches no configured key (401).
-    #[error("invalid API key")]
-    Invalid,
-    /// A per-minute limit is used up; free again in `retry_after` seconds.
-    #[error("{kind:?} per minute limit of {limit} reached")]
-    RateLimited {
-        kind: LimitKind,
-        limit: u32,
-        retry_after: u64,
-    },
-    /// The request alone has more questions than the key may ask per minute.
-    #[error("{questions} questions is more than the limit of {limit} per minute")]
-    OverMinuteLimit { questions: usize, limit: u32 },
-    /// The key's questions for this UTC day are used up (or this request would pass the cap).
-    #[error("daily cap of {limit} questions reached")]
-    DailyCap {
-        limit: u64,
-        used: u64,
-        questions: usize,
-        retry_after: u64,
-    },
-    /// The shared limit store cannot answer and the policy is `fail_closed`.
-    #[error("the limit store is unavailable")]
-    LimitsUnavailable { retry_after: u64 },
-    /// A bearer with a JWT's shape that does not verify (401), or no fresh keys (503).
-    #[error("token refused: {0:?}")]
-    Token(TokenError),
-    /// A token's tier claim names no configured tier.
-    #[error("unknown tier")]
-    UnknownTier { claim: String },
-    /// The caller's tier may not be served by the model.
-    #[error("tier {tier:?} may not use model {model:?}")]
-    TierModel { tier: String, model: String },
-    /// The caller's tier may not call the route.
-    #[error("tier {tier:?} may not call {route}")]
-    TierRoute { tier: String, route: String },
-    /// The caller lacks the scope the route needs.
-    #[error("missing scope {}", scope.as_str())]
-    Scope { scope: Scope },
-}
-
-impl From<Refusal> for AuthError {
-    fn from(r: Refusal) -> Self {
-        match r {
-            Refusal::RateLimited {
-                kind,
-                limit,
-                retry_after,
-            } => AuthError::RateLimited {
-                kind,
-                limit,
-                retry_after,
-            },
-            Refusal::OverMinuteLimit { questions, limit } => {
-                AuthError::OverMinuteLimit { questions, limit }
-            }
-            Refusal::DailyCap {
-                limit,
-                used,
-                questions,
-                retry_after,
-            } => AuthError::DailyCap {
-                limit,
-                used,
-                questions,
-                retry_after,
-            },
-        }
-    }
-}
-
-impl From<QuotaError> for AuthError {
-    fn from(e: QuotaError) -> Self {
-        match e {
-            QuotaError::Refused(r) => r.into(),
-            QuotaError::Unavailable { retry_after } => AuthError::LimitsUnavailable { retry_after },
-        }
-    }
-}
-
-impl AuthError {
-    /// The limit that refused the request, for the rejection counter.
-    pub fn limit_kind(&self) -> Option<LimitKind> {
-        match self {
-            AuthError::Missing
-            | AuthError::Invalid
-            | AuthError::LimitsUnavailable { .. }
-            | AuthError::Token(_)
-            | AuthError::UnknownTier { .. }
-            | AuthError::TierModel { .. }
-            | AuthError::TierRoute { .. }
-            | AuthError::Scope { .. } => None,
-            AuthError::RateLimited { kind, .. } => Some(*kind),
-            AuthError::OverMinuteLimit { .. } => Some(LimitKind::Questions),
-            AuthError::DailyCap { .. } => Some(LimitKind::Daily),
-        }
-    }
-}
-
-impl From<AuthError> for ApiError {
-    fn from(e: AuthError) -> Self {
-        match e {
-            AuthError::Missing => ApiError::new(
-                Code::MissingKey,
-                "missing API key: send it as `Authorization: Bearer <key>`",
-            ),
-            AuthError::Invalid => ApiError::new(Code::InvalidKey, "invalid API key"),
-            AuthError::RateLimited {
-                kind,
-                limit,
-                retry_after,
-            } => ApiError::new(
-                Code::RateLimited,
-                format!(
-                    "this API key's limit of {limit} {} per minute is used up; retry after {retry_after} s",
-                    kind.as_str()
-                ),
-            )
-            .retry_after(retry_after),
-            AuthError::OverMinuteLimit { questions, limit } => ApiError::new(
-                Code::RateLimited,
-                format!(
-                    "this request has {questions} questions, more than this API key's limit of {limit} questions per minute; split it"
-                ),
-            )
-            .retry_after(MAX_RATE_RETRY_SECS),
-            AuthError::DailyCap {
-                limit,
-                used,
-                questions,
-                retry_after,
-            } => ApiError::new(
-                Code::DailyCap,
-                format!(
-                    "this API key's daily cap of {limit} questions is reached ({used} used today, this request has {questions}); it resets at 00:00 UTC, in {retry_after} s"
-                ),
-            )
-            .retry_after(retry_after),
-            AuthError::LimitsUnavailable { retry_after } => ApiError::new(
-                Code::LimitsUnavailable,
-                format!(
-                    "this service cannot check its API key limits right now (the limit store is unavailable); retry after {retry_after} s"
-                ),
-            )
-            .retry_after(retry_after),
-            AuthError::Token(e) => token_refusal(e),
-            e @ (AuthError::UnknownTier { .. }
-            | AuthError::TierModel { .. }
-            | AuthError::TierRoute { .. }
-            | AuthError::Scope { .. }) => access_refusal(e),
-        }
-    }
-}
-
-/// The answer to a caller its tier or scopes refuse (or whose token names no tier).
-fn access_refusal(e: AuthError) -> ApiError {
-    match e {
-        AuthError::UnknownTier { claim } => ApiError::new(
-            Code::TokenBadClaims,
-            format!("the token's {claim:?} claim names no configured tier"),
-        ),
-        AuthError::TierModel { tier, model } => ApiError::new(
-            Code::TierModelRefused,
-            format!("tier {tier:?} may not use model {model:?}; its models are set in the keys file's [[tier]]"),
-        ),
-        AuthError::TierRoute { tier, route } => ApiError::new(
-            Code::TierRouteRefused,
-            format!("tier {tier:?} may not call {route}; its routes are set in the keys file's [[tier]]"),
-        ),
-        AuthError::Scope { scope } => ApiError::new(
-            Code::ScopeMissing,
-            format!("this caller lacks the scope {:?} that this route needs", scope.as_str()),
-        ),
-        _ => ApiError::new(Code::Internal, "internal error"),
-    }
-}
-
-/// The answer to a refused token: its own code, a message without the token.
-fn token_refusal(e: TokenError) -> ApiError {
-    match e {
-        TokenError::Malformed => ApiError::new(
-            Code::TokenInvalid,
-            "the bearer token is not a well-formed JWT (three base64url parts, JSON header and payload)",
-        ),
-        TokenError::Signature => {
-            ApiError::new(Code::TokenInvalid, "the token's signature does not verify")
-        }
-        TokenError::Expired => ApiError::new(
-            Code::TokenExpired,
-            "the token has expired (exp is past, beyond the allowed clock skew)",
-        ),
-        TokenError::NotYetValid => ApiError::new(
-            Code::TokenNotYetValid,
-            "the token is not valid yet (nbf is ahead, beyond the allowed clock skew)",
-        ),
-        TokenError::Issuer => ApiError::new(
-            Code::TokenWrongIssuer,
-            "the token's issuer (iss) is missing or not one this service accepts",
-        ),
-        TokenError::Audience => ApiError::new(
-            Code::TokenWrongAudience,
-            "the token's audience (aud) is missing or names no audience of this service",
-        ),
-        TokenError::UnknownKey => ApiError::new(
-            Code::TokenUnknownKey,
-            "the token's key id (kid) names no key of the configured JWKS",
-        ),
-        TokenError::Algorithm(alg) => ApiError::new(
-            Code::TokenAlgorithmRefused,
-            format!("the token's algorithm {alg:?} is not allowed for this service or its key"),
-        ),
-        TokenError::Claims(claim) => ApiError::new(
-            Code::TokenBadClaims,
-            format!("the token's {claim:?} claim is missing or malformed"),
-        ),
-        TokenError::KeysUnavailable => ApiError::new(
-            Code::TokenKeysUnavailable,
-            "the keys that verify tokens (JWKS) cannot be fetched right now",
-        )
-        .retry_after(crate::quota::UNAVAILABLE_RETRY_SECS),
-    }
-}
-
-impl Caller {
-    /// The name for logs and metrics labels: the key's configured name, or
-    /// [`ANONYMOUS`] when the service is open.
-    pub fn name(&self) -> &str {
-        self.0.as_ref().map_or(ANONYMOUS, |k| k.name.as_str())
-    }
-
-    /// The metrics label: the key's name, `token` or `token:<tier>` for token callers,
-    /// [`ANONYMOUS`] when the service is open.
-    pub fn label(&self) -> &str {
-        self.0.as_ref().map_or(ANONYMOUS, |k| k.label.as_str())
-    }
-
-    /// The caller's limits as the store knows them (`None` when the service is open).
-    pub fn quota(&self) -> Option<&Arc<KeyQuota>> {
-        self.0.as_ref().map(|k| &k.quota)
-    }
-
-    /// The caller's tier, if it has one.
-    pub fn tier(&self) -> Option<&Tier> {
-        self.0.as_ref().and_then(|k| k.tier.as_deref())
-    }
-
-    /// Whether the caller has `scope` (every caller of an open service has every scope).
-    pub fn has(&self, scope: Scope) -> bool {
-        self.0.as_ref().is_none_or(|k| k.scopes.has(scope))
-    }
-
-    /// `Ok` when the caller has `scope`, else 403 `system_one_scope_missing`.
-    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
-        if self.has(scope) {
-            Ok(())
-        } else {
-            Err(AuthError::Scope { scope }.into())
-        }
-    }
-
-    /// `Ok` when the caller's tier may be served by `model` (by its name or an alias),
-    /// else 403 `system_one_tier_model_refused` naming the tier and the model.
-    pub fn allow_model<'a>(
-        &self,
-        name: &'a str,
-        aliases: impl Iterator<Item = &'a str>,
-    ) -> Result<(), ApiError> {
-        match self.tier() {
-            Some(tier) if !tier.allows_model(std::iter::once(name).chain(aliases)) => {
-                Err(AuthError::TierModel {
-                    tier: tier.name.clone(),
-                    model: name.to_owned(),
-                }
-                .into())
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// `Ok` when the caller's tier may call `route`.
-    fn allow_route(&self, route: &str) -> Result<(), AuthError> {
-        match self.tier() {
-            Some(tier) if !tier.allows_route(route) => Err(AuthError::TierRoute {
-                tier: tier.name.clone(),
-                route: route.to_owned(),
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// Whether this is a caller of an open service (no keys, no tokens configured): one
-    /// tenant, no cache salt.
-    pub fn is_anonymous(&self) -> bool {
-        self.0.is_none()
-    }
-
-    /// Counts one request against the key's requests per minute in this process only (the
-    /// in-memory store; [`Caller::check_request`] goes through the configured store).
-    pub fn admit_request(&self) -> Result<(), AuthError> {
-        match self.quota() {
-            Some(q) => q.local.take_request().map_err(AuthError::from),
-            None => Ok(()),
-        }
-    }
-
-    /// Counts one request against the key's requests per minute in the configured store.
-    pub async fn check_request(&self, quotas: &Quotas) -> Result<(), AuthError> {
-        match self.quota() {
-            Some(q) => Ok(quotas.admit_request(q).await?),
-            None => Ok(()),
-        }
-    }
-
-    /// Counts a validated request's questions against the key's questions per minute and
-    /// daily cap in the configured store; nothing is taken from either when one of them
-    /// refuses. The admission gives them back ([`Caller::refund`]) if the request is then
-    /// refused before any upstream call.
-    pub async fn admit_questions(
-        &self,
-        quotas: &Quotas,
-        questions: usize,
-    ) -> Result<Option<Admission>, AuthError> {
-        match self.quota() {
-            Some(q) => Ok(Some(quotas.admit_questions(q, questions).await?)),
-            None => Ok(None),
-        }
-    }
-
-    /// Gives back what [`Caller::admit_questions`] took.
-    pub async fn refund(&self, quotas: &Quotas, admission: Option<Admission>) {
-        if let (Some(q), Some(admission)) = (self.quota(), admission) {
-            quotas.refund(q, admission).await;
-        }
-    }
-
-    /// [`Caller::admit_questions`] in this process only, at a given wall-clock time (Unix
-    /// seconds): the in-memory store's rule.
-    pub fn admit_questions_at(&self, questions: usize, unix_secs: u64) -> Result<(), AuthError> {
-        match self.quota() {
-            Some(q) => q
-                .local
-                .take_questions_at(questions, unix_secs)
-                .map_err(AuthError::from),
-            None => Ok(()),
-        }
-    }
-}
-
-/// What authenticating a caller needs of the router's state. The state implements it, so
-/// that the keys do not name the state that holds them.
-pub trait CallerChecks: Send + Sync {
-    /// The configured API keys.
-    fn keys(&self) -> &Keys;
-    /// Where the keys' limits are counted.
-    fn quotas(&self) -> &Quotas;
-    /// The per-key request and rejection counters.
-    fn metrics(&self) -> &Metrics;
-}
-
-/// The caller of a `/v1` route: authenticated by its bearer and counted against its key's
-/// requests per minute, before the body is read. The key's name (never the key) goes into
-/// the request's summary line and the per-key metrics.
-impl<S: CallerChecks> FromRequestParts<S> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let caller = state
-            .keys()
-            .identify(parts.headers.get(axum::http::header::AUTHORIZATION))
-            .await?;
-        let context = RequestContext::of(parts)?;
-        context.summary.note_key(caller.name());
-        caller.allow_route(&context.route)?;
-        state.metrics().count_key_request(caller.label());
-        caller
-            .check_request(state.quotas())
-            .await
-            .inspect_err(|e| count_rejection(state.metrics(), &caller, e))?;
-        Ok(caller)
-    }
-}
-
-/// Counts a refusal by one of the key's limits (per key and kind).
-pub(crate) fn count_rejection(metrics: &Metrics, caller: &Caller, e: &AuthError) {
-    if let Some(kind) = e.limit_kind() {
-        metrics.count_rejection(caller.label(), kind.as_str());
-    }
-}
-
-/// One `[[key]]` of the keys file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KeySpec {
-    /// For logs and metrics.
-    name: String,
-    /// Hex sha256 of the key.
-    sha256: Option<String>,
-    /// Env variable holding the plaintext key.
-    key_env: Option<String>,
-    requests_per_minute: Option<u32>,
-    questions_per_minute: Option<u32>,
-    daily_questions: Option<u64>,
-    /// A `[[tier]]`'s name: its limits (where the key sets none of its own) and models.
-    tier: Option<String>,
-    /// What the key may do; absent: [`Scopes::KEY_DEFAULT`].
-    scopes: Option<Vec<String>>,
-}
-
-/// The keys file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KeysFile {
-    #[serde(default)]
-    key: Vec<KeySpec>,
-    #[serde(default)]
-    tier: Vec<TierSpec>,
-    jwt: Option<JwtSpec>,
-}
-
 /// Limits from their configured numbers (each optional; 0 is refused, naming the field).
 fn limits_of(
     requests_per_minute: Option<u32>,
@@ -609,6 +184,16 @@ fn limits_of(
         questions_per_minute: per_minute(questions_per_minute, "questions_per_minute")?,
         daily_questions,
     })
+}
+
+/// A name that is safe as a metrics label and log field.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name != ANONYMOUS
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// The bearer of an `Authorization` header: a missing header, another scheme or an empty
@@ -641,173 +226,7 @@ pub fn digest(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
 }
 
-/// 64 hex digits → 32 bytes.
-fn parse_hex_digest(hex: &str) -> Option<[u8; 32]> {
-    let hex = hex.trim();
-    if hex.len() != 64 || !hex.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
-}
-
-/// A name that is safe as a metrics label and log field.
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name != ANONYMOUS
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
 impl Keys {
-    /// No keys: an open service.
-    pub fn open() -> Self {
-        Keys::default()
-    }
-
-    /// Loads the keys file (if any: its `[[tier]]`s, `[[key]]`s and `[jwt]`) and the
-    /// comma-separated env keys (if any). Errors name the file, the entry and the problem,
-    /// never a key.
-    pub fn load(file: Option<&Path>, env_keys: Option<&Secret>) -> Result<Self, ConfigError> {
-        let mut keys = Keys::default();
-        if let Some(path) = file {
-            let err = |reason: String| ConfigError::File {
-                path: path.display().to_string(),
-                reason,
-            };
-            let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-            let parsed: KeysFile = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
-            keys.load_file(parsed).map_err(err)?;
-        }
-        if let Some(env) = env_keys {
-            let plain = env
-                .expose()
-                .split(',')
-                .map(str::trim)
-                .filter(|k| !k.is_empty());
-            for (i, key) in plain.enumerate() {
-                let name = format!("key-{}", i + 1);
-                keys.add(ApiKey {
-                    identity: Arc::new(Identity {
-                        quota: Arc::new(KeyQuota::new(name.clone(), KeyLimits::default())),
-                        label: name.clone(),
-                        name,
-                        tier: None,
-                        scopes: Scopes::KEY_DEFAULT,
-                    }),
-                    digest: digest(key),
-                })
-                .map_err(|e| ConfigError::Invalid(format!("SYSTEMONE_API_KEYS: {e}")))?;
-            }
-        }
-        Ok(keys)
-    }
-
-    /// The file's tiers, then its keys (which name tiers), then its `[jwt]`.
-    fn load_file(&mut self, parsed: KeysFile) -> Result<(), String> {
-        for spec in parsed.tier {
-            let name = spec.name.clone();
-            if !valid_name(&name) {
-                return Err(format!(
-                    "tier {name:?}: the name must be 1 to 64 of A-Z a-z 0-9 - _ ."
-                ));
-            }
-            let tier = Tier::from_spec(spec).map_err(|e| format!("tier {name:?}: {e}"))?;
-            if self.tiers.insert(name.clone(), Arc::new(tier)).is_some() {
-                return Err(format!("the tier name {name:?} is used twice"));
-            }
-        }
-        for spec in parsed.key {
-            let name = spec.name.clone();
-            let key = self
-                .key_of(spec)
-                .map_err(|e| format!("key {name:?}: {e}"))?;
-            self.add(key)?;
-        }
-        if let Some(spec) = parsed.jwt {
-            let jwt = JwtVerifier::from_spec(spec).map_err(|e| format!("[jwt]: {e}"))?;
-            if let Some(tier) = jwt.default_tier.as_deref() {
-                if !self.tiers.contains_key(tier) {
-                    return Err(format!("[jwt]: default_tier {tier:?} names no [[tier]]"));
-                }
-            }
-            self.jwt = Some(jwt);
-        }
-        Ok(())
-    }
-
-    fn key_of(&self, spec: KeySpec) -> Result<ApiKey, String> {
-        if !valid_name(&spec.name) {
-            return Err(format!(
-                "the name must be 1 to 64 of A-Z a-z 0-9 - _ . and not {ANONYMOUS:?}"
-            ));
-        }
-        let digest = match (&spec.sha256, &spec.key_env) {
-            (Some(hex), None) => parse_hex_digest(hex)
-                .ok_or("sha256 must be 64 hex digits (the sha256 of the key)")?,
-            (None, Some(var)) => match std::env::var(var) {
-                Ok(key) if !key.trim().is_empty() => digest(key.trim()),
-                _ => return Err(format!("key_env {var:?} is not set or empty")),
-            },
-            _ => return Err("give exactly one of sha256 and key_env".into()),
-        };
-        let own = limits_of(
-            spec.requests_per_minute,
-            spec.questions_per_minute,
-            spec.daily_questions,
-        )?;
-        let tier = match &spec.tier {
-            None => None,
-            Some(name) => Some(
-                self.tiers
-                    .get(name)
-                    .cloned()
-                    .ok_or_else(|| format!("tier {name:?} names no [[tier]]"))?,
-            ),
-        };
-        // The key's own numbers win over its tier's, field by field.
-        let limits = match &tier {
-            None => own,
-            Some(t) => KeyLimits {
-                requests_per_minute: own.requests_per_minute.or(t.limits.requests_per_minute),
-                questions_per_minute: own.questions_per_minute.or(t.limits.questions_per_minute),
-                daily_questions: own.daily_questions.or(t.limits.daily_questions),
-            },
-        };
-        let scopes = match &spec.scopes {
-            None => Scopes::KEY_DEFAULT,
-            Some(names) => Scopes::parse_list(names)?,
-        };
-        Ok(ApiKey {
-            identity: Arc::new(Identity {
-                quota: Arc::new(KeyQuota::new(spec.name.clone(), limits)),
-                label: spec.name.clone(),
-                name: spec.name,
-                tier,
-                scopes,
-            }),
-            digest,
-        })
-    }
-
-    fn add(&mut self, key: ApiKey) -> Result<(), String> {
-        let name = &key.identity.name;
-        if self.keys.iter().any(|k| &k.identity.name == name) {
-            return Err(format!("the key name {name:?} is used twice"));
-        }
-        if self.keys.iter().any(|k| k.digest == key.digest) {
-            return Err(format!("key {name:?} is configured twice"));
-        }
-        self.digests.push(words(&key.digest));
-        self.keys.push(Arc::new(key));
-        Ok(())
-    }
-
     /// Every configured key's name, in configuration order.
     pub fn names(&self) -> Vec<String> {
         self.keys.iter().map(|k| k.identity.name.clone()).collect()
@@ -927,7 +346,13 @@ impl Keys {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use super::keys_file::KeySpec;
     use super::*;
+    use crate::config::ConfigError;
+    use crate::error::{ApiError, Code};
+    use crate::secret::Secret;
 
     fn hex(d: [u8; 32]) -> String {
         d.iter().map(|b| format!("{b:02x}")).collect()

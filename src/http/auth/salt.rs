@@ -9,7 +9,7 @@
 //! subject), never the tenant itself: the key is `--cache-salt-secret`, or one drawn at
 //! start-up (then replicas salt the same tenant differently, and share nothing in a
 //! backend they share; give them one secret). On by default whenever keys or tokens are
-//! configured (`--cache-salt off` turns it off); an open service has one tenant and sends
+//! configured (`--cache-salt false` turns it off); an open service has one tenant and sends
 //! no salt.
 
 use hmac::{Hmac, Mac};
