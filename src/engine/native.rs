@@ -99,8 +99,8 @@ fn native_ask<'a>(req: &'a ValidRequest, asked: &[usize]) -> Result<NativeAsk<'a
     if req.permutations() > 1 {
         fields.insert("permutations".into(), Value::from(req.permutations()));
     }
-    if req.layout() == Layout::Cost {
-        fields.insert("layout".into(), Value::from("cost"));
+    if req.layout() != Layout::Accuracy {
+        fields.insert("layout".into(), Value::from(req.layout().as_str()));
     }
     if let Some(history) = history(req, asked) {
         fields.insert("history".into(), history);
