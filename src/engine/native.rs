@@ -208,11 +208,12 @@ fn recalibrated(req: &ValidRequest, q: usize, answer: NativeAnswer) -> Decoded {
     };
     let profile = req
         .calibration()
-        .filter(|p| p.covers(&req.model().name, question));
+        .filter(|p| p.covers(&req.model().name, question, req.layout()));
     let decoded = match profile {
         Some(p) => p.apply(raw),
         None => {
-            let t = req.model().calibration.temperature(question.options.len());
+            let n = question.options.len();
+            let t = req.model().formula(req.layout()).temperature(n);
             let probabilities = temper(&raw.probabilities, t);
             Decoded {
                 confidence: confidence(&probabilities),
