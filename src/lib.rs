@@ -90,7 +90,7 @@
 //! - **read**: one masked completion upstream, returning the labels' log-probabilities
 //!   ([`backend::ReadRequest`] → [`backend::ReadReply`]); a question takes one read per option order (and per node
 //!   of its label trie). **layout**: how a request's prompts are cut into reads (`accuracy`:
-//!   the reference's bytes, `cost`: a shared head).
+//!   the reference's bytes, `cost`: a shared head, `compact`: the project's own short prompt).
 //! - **dialect**: how one kind of host is asked for a read (`backend/vllm.rs`,
 //!   `llamacpp.rs`, `openai/`); a model either reads through a dialect or forwards whole
 //!   requests to a native System One upstream ([`models::Serving`]).

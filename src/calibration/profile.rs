@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::config::Layout;
 use crate::shipped;
 
 use super::temperature::apply;
@@ -69,6 +70,10 @@ struct ProfileFile {
     bias: Vec<f64>,
     conformal: ConformalFile,
     automation: AutomationFile,
+    /// The layout its rows were asked in (`calibrate --layout`); absent: the reference's
+    /// bytes (`accuracy`, `cost`), as every profile before the `compact` layout.
+    #[serde(default)]
+    layout: Option<Layout>,
 }
 
 /// One loaded profile.
@@ -90,6 +95,9 @@ pub struct Profile {
     pub cutoffs: Vec<f64>,
     /// Automate answers whose top probability is at least this; `None`: never.
     pub threshold: Option<f64>,
+    /// Whether it was fitted on the `compact` layout's prompts: it then covers only those,
+    /// and a profile fitted on the reference's bytes (`accuracy`, `cost`) never covers them.
+    pub compact: bool,
 }
 
 /// What a profile adds to an answer it covers.
@@ -151,6 +159,7 @@ impl Profile {
             coverage: f.conformal.coverage,
             cutoffs: f.conformal.cutoffs,
             threshold: f.automation.threshold,
+            compact: f.layout == Some(Layout::Compact),
         })
     }
 
@@ -165,9 +174,12 @@ impl Profile {
         Some(self)
     }
 
-    /// Whether the profile covers `question` when `model` (public name) answers it.
-    pub fn covers(&self, model: &str, question: &LoweredQuestion) -> bool {
+    /// Whether the profile covers `question` when `model` (public name) answers it in
+    /// `layout`: a profile is fitted on one prompt's probabilities, so one fitted on the
+    /// `compact` layout covers only it, and one fitted on the reference's bytes never it.
+    pub fn covers(&self, model: &str, question: &LoweredQuestion, layout: Layout) -> bool {
         self.model == model
+            && self.compact == (layout == Layout::Compact)
             && self.question.kind == question.kind.as_str()
             && self.question.labels.len() == question.options.len()
             && self
@@ -337,14 +349,39 @@ mod tests {
     #[test]
     fn covers_only_its_model_and_shape() {
         let p = Profile::parse(&spam_profile(Some(0.8))).expect("parses");
-        assert!(p.covers("m", &noul()));
-        assert!(!p.covers("other", &noul()));
+        assert!(p.covers("m", &noul(), Layout::Accuracy));
+        assert!(!p.covers("other", &noul(), Layout::Accuracy));
         let choice = lower_choice(
             "q".into(),
             Value::Null,
             vec![("no".into(), Value::Null), ("yes".into(), Value::Null)],
         );
-        assert!(!p.covers("m", &choice), "same labels, other type");
+        assert!(
+            !p.covers("m", &choice, Layout::Accuracy),
+            "same labels, other type"
+        );
+    }
+
+    #[test]
+    fn a_profile_covers_only_the_layout_family_it_was_fitted_on() {
+        let reference = Profile::parse(&spam_profile(None)).expect("parses");
+        assert!(reference.covers("m", &noul(), Layout::Accuracy));
+        assert!(reference.covers("m", &noul(), Layout::Cost));
+        assert!(
+            !reference.covers("m", &noul(), Layout::Compact),
+            "a profile fitted on the reference's bytes must not silently cover compact"
+        );
+        let mut file: Value = serde_json::from_str(&spam_profile(None)).expect("json");
+        file["layout"] = json!("compact");
+        let compact = Profile::parse(&file.to_string()).expect("parses");
+        assert!(compact.covers("m", &noul(), Layout::Compact));
+        assert!(!compact.covers("m", &noul(), Layout::Accuracy));
+        assert!(!compact.covers("m", &noul(), Layout::Cost));
+        file["layout"] = json!("fast");
+        assert!(
+            Profile::parse(&file.to_string()).is_err(),
+            "an unknown layout is refused"
+        );
     }
 
     #[test]

@@ -72,6 +72,18 @@ impl Calibration {
         Ok((DEFAULT_FORMULA, FormulaSource::Default))
     }
 
+    /// The formula a model's `compact` layout is calibrated by, fitted on that layout's
+    /// prompts (`systemone calibrate --layout compact`): `<dir>/<model>.compact.json`, else
+    /// the shipped `<model>.compact`; `None` without either (the model's own formula was
+    /// fitted on another prompt and does not carry over).
+    pub fn compact_for_model_in(
+        dir: &std::path::Path,
+        model: &str,
+    ) -> Result<Option<(Self, FormulaSource)>, String> {
+        let (formula, from) = Self::for_model_in(dir, &format!("{model}.compact"))?;
+        Ok((from != FormulaSource::Default).then_some((formula, from)))
+    }
+
     /// The default temperature for a question with `n` options (n < 2 counts as 2), kept
     /// within the positive finite floats: a file with extreme `a` or `b` would otherwise
     /// make it 0 or infinite, and an infinite temperature is written as `null` in a 200.
@@ -198,6 +210,29 @@ impl std::fmt::Display for FormulaSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_compact_layout_has_its_own_formula_or_none() {
+        let dir =
+            std::env::temp_dir().join(format!("systemone-cal-compact-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        // A model's own formula, fitted on the reference's bytes, does not carry over.
+        std::fs::write(dir.join("toy.json"), r#"{"a": 0.5, "b": 0.1}"#).expect("write");
+        assert_eq!(Calibration::compact_for_model_in(&dir, "toy"), Ok(None));
+        std::fs::write(
+            dir.join("toy.compact.json"),
+            r#"{"a": 0.7, "b": -0.2, "layout": "compact"}"#,
+        )
+        .expect("write");
+        let (compact, from) = Calibration::compact_for_model_in(&dir, "toy")
+            .expect("loads")
+            .expect("found");
+        assert_eq!((compact.a, compact.b), (0.7, -0.2));
+        assert!(from
+            .to_string()
+            .ends_with("toy.compact.json in the working directory"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn a_model_without_a_file_finds_its_own() {

@@ -25,7 +25,7 @@ use clap::Args;
 use crate::calibration::fit::{self, GroupFit, Row};
 use crate::calibration::profile::QuestionShape;
 use crate::calibration::Calibration;
-use crate::config::LedgerTarget;
+use crate::config::{Layout, LedgerTarget};
 
 /// `systemone calibrate …`
 #[derive(Debug, Args)]
@@ -83,6 +83,13 @@ pub struct CalibrateArgs {
     /// rows none of them was fitted on. Writes nothing.
     #[arg(long)]
     pub check: Vec<String>,
+    /// The prompt layout the rows were asked in (`systemone eval --layout`). A formula or
+    /// profile covers only the layout family it was fitted on: `compact` writes
+    /// `"layout": "compact"` and, by default, `calibration/<model>.compact.json`, which the
+    /// service uses for that layout alone; `accuracy` and `cost` (the reference's bytes)
+    /// write the files as before.
+    #[arg(long, value_enum, default_value_t = Layout::Accuracy)]
+    pub layout: Layout,
 }
 
 /// One input line.
@@ -468,7 +475,12 @@ pub fn run(args: &CalibrateArgs) -> Result<String, String> {
     if !args.check.is_empty() {
         return check_formulas(&groups, &args.check);
     }
-    let (file, out) = match &args.profile {
+    let compact = args.layout == Layout::Compact;
+    let (mut file, out) = match &args.profile {
+        None if compact => (
+            calibrate(&groups, &args.model, &data_file, &sha, &today_utc()),
+            format!("calibration/{}.compact.json", args.model),
+        ),
         None => (
             calibrate(&groups, &args.model, &data_file, &sha, &today_utc()),
             format!("calibration/{}.json", args.model),
@@ -502,6 +514,9 @@ pub fn run(args: &CalibrateArgs) -> Result<String, String> {
             )
         }
     };
+    if compact {
+        file["layout"] = json!(Layout::Compact.as_str());
+    }
     let out: PathBuf = args.out.clone().unwrap_or_else(|| PathBuf::from(out));
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -619,6 +634,7 @@ mod tests {
             folds: 5,
             seed: 0,
             check: Vec::new(),
+            layout: Layout::Accuracy,
         }
     }
 

@@ -12,6 +12,21 @@ pub enum Layout {
     Accuracy,
     /// Every request leads with all questions, so the backend's prefix cache is shared.
     Cost,
+    /// The project's own bytes, not the reference's: one short instruction line and the
+    /// state as the shared head, then the question as plain numbered lines (no JSON
+    /// framing). Fewest prompt tokens; its own calibration.
+    Compact,
+}
+
+impl Layout {
+    /// The wire name (`"accuracy"`, `"cost"`, `"compact"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::Accuracy => "accuracy",
+            Layout::Cost => "cost",
+            Layout::Compact => "compact",
+        }
+    }
 }
 
 /// Which labels a model asks with once a question has more options than its single-token

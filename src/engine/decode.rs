@@ -290,6 +290,7 @@ mod extremes {
             coverage: 0.9,
             cutoffs: vec![0.5],
             threshold: Some(0.8),
+            compact: false,
         }
     }
 

@@ -99,8 +99,8 @@ fn native_ask<'a>(req: &'a ValidRequest, asked: &[usize]) -> Result<NativeAsk<'a
     if req.permutations() > 1 {
         fields.insert("permutations".into(), Value::from(req.permutations()));
     }
-    if req.layout() == Layout::Cost {
-        fields.insert("layout".into(), Value::from("cost"));
+    if req.layout() != Layout::Accuracy {
+        fields.insert("layout".into(), Value::from(req.layout().as_str()));
     }
     if let Some(history) = history(req, asked) {
         fields.insert("history".into(), history);
@@ -208,11 +208,12 @@ fn recalibrated(req: &ValidRequest, q: usize, answer: NativeAnswer) -> Decoded {
     };
     let profile = req
         .calibration()
-        .filter(|p| p.covers(&req.model().name, question));
+        .filter(|p| p.covers(&req.model().name, question, req.layout()));
     let decoded = match profile {
         Some(p) => p.apply(raw),
         None => {
-            let t = req.model().calibration.temperature(question.options.len());
+            let n = question.options.len();
+            let t = req.model().formula(req.layout()).temperature(n);
             let probabilities = temper(&raw.probabilities, t);
             Decoded {
                 confidence: confidence(&probabilities),

@@ -49,14 +49,14 @@ fn decode_question(
     let question = &req.questions()[q];
     let profile = req
         .calibration()
-        .filter(|p| p.covers(&req.model().name, question));
+        .filter(|p| p.covers(&req.model().name, question, req.layout()));
     Ok(match profile {
         Some(p) => p.apply(decode(orders, 1.0)?),
         None => {
             let n = question.options.len();
             let t = req
                 .temperature()
-                .unwrap_or_else(|| req.model().calibration.temperature(n));
+                .unwrap_or_else(|| req.model().formula(req.layout()).temperature(n));
             decode(orders, t)?
         }
     })

@@ -56,6 +56,7 @@ impl Models {
         let table = Self::table(c, &upstream_model).map_err(invalid)?;
         let counter = Self::token_counter(c, table.get().as_deref()).map_err(invalid)?;
         let calibration = Self::calibration(c).map_err(invalid)?;
+        let compact_calibration = Self::compact_calibration(c).map_err(invalid)?;
         let serving = Self::serving(
             c,
             client,
@@ -75,6 +76,7 @@ impl Models {
             upstream_model,
             counter,
             calibration,
+            compact_calibration,
             layout: c.layout,
             permutations: c.permutations,
             vision: c.vision,
@@ -125,6 +127,23 @@ impl Models {
             tracing::info!(model = %c.name, from = %from, "calibration formula");
         }
         Ok(formula)
+    }
+
+    /// The model's formula for the `compact` layout (`calibration/<model>.compact.json`,
+    /// else the shipped one), and a startup line saying which, or that compact answers use
+    /// the default formula: the model's own was fitted on another prompt's probabilities.
+    fn compact_calibration(c: &ModelConfig) -> Result<Option<Calibration>, String> {
+        let dir = std::path::Path::new("calibration");
+        match Calibration::compact_for_model_in(dir, &c.name)? {
+            Some((formula, from)) => {
+                tracing::info!(model = %c.name, from = %from, "calibration formula for the compact layout");
+                Ok(Some(formula))
+            }
+            None => {
+                tracing::info!(model = %c.name, "no calibration formula fitted for the compact layout: its answers use the default (glm-5.3-flash) formula");
+                Ok(None)
+            }
+        }
     }
 
     /// The configured tokenizer (loaded, and a fixed `table` checked against it), or the

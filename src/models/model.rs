@@ -36,8 +36,12 @@ pub struct Model {
     pub table: ServedTable,
     /// Counts tokens for the limits (the real tokenizer when configured).
     pub counter: TokenCounter,
-    /// Its default-temperature formula.
+    /// Its default-temperature formula (the reference's bytes: `accuracy`, `cost`).
     pub calibration: Calibration,
+    /// Its formula for the `compact` layout, fitted on that layout's prompts; `None`: the
+    /// default formula ([`Model::formula`]), never `calibration`, which another prompt's
+    /// probabilities were fitted on.
+    pub compact_calibration: Option<Calibration>,
     /// Its default layout.
     pub layout: Layout,
     /// Option orders a request that does not say is asked in (1: the caller's order).
@@ -94,6 +98,7 @@ impl Model {
             table,
             counter: TokenCounter::Estimate,
             calibration: DEFAULT_FORMULA,
+            compact_calibration: None,
             layout: Layout::Accuracy,
             permutations: 1,
             verifier: Arc::new(Verifier::new(DEFAULT_CHECK_INTERVAL, DEFAULT_CHECK_TIMEOUT)),
@@ -120,6 +125,14 @@ impl Model {
         })
     }
 
+    /// The default-temperature formula for a request in `layout`.
+    pub fn formula(&self, layout: Layout) -> Calibration {
+        match layout {
+            Layout::Compact => self.compact_calibration.unwrap_or(DEFAULT_FORMULA),
+            Layout::Accuracy | Layout::Cost => self.calibration,
+        }
+    }
+
     /// Tokens the fixed preamble costs in every upstream request.
     pub fn preamble_tokens(&self) -> usize {
         *self
@@ -144,5 +157,24 @@ impl std::ops::Deref for Resolved {
 
     fn deref(&self) -> &Model {
         &self.model
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::systemone::SystemOneBackend;
+
+    #[test]
+    fn compact_answers_never_borrow_the_formula_fitted_on_another_layout() {
+        let backend = Arc::new(SystemOneBackend::unreachable("m"));
+        let mut m = Model::new("m", backend, TokenTable::native(4));
+        m.calibration = Calibration { a: 0.1, b: 0.2 };
+        assert_eq!(m.formula(Layout::Accuracy), m.calibration);
+        assert_eq!(m.formula(Layout::Cost), m.calibration);
+        assert_eq!(m.formula(Layout::Compact), DEFAULT_FORMULA);
+        m.compact_calibration = Some(Calibration { a: 0.3, b: -0.1 });
+        assert_eq!(m.formula(Layout::Compact), Calibration { a: 0.3, b: -0.1 });
+        assert_eq!(m.formula(Layout::Accuracy), Calibration { a: 0.1, b: 0.2 });
     }
 }

@@ -54,6 +54,7 @@ impl HeadKey {
         hash.update([match layout {
             Layout::Accuracy => 0u8,
             Layout::Cost => 1,
+            Layout::Compact => 2,
         }]);
         hash.update(content);
         let digest = hash.finalize();

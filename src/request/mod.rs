@@ -3,11 +3,14 @@
 //! * [`validate`](mod@validate): a body becomes a [`ValidRequest`] (every schema and size rule), the
 //!   only thing the engine runs;
 //! * [`images`]: image bytes from data URLs, base64 and multipart parts, sniffed;
-//! * [`prompt`]: a valid request becomes the exact user-message bytes of each read;
+//! * [`prompt`]: a valid request becomes the exact user-message bytes of each read
+//!   ([`compact`]: the `compact` layout's own bytes);
 //! * [`trie`]: which masked reads answer a question (one, or one per node of its labels'
 //!   trie) and how their log-probabilities join into one per option.
 
+mod ask;
 mod call_history;
+pub mod compact;
 mod head_key;
 mod ignored;
 pub mod images;
@@ -118,7 +121,7 @@ impl ValidRequest {
     /// Whether the first question goes alone to seat the shared prefix (technique §6).
     pub fn staged(&self) -> bool {
         !self.images.is_empty()
-            || self.layout == Layout::Cost
+            || matches!(self.layout, Layout::Cost | Layout::Compact)
             || matches!(self.history, History::Shared(_))
     }
 
@@ -140,8 +143,11 @@ impl ValidRequest {
         let table = model.table.get().ok_or_else(|| ReferenceError::NoTable {
             model: model.name.clone(),
         })?;
-        let capacity = table.capacity();
-        if let Some(q) = questions.iter().find(|q| q.options.len() > capacity) {
+        let capacity = table.option_capacity();
+        if let Some(q) = questions
+            .iter()
+            .find(|q| table.labels_for(q.options.len()).is_none())
+        {
             return Err(ReferenceError::TooManyOptions {
                 model: model.name.clone(),
                 capacity,
@@ -152,8 +158,8 @@ impl ValidRequest {
         let rendered = questions
             .iter()
             .map(|q| {
-                let first = prompt::question_json(q, 0, &table)?;
-                prompt::render_orders(q, first, permutations, &table)
+                let first = prompt::render_question(q, 0, &table, layout)?;
+                prompt::render_orders(q, first, permutations, &table, layout)
             })
             .collect::<Result<_, _>>()?;
         let state_json = to_python(state)?;

@@ -6,10 +6,12 @@
 //! ```
 //! LEAD is the asked question object + `\n` (layout `accuracy`) or every question object of
 //! the request, each + `\n` (layout `cost`). A history splits the content into parts so the
-//! growing record sits in the cacheable head; images go ahead of the text.
+//! growing record sits in the cacheable head; images go ahead of the text. The `compact`
+//! layout's own bytes are in [`super::compact`].
 
 use std::sync::Arc;
 
+pub use super::ask::Ask;
 use super::trie::ReadPlan;
 use super::{History, RenderedQuestion, ValidRequest};
 use crate::backend::{EncodedContent, Part, UserContent};
@@ -17,19 +19,6 @@ use crate::config::Layout;
 use crate::json::{write_escaped, write_python, write_python_str, NonFiniteNumber};
 use crate::models::tokens::{OptionLabels, TokenTable};
 use crate::question::{LoweredQuestion, PREAMBLE};
-
-/// One question asked in one option order: one user message, read in one or more slices.
-#[derive(Debug, Clone)]
-pub struct Ask {
-    /// Index of the question in the request.
-    pub question: usize,
-    /// Index of the order (0 = the caller's order).
-    pub order: usize,
-    /// Position `p` of this order holds the caller's option `(p + shift) mod n`.
-    pub shift: usize,
-    /// The user message, JSON-encoded once for all its reads.
-    pub content: Arc<EncodedContent>,
-}
 
 /// The rotation of each order for `n` options and `k` requested permutations:
 /// `min(k, n)` orders, order `r` shifted by `round(r·n/k')` with round-half-to-even.
@@ -94,6 +83,21 @@ fn write_number(out: &mut String, labels: Option<OptionLabels<'_>>, p: usize) {
     }
 }
 
+/// The question as a `layout`'s prompt writes it in the order rotated by `shift`: the
+/// reference's question object ([`question_json`]), or the `compact` layout's lines
+/// ([`super::compact::question_lines`]).
+pub fn render_question(
+    q: &LoweredQuestion,
+    shift: usize,
+    table: &TokenTable,
+    layout: Layout,
+) -> Result<String, NonFiniteNumber> {
+    match layout {
+        Layout::Compact => super::compact::question_lines(q, shift, table),
+        Layout::Accuracy | Layout::Cost => question_json(q, shift, table),
+    }
+}
+
 /// Appends `{"state": S, <keys of the question object>}` without re-rendering either.
 fn push_state_and_question(out: &mut String, state_json: &str, qjson: &str) {
     out.push_str("{\"state\": ");
@@ -102,20 +106,21 @@ fn push_state_and_question(out: &mut String, state_json: &str, qjson: &str) {
     out.push_str(&qjson[1..]);
 }
 
-/// The orders of `q` for `permutations` requested rotations, each rendered; `first` is
-/// the caller's order, already rendered (validation counted its tokens).
+/// The orders of `q` for `permutations` requested rotations, each rendered for `layout`;
+/// `first` is the caller's order, already rendered (validation counted its tokens).
 pub fn render_orders(
     q: &LoweredQuestion,
     first: String,
     permutations: usize,
     table: &TokenTable,
+    layout: Layout,
 ) -> Result<RenderedQuestion, NonFiniteNumber> {
     let n = q.options.len();
     let shifts = shifts(n, permutations);
     let mut json = Vec::with_capacity(shifts.len());
     json.push(first);
     for shift in &shifts[1..] {
-        json.push(question_json(q, *shift, table)?);
+        json.push(render_question(q, *shift, table, layout)?);
     }
     // Validation refuses a question the table cannot label; were one to get here, it
     // would read nothing and decoding would refuse it as a protocol break.
@@ -135,6 +140,9 @@ pub fn render_orders(
 /// the question object appears twice in an `accuracy` prompt, every object in each `cost`
 /// prompt.
 pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
+    if req.layout() == Layout::Compact {
+        return super::compact::plan(req);
+    }
     let rendered = req.rendered();
     let images: Vec<Part> = req
         .images()

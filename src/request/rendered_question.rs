@@ -8,7 +8,8 @@ use super::trie;
 pub struct RenderedQuestion {
     /// Order `r` holds the caller's option `(p + shifts[r]) mod n` at position `p`.
     pub shifts: Vec<usize>,
-    /// The question object (Python JSON) of each order, aligned with `shifts`.
+    /// The question as the layout writes it in each order, aligned with `shifts`: the
+    /// question object (Python JSON), or the `compact` layout's lines.
     pub json: Vec<String>,
     /// The masked reads of one order, and how they join into one log-probability per option.
     pub reads: trie::ReadPlan,

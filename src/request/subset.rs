@@ -29,7 +29,7 @@ impl ValidRequest {
         })?;
         let questions: Vec<_> = indexes.iter().map(|q| self.questions[*q].clone()).collect();
         self.check_fits(&questions, &resolved)?;
-        let rendered = render(&questions, self.permutations, &resolved.table)?;
+        let rendered = render(&questions, self.permutations, &resolved.table, self.layout)?;
         let history = match &self.history {
             History::PerQuestion(entries) => History::PerQuestion(
                 indexes
@@ -87,13 +87,14 @@ fn render(
     questions: &[LoweredQuestion],
     permutations: usize,
     table: &TokenTable,
+    layout: crate::config::Layout,
 ) -> Result<Vec<RenderedQuestion>, ApiError> {
     let not_finite = |e: NonFiniteNumber| ApiError::new(Code::InvalidNumber, e.to_string());
     questions
         .iter()
         .map(|q| {
-            let first = prompt::question_json(q, 0, table).map_err(not_finite)?;
-            prompt::render_orders(q, first, permutations, table).map_err(not_finite)
+            let first = prompt::render_question(q, 0, table, layout).map_err(not_finite)?;
+            prompt::render_orders(q, first, permutations, table, layout).map_err(not_finite)
         })
         .collect()
 }

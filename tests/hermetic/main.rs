@@ -33,6 +33,7 @@ mod gateway_images;
 mod gateway_load;
 mod gateway_log_canary;
 mod golden;
+mod golden_compact;
 mod grafana_dashboard;
 mod hung_backend;
 mod ignored_fields;

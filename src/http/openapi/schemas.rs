@@ -80,6 +80,7 @@ pub(super) struct SystemOneRequest {
 pub(super) enum Layout {
     Accuracy,
     Cost,
+    Compact,
 }
 
 #[derive(Serialize, ToSchema)]

@@ -191,16 +191,17 @@ fn profile_names(models: &Models) -> String {
 }
 
 /// `layout`: absent or null is the model's configured layout; otherwise exactly one of the
-/// two lower-case names (no other spelling, no other type).
+/// three lower-case names (no other spelling, no other type).
 pub(super) fn layout(value: Option<&Value>, model_default: Layout) -> Result<Layout, ApiError> {
     match value {
         None | Some(Value::Null) => Ok(model_default),
         Some(Value::String(s)) if s == "accuracy" => Ok(Layout::Accuracy),
         Some(Value::String(s)) if s == "cost" => Ok(Layout::Cost),
+        Some(Value::String(s)) if s == "compact" => Ok(Layout::Compact),
         Some(_) => refuse(
             Code::BadLayout,
             loc(&["layout"]),
-            "layout must be \"accuracy\" or \"cost\"",
+            "layout must be \"accuracy\", \"cost\" or \"compact\"",
         ),
     }
 }
@@ -332,7 +333,7 @@ mod tests {
     fn layout_and_permutations() {
         let perms = |got: &str| format!("permutations must be an integer from 1 to 8, got {got}");
         let bad_both = json!({"state": STATE, "questions": {"q1": choice()}, "layout": "fast", "permutations": 0});
-        let layout = "layout must be \"accuracy\" or \"cost\"";
+        let layout = "layout must be \"accuracy\", \"cost\" or \"compact\"";
         run(vec![
             reject("layout fast", top("layout", json!("fast")), Code::BadLayout, &["layout"], layout),
             reject("layout upper-case", top("layout", json!("COST")), Code::BadLayout, &["layout"], layout),
@@ -341,6 +342,9 @@ mod tests {
             reject("temperature before layout", json!({"state": STATE, "questions": {"q1": choice()}, "temperature": 0, "layout": 1}), Code::BadTemperature, &["temperature"], "temperature must be a finite number > 0, got 0"),
             reject("calibration before layout", json!({"state": STATE, "questions": {"q1": choice()}, "calibration": 7, "layout": 1}), Code::BadCalibration, &["calibration"], "calibration must be the name of a calibration profile (a string), got a number"),
             accept("layout cost", top("layout", json!("cost"))).holds(|r| r.layout() == Layout::Cost),
+            accept("layout compact", top("layout", json!("compact"))).holds(|r| r.layout() == Layout::Compact && r.rendered()[0].json[0].starts_with("Question: ")),
+            accept("layout compact overrides the model's", on_narrow(top("layout", json!("compact")))).holds(|r| r.layout() == Layout::Compact && !r.rendered()[0].json[0].starts_with('{')),
+            accept("layout cost renders question objects", on_narrow(top("layout", json!("cost")))).holds(|r| r.rendered()[0].json[0].starts_with('{')),
             accept("layout accuracy", top("layout", json!("accuracy"))).holds(|r| r.layout() == Layout::Accuracy),
             accept("layout null is the model's", on_narrow(top("layout", Value::Null))).holds(|r| r.layout() == Layout::Cost),
             accept("layout absent is the model's", on_narrow(base())).holds(|r| r.layout() == Layout::Cost),

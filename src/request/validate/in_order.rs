@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::refusal::loc;
 use super::{fields, history, images, questions, tokens};
-use crate::config::Limits;
+use crate::config::{Layout, Limits};
 use crate::error::{ApiError, Code};
 use crate::models::{Model, Resolved, Routes};
 use crate::question::LoweredQuestion;
@@ -31,7 +31,11 @@ pub fn validate_with_parts(
     let requested = fields::requested_model(body.get("model"), models)?;
     let model = resolve(models.serving(requested))?;
     let state_json = fields::state_json(body.remove("state"))?;
-    let checked = questions::validate_questions(body.remove("questions"), &model, limits)?;
+    // The questions are rendered as the layout writes them; a bad `layout` is refused in
+    // its own turn below, so the model's layout stands in for it until then.
+    let layout_hint = fields::layout(body.get("layout"), model.layout).unwrap_or(model.layout);
+    let checked =
+        questions::validate_questions(body.remove("questions"), &model, limits, layout_hint)?;
     let temperature = fields::temperature(body.get("temperature"))?;
     let calibration = fields::calibration(body.get("calibration"), models, temperature)?;
     let layout = fields::layout(body.get("layout"), model.layout)?;
@@ -39,7 +43,7 @@ pub fn validate_with_parts(
     let (questions, question_tokens, first_orders) = questions::unzip(checked);
     let history = history::validate_history(body.get("history"), &questions)?;
     let images = images::validate_images(&body, parts, &model, limits)?;
-    let rendered = render_orders(&questions, first_orders, permutations, &model)?;
+    let rendered = render_orders(&questions, first_orders, permutations, &model, layout)?;
     let content = crate::request::head_key::content_digest(&state_json, &images, &history);
     let mut request = ValidRequest {
         content,
@@ -90,11 +94,12 @@ fn render_orders(
     first_orders: Vec<String>,
     permutations: usize,
     model: &Resolved,
+    layout: Layout,
 ) -> Result<Vec<RenderedQuestion>, ApiError> {
     questions
         .iter()
         .zip(first_orders)
-        .map(|(q, first)| prompt::render_orders(q, first, permutations, &model.table))
+        .map(|(q, first)| prompt::render_orders(q, first, permutations, &model.table, layout))
         .collect::<Result<_, _>>()
         .map_err(|e| ApiError::at(Code::InvalidNumber, loc(&["questions"]), e.to_string()))
 }

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::{criteria, loc, refuse, refuse_field_type, refuse_type, tokens, Entry};
-use crate::config::Limits;
+use crate::config::{Layout, Limits};
 use crate::error::{ApiError, Code};
 use crate::models::Resolved;
 use crate::question::LoweredQuestion;
@@ -13,7 +13,7 @@ use crate::question::LoweredQuestion;
 pub(super) struct CheckedQuestion {
     /// The question lowered to numbered options.
     lowered: LoweredQuestion,
-    /// Tokens of its question object, counted once for the request limit.
+    /// Tokens of its question as the layout writes it, counted once for the request limit.
     tokens: usize,
     /// Its question object in the caller's option order, as the prompt will send it.
     first_order: String,
@@ -40,12 +40,13 @@ pub(super) fn validate_questions(
     questions: Option<Value>,
     model: &Resolved,
     limits: &Limits,
+    layout: Layout,
 ) -> Result<Vec<CheckedQuestion>, ApiError> {
     let questions = questions_object(questions)?;
     check_question_count(questions.len(), limits)?;
     questions
         .into_iter()
-        .map(|(id, q)| validate_question(id, q, model, limits))
+        .map(|(id, q)| validate_question(id, q, model, limits, layout))
         .collect()
 }
 
@@ -97,6 +98,7 @@ fn validate_question(
     question: Value,
     model: &Resolved,
     limits: &Limits,
+    layout: Layout,
 ) -> Result<CheckedQuestion, ApiError> {
     if id.is_empty() {
         return refuse(
@@ -121,7 +123,7 @@ fn validate_question(
         limits,
         at,
     )?;
-    let (tokens, first_order) = tokens::question_tokens(&lowered, model, limits, at)?;
+    let (tokens, first_order) = tokens::question_tokens(&lowered, model, limits, layout, at)?;
     Ok(CheckedQuestion {
         lowered,
         tokens,

@@ -21,7 +21,7 @@ use crate::config::{Layout, Limits};
 use crate::error::{ApiError, Code};
 use crate::models::tokens::{estimate_tokens, fewest_tokens_for_bytes, TokenCounter};
 use crate::models::Resolved;
-use crate::question::{LoweredQuestion, PREAMBLE};
+use crate::question::{LoweredQuestion, COMPACT_PREAMBLE, PREAMBLE};
 use crate::request::{History, ValidRequest};
 
 /// Tokens each upstream request adds around its parts (`{"state": `, newlines, the chat
@@ -113,6 +113,14 @@ impl Counted {
     }
 }
 
+/// The instruction every prompt of `layout` opens with.
+fn preamble(layout: Layout) -> &'static str {
+    match layout {
+        Layout::Compact => COMPACT_PREAMBLE,
+        Layout::Accuracy | Layout::Cost => PREAMBLE,
+    }
+}
+
 /// The token counts of a request's pieces, each counted on its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PieceTokens {
@@ -128,7 +136,7 @@ pub struct PieceTokens {
 /// their counts: the preamble, the state, each question object in the caller's order, then
 /// the history (a shared one once, else each question's that has one).
 pub fn piece_texts(req: &ValidRequest) -> Vec<&str> {
-    let mut texts = vec![PREAMBLE, req.state_json.as_str()];
+    let mut texts = vec![preamble(req.layout), req.state_json.as_str()];
     texts.extend(req.rendered.iter().map(|r| r.json[0].as_str()));
     match &req.history {
         History::None => {}
@@ -176,7 +184,10 @@ impl PieceTokens {
     fn counted(req: &ValidRequest, question_tokens: &[usize], counter: &TokenCounter) -> Self {
         let count = |h: &str| counter.count(h);
         PieceTokens {
-            preamble: req.model.preamble_tokens(),
+            preamble: match req.layout {
+                Layout::Compact => counter.count(COMPACT_PREAMBLE),
+                Layout::Accuracy | Layout::Cost => req.model.preamble_tokens(),
+            },
             state: counter.count(&req.state_json),
             questions: question_tokens.to_vec(),
             histories: match &req.history {
@@ -223,7 +234,7 @@ fn within(
     )
 }
 
-/// `max_question_tokens`: the question object in the caller's option order, rendered here
+/// `max_question_tokens`: the question as `layout` writes it in the caller's option order, rendered here
 /// once (the prompt reuses it) and counted; over the limit it is refused here only when the
 /// count is exact (an estimate is settled with the rest, [`check_token_limits`]). A number
 /// no `f64` holds in the instructions or a description is refused while rendering. Returns
@@ -232,9 +243,10 @@ pub(super) fn question_tokens(
     lowered: &LoweredQuestion,
     model: &Resolved,
     limits: &Limits,
+    layout: Layout,
     at: Entry,
 ) -> Result<(usize, String), ApiError> {
-    let rendered = prompt::question_json(lowered, 0, &model.table)
+    let rendered = prompt::render_question(lowered, 0, &model.table, layout)
         .map_err(|e| ApiError::at(Code::InvalidNumber, at.whole(), e.to_string()))?;
     let counter = &model.counter;
     let tokens = counter.count(&rendered);
@@ -353,7 +365,7 @@ pub fn check_on_estimate(req: &ValidRequest, limits: TokenLimits) -> Result<(), 
 /// The distinct prompt tokens the plan makes the backend evaluate. Each question of two or
 /// more options is asked once per option order; that prompt carries the preamble, the
 /// state, the framing, the lead (the question alone, or the whole question block under the
-/// cost layout or a shared history), the question and its history. A trie's node reads
+/// cost layout or a shared history; none in the compact layout), the question and its history. A trie's node reads
 /// share it up to the prefill and add only their label prefix (one token per character);
 /// slices of one node's ids share it whole. A one-option question is answered without a
 /// read and costs nothing.
@@ -366,7 +378,10 @@ fn evaluated_prompt_tokens(req: &ValidRequest, tokens: &PieceTokens) -> usize {
         if q.options.len() < 2 {
             continue;
         }
-        let lead = if whole_block {
+        let lead = if req.layout == Layout::Compact {
+            // The compact prompt writes the question once, after the state.
+            0
+        } else if whole_block {
             block
         } else {
             tokens.questions[qi]
