@@ -51,6 +51,7 @@ pub fn validate_with_parts(
         calibration,
         layout,
         permutations,
+        prior_correction: None,
         history,
         images,
         ignored: Ignored {
