@@ -221,8 +221,7 @@ pub struct ModelConfig {
 
     /// Learn the model's preference for a label position while serving (from questions
     /// read in two or more orders) and take it out of single-read answers, where it makes
-    /// them agree better with every rotation (a request's `prior_correction` overrides it;
-    /// docs/calibration/prior.md).
+    /// them agree better with every rotation (docs/calibration/prior.md).
     #[arg(long, env = "SYSTEMONE_PRIOR_CORRECTION", default_value_t = false, action = clap::ArgAction::Set)]
     #[serde(default)]
     pub prior_correction: bool,

@@ -47,7 +47,8 @@ pub struct ValidRequest {
     calibration: Option<Arc<Profile>>,
     layout: Layout,
     permutations: usize,
-    /// The caller's `prior_correction`, when sent (else the model's setting).
+    /// A per-request switch for the prior (`None`: the model's setting); validation does
+    /// not read one from the body yet.
     prior_correction: Option<bool>,
     history: History,
     images: Vec<Arc<str>>,
@@ -95,7 +96,7 @@ impl ValidRequest {
         self.permutations
     }
     /// Whether the model's position prior is learned from and applied to this request
-    /// ([`crate::calibration::prior`]): the caller's `prior_correction`, else the model's.
+    /// ([`crate::calibration::prior`]): the model's setting, unless the request says.
     pub fn prior_correction(&self) -> bool {
         self.prior_correction
             .unwrap_or_else(|| self.model.prior.settings().enabled)
