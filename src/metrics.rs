@@ -101,6 +101,12 @@ pub struct Metrics {
     escalations: IntCounterVec,
     /// Answers replaced by an escalation, by the same model pair.
     escalated_answers: IntCounterVec,
+    /// Questions the position prior learned from, per model and shape.
+    prior_samples: IntGaugeVec,
+    /// The position prior (log space), per model, shape and position.
+    prior: GaugeVec,
+    /// The weight single reads get (0: declined or not learned yet), per model and shape.
+    prior_weight: GaugeVec,
 }
 
 /// The `status` label of `request_duration_seconds` by `status / 100`.
@@ -179,6 +185,15 @@ impl Metrics {
             connections_closed: r.counters(&CONNECTIONS_CLOSED),
             escalations: r.counters(&ESCALATIONS),
             escalated_answers: r.counters(&ESCALATED_ANSWERS),
+            prior_samples: r.gauges(&PRIOR_SAMPLES),
+            prior: r.register(GaugeVec::new(
+                Opts::new(PRIOR.name, PRIOR.help),
+                PRIOR.labels,
+            )),
+            prior_weight: r.register(GaugeVec::new(
+                Opts::new(PRIOR_WEIGHT.name, PRIOR_WEIGHT.help),
+                PRIOR_WEIGHT.labels,
+            )),
             requests_shed: r.register(prometheus::IntCounter::new(
                 "requests_shed_total",
                 "Requests refused over the concurrent-request cap",
@@ -393,6 +408,22 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// Mirrors one shape's position prior of `model` (`shape`: type/options/layout, a
+    /// bounded label with nothing a caller wrote).
+    pub fn set_prior(&self, model: &str, shape: &str, samples: u64, weight: f64, prior: &[f64]) {
+        self.prior_samples
+            .with_label_values(&[model, shape])
+            .set(i64::try_from(samples).unwrap_or(i64::MAX));
+        self.prior_weight
+            .with_label_values(&[model, shape])
+            .set(weight);
+        for (p, b) in prior.iter().enumerate() {
+            self.prior
+                .with_label_values(&[model, shape, &p.to_string()])
+                .set(*b);
+        }
+    }
+
     /// The text exposition, with the state-mirroring gauges set first from `models` and
     /// the slots in use.
     pub fn render<'a>(
@@ -576,6 +607,27 @@ const PROFILE_ANSWERS: Family = Family {
     name: "profile_answers_total",
     help: "Answers a calibration profile covered, by profile and automate flag",
     labels: &["profile", "automate"],
+};
+
+/// `prior_samples`.
+const PRIOR_SAMPLES: Family = Family {
+    name: "prior_samples",
+    help: "Questions read in two or more orders the position prior learned from, per model and shape (type/options/layout)",
+    labels: &["model", "shape"],
+};
+
+/// `prior`.
+const PRIOR: Family = Family {
+    name: "prior",
+    help: "The position prior (log space, sums to 0) per model, shape and position",
+    labels: &["model", "shape", "position"],
+};
+
+/// `prior_weight`.
+const PRIOR_WEIGHT: Family = Family {
+    name: "prior_weight",
+    help: "Weight of the position prior taken out of single reads (fitted strength times shrink; 0: declined or not learned)",
+    labels: &["model", "shape"],
 };
 
 /// `limit_store_errors_total`.

@@ -11,6 +11,7 @@ pub fn certain() -> Decoded {
         temperature: 1.0,
         confidence: 1.0,
         profile: None,
+        prior: None,
         passed: None,
         model: None,
     }

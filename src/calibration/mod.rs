@@ -6,12 +6,15 @@
 //! * [`profile`]: server-side profiles a request names (temperature, bias, conformal
 //!   prediction sets, the automation threshold).
 //!
+//! * [`prior`]: a label-free correction of the model's preference for a label position,
+//!   learned while serving from rotated reads;
 //! * [`fit`]: fitting these numbers offline (optimisers, temperature fits, conformal sets,
 //!   metrics); the `calibrate` and `eval` commands read and write the files.
 
 mod argmax;
 mod certain;
 pub mod fit;
+pub mod prior;
 pub mod profile;
 pub mod temperature;
 
@@ -37,6 +40,9 @@ pub struct Decoded {
     pub confidence: f64,
     /// What a calibration profile added, when one covered the question.
     pub profile: Option<ProfileAnswer>,
+    /// The weight of the position prior taken out of this answer's reads, when one was
+    /// ([`prior`]).
+    pub prior: Option<f64>,
     /// A native upstream's answer: the fields it wrote besides its probabilities and
     /// confidence (its `temperature`, `option_mass`, extensions), written back as they came
     /// in place of this service's own calibration fields (it calibrated the answer).

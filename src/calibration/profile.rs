@@ -395,6 +395,7 @@ mod tests {
             temperature: 1.0,
             confidence: confidence(&[0.1, 0.9]),
             profile: None,
+            prior: None,
             passed: None,
             model: None,
         };

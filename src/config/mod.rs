@@ -32,8 +32,8 @@ pub use limit_store::{FailurePolicy, LimitStoreSettings};
 pub use limits::Limits;
 pub use model::{
     EscalateWhen, ModelConfig, OneOrMany, AUTO_TABLE, DEFAULT_MAX_IDS_PER_READ,
-    DEFAULT_REPLICA_LOAD_FACTOR, DEFAULT_RERANK_QUESTION, DEFAULT_ROUTING_KEY_HEADERS,
-    DEFAULT_TOKEN_CHECK_INTERVAL_SECS, MAX_PERMUTATIONS,
+    DEFAULT_PRIOR_SAMPLE_SHARE, DEFAULT_REPLICA_LOAD_FACTOR, DEFAULT_RERANK_QUESTION,
+    DEFAULT_ROUTING_KEY_HEADERS, DEFAULT_TOKEN_CHECK_INTERVAL_SECS, MAX_PERMUTATIONS,
 };
 pub use prompt::{LabelScheme, Layout};
 pub use registry::{load_registry, RegistryFile};

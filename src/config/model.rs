@@ -18,6 +18,8 @@ pub const DEFAULT_TOKEN_CHECK_INTERVAL_SECS: u64 = 600;
 pub const DEFAULT_MAX_IDS_PER_READ: usize = 128;
 /// Most rotated option orders a request (or a model's default) may ask for.
 pub const MAX_PERMUTATIONS: usize = 8;
+/// Share of single-read requests asked once more for the position prior, unless configured.
+pub const DEFAULT_PRIOR_SAMPLE_SHARE: f64 = 0.05;
 /// The noul `/v2/rerank` asks of each document, unless a model configures its own
 /// (`rerank_question`). The query is the state; the document follows it (docs/api/rerank.md).
 pub const DEFAULT_RERANK_QUESTION: &str =
@@ -217,6 +219,19 @@ pub struct ModelConfig {
     #[serde(default = "default_permutations")]
     pub permutations: usize,
 
+    /// Learn the model's preference for a label position while serving (from questions
+    /// read in two or more orders) and take it out of single-read answers, where it makes
+    /// them agree better with every rotation (docs/calibration/prior.md).
+    #[arg(long, env = "SYSTEMONE_PRIOR_CORRECTION", default_value_t = false, action = clap::ArgAction::Set)]
+    #[serde(default)]
+    pub prior_correction: bool,
+
+    /// Share of single-read requests asked once more, each question in the order rotated
+    /// by one, for the prior to learn from (0 to 1; 0.05 is 1.05 reads per answer).
+    #[arg(long, env = "SYSTEMONE_PRIOR_SAMPLE_SHARE", default_value_t = DEFAULT_PRIOR_SAMPLE_SHARE)]
+    #[serde(default = "default_prior_sample_share")]
+    pub prior_sample_share: f64,
+
     /// Labels for questions with more options than the single-token labels.
     #[arg(long, env = "SYSTEMONE_LABEL_SCHEME", value_enum, default_value_t = LabelScheme::Numerals)]
     #[serde(default)]
@@ -286,6 +301,12 @@ impl ModelConfig {
             return Err(invalid(format!(
                 "permutations must be from 1 to {MAX_PERMUTATIONS}, got {}",
                 self.permutations
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.prior_sample_share) {
+            return Err(invalid(format!(
+                "prior_sample_share must be from 0 to 1, got {}",
+                self.prior_sample_share
             )));
         }
         self.check_escalation().map_err(invalid)
@@ -398,6 +419,10 @@ fn default_true() -> bool {
 
 fn default_permutations() -> usize {
     1
+}
+
+fn default_prior_sample_share() -> f64 {
+    DEFAULT_PRIOR_SAMPLE_SHARE
 }
 
 fn default_max_ids() -> usize {

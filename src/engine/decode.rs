@@ -71,6 +71,7 @@ pub fn decode(orders: &[OrderRead], t: f64) -> Result<Decoded, DecodeError> {
         option_mass_unknown: !mass_known,
         temperature: t,
         profile: None,
+        prior: None,
         passed: None,
         model: None,
     })

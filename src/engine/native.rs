@@ -247,6 +247,7 @@ fn passed_through(answer: NativeAnswer) -> Decoded {
         temperature,
         confidence: answer.confidence,
         profile: None,
+        prior: None,
         passed: Some(Arc::new(answer.passed)),
         model: None,
     }

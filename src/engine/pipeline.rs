@@ -23,7 +23,10 @@ use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 
 use super::outcome::{Answers, PipelineError, TokenUsage};
+use clap::ValueEnum;
+
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage, Routing};
+use crate::calibration::prior;
 use crate::config::UpstreamSettings;
 use crate::engine::decode::{certain, decode, Decoded, OrderRead};
 use crate::error::MAX_RETRY_AFTER_SECS;
@@ -40,7 +43,8 @@ use crate::request::ValidRequest;
 
 /// Decodes question `q`'s reads: with the named profile when it covers the question
 /// (decoded at T = 1, then recalibrated), else at the request's temperature or the
-/// model's formula for its option count.
+/// model's formula for its option count, after the model's position prior is taken out of
+/// a single-read request's reads ([`prior`]).
 fn decode_question(
     req: &ValidRequest,
     q: usize,
@@ -50,6 +54,7 @@ fn decode_question(
     let profile = req
         .calibration()
         .filter(|p| p.covers(&req.model().name, question, req.layout()));
+    let correction = learn_prior(req, q, orders);
     Ok(match profile {
         Some(p) => p.apply(decode(orders, 1.0)?),
         None => {
@@ -57,9 +62,61 @@ fn decode_question(
             let t = req
                 .temperature()
                 .unwrap_or_else(|| req.model().formula(req.layout()).temperature(n));
-            decode(orders, t)?
+            match correction {
+                Some(c) => corrected(orders, &c, t)?,
+                None => decode(orders, t)?,
+            }
         }
     })
+}
+
+/// Feeds a question read in two or more orders to the model's prior, and returns the
+/// correction a single-read request's question gets (none when the request or model
+/// turned it off, or the prior declined).
+fn learn_prior(req: &ValidRequest, q: usize, orders: &[OrderRead]) -> Option<prior::Correction> {
+    if !req.prior_correction() {
+        return None;
+    }
+    let book = &req.model().prior;
+    let shape = prior_shape(req, q);
+    if orders.len() >= 2 {
+        let reads: Vec<(usize, Vec<f64>)> = orders
+            .iter()
+            .map(|o| (o.shift, o.logprobs.clone()))
+            .collect();
+        book.observe(shape.clone(), &reads);
+    }
+    (req.asked_orders(q) == 1)
+        .then(|| book.correction(&shape))
+        .flatten()
+}
+
+/// Question `q`'s shape for the prior: type, option count and layout, nothing it says.
+fn prior_shape(req: &ValidRequest, q: usize) -> prior::PriorShape {
+    let question = &req.questions()[q];
+    prior::PriorShape {
+        kind: question.kind.as_str(),
+        options: question.options.len(),
+        layout: req
+            .layout()
+            .to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string()),
+    }
+}
+
+/// Decodes reads with the prior taken out of each, and says so on the answer.
+fn corrected(
+    orders: &[OrderRead],
+    c: &prior::Correction,
+    t: f64,
+) -> Result<Decoded, PipelineError> {
+    let mut orders = orders.to_vec();
+    for o in &mut orders {
+        prior::correct(&mut o.logprobs, &c.prior, c.weight);
+    }
+    let mut d = decode(&orders, t)?;
+    d.prior = Some(c.weight);
+    Ok(d)
 }
 
 /// Runs requests; one per process, shared by every handler.
@@ -223,6 +280,8 @@ impl Pipeline {
         sent: &AtomicU64,
     ) -> Result<Answers, PipelineError> {
         let backend = via.backend;
+        let sampled = sample(req);
+        let req = sampled.as_ref().unwrap_or(req);
         // The model's upkeep (token-table check, host probe) runs in the background; a
         // pipeline used without a router starts it here.
         crate::models::upkeep::start(req.model(), &self.in_flight);
@@ -360,7 +419,8 @@ impl Pipeline {
         };
         let mut replies = send(&slices[..first]).await?;
         replies.extend(send(&slices[first..]).await?);
-        Ok(merge_replies(asks, plan, &slices, replies))
+        let billed = req.asked_orders(question);
+        Ok(merge_replies(asks, plan, &slices, replies, billed))
     }
 
     /// One upstream request: wait for a slot, then read within the read timeout.
@@ -389,6 +449,21 @@ impl Pipeline {
         }
         result
     }
+}
+
+/// The request asked once more in rotated orders, when the model's prior takes it as a
+/// sample (a share of single-read requests, [`prior::PriorBook::take_sample`]).
+fn sample(req: &ValidRequest) -> Option<ValidRequest> {
+    let wanted = req.prior_correction() && req.permutations() == 1;
+    let shapes = || -> Vec<prior::PriorShape> {
+        (0..req.questions().len())
+            .filter(|q| req.questions()[*q].options.len() >= 2)
+            .map(|q| prior_shape(req, q))
+            .collect()
+    };
+    (wanted && req.model().prior.take_sample(&shapes()))
+        .then(|| req.with_sample_order())
+        .flatten()
 }
 
 /// Tells a circuit how a request went: a success only when it sent reads.
@@ -543,13 +618,15 @@ fn reply_usage(ask: &Ask, reply: &ReadReply) -> TokenUsage {
 }
 
 /// Merges one question's replies, slice by slice, into one read per order (each option's
-/// log-probability joined over the plan's nodes), with their usage (estimated from the
-/// message size for a reply that reported none).
+/// log-probability joined over the plan's nodes), with the usage of the first `billed`
+/// orders, the ones the caller asked for (estimated from the message size for a reply that
+/// reported none); a sample for the prior is the service's own cost.
 fn merge_replies(
     asks: &[Ask],
     plan: &ReadPlan,
     slices: &[Slice],
     replies: Vec<ReadReply>,
+    billed: usize,
 ) -> QuestionReads {
     let mut node_reads: Vec<Vec<Vec<f64>>> = asks
         .iter()
@@ -566,7 +643,9 @@ fn merge_replies(
     for (slice, reply) in slices.iter().zip(replies) {
         node_reads[slice.ask][slice.node].extend_from_slice(&reply.logprobs);
         pre_mask[slice.ask] &= reply.pre_mask;
-        usage.add(&reply_usage(&asks[slice.ask], &reply));
+        if slice.ask < billed {
+            usage.add(&reply_usage(&asks[slice.ask], &reply));
+        }
         reported = reported.or(reply.model);
     }
     let orders = asks

@@ -162,6 +162,11 @@ fn write_calibration<M: SerializeMap>(
         }
         None => write_mass(map, d)?,
     }
+    if let Some(weight) = d.prior {
+        // The position prior's weight taken out of this answer's reads (an extra key, which
+        // TypeSafe clients ignore).
+        map.serialize_entry("prior_correction", &weight)?;
+    }
     if let Some(extra) = &d.profile {
         map.serialize_entry("calibration", &*extra.name)?;
         let set: Vec<Value> = extra

@@ -20,6 +20,7 @@ use crate::backend::openai::{CompatBackend, LabelTexts};
 use crate::backend::systemone::SystemOneBackend;
 use crate::backend::vllm::VllmBackend;
 use crate::backend::Backend;
+use crate::calibration::prior::{PriorBook, PriorSettings};
 use crate::calibration::{Calibration, FormulaSource};
 use crate::config::{BackendKind, CircuitSettings, ConfigError, ModelConfig, AUTO_TABLE};
 
@@ -79,6 +80,10 @@ impl Models {
             compact_calibration,
             layout: c.layout,
             permutations: c.permutations,
+            prior: Arc::new(PriorBook::new(PriorSettings {
+                enabled: c.prior_correction,
+                sample_share: c.prior_sample_share,
+            })),
             vision: c.vision,
             release_date: c.release_date.clone(),
             rerank_question: c.rerank_question.clone(),

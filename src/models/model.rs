@@ -10,6 +10,7 @@ use super::serving::Serving;
 use super::tokens::served::ServedTable;
 use super::tokens::verify::Verifier;
 use super::tokens::{TokenCounter, TokenTable};
+use crate::calibration::prior::PriorBook;
 use crate::calibration::{Calibration, DEFAULT_FORMULA};
 use crate::config::{CircuitSettings, Layout};
 use crate::question::PREAMBLE;
@@ -46,6 +47,8 @@ pub struct Model {
     pub layout: Layout,
     /// Option orders a request that does not say is asked in (1: the caller's order).
     pub permutations: usize,
+    /// Its position priors, learned while serving, and their settings.
+    pub prior: Arc<PriorBook>,
     /// The live check of `table` against the serving tokenizer.
     pub verifier: Arc<Verifier>,
     /// Tokens in the preamble, counted once.
@@ -101,6 +104,7 @@ impl Model {
             compact_calibration: None,
             layout: Layout::Accuracy,
             permutations: 1,
+            prior: Arc::default(),
             verifier: Arc::new(Verifier::new(DEFAULT_CHECK_INTERVAL, DEFAULT_CHECK_TIMEOUT)),
             preamble_tokens: OnceLock::new(),
             fallback: Vec::new(),

@@ -50,6 +50,9 @@ pub struct ValidRequest {
     calibration: Option<Arc<Profile>>,
     layout: Layout,
     permutations: usize,
+    /// A per-request switch for the prior (`None`: the model's setting); validation does
+    /// not read one from the body yet.
+    prior_correction: Option<bool>,
     history: History,
     images: Vec<Arc<str>>,
     ignored: Ignored,
@@ -94,6 +97,37 @@ impl ValidRequest {
     /// How many rotated orders each question is asked in (before capping at its option count).
     pub fn permutations(&self) -> usize {
         self.permutations
+    }
+    /// Whether the model's position prior is learned from and applied to this request
+    /// ([`crate::calibration::prior`]): the model's setting, unless the request says.
+    pub fn prior_correction(&self) -> bool {
+        self.prior_correction
+            .unwrap_or_else(|| self.model.prior.settings().enabled)
+    }
+    /// The orders of question `q` the caller asked for (the rest are the service's own
+    /// samples for the prior, not billed).
+    pub fn asked_orders(&self, q: usize) -> usize {
+        let n = self.questions.get(q).map_or(1, |q| q.options.len());
+        self.permutations.min(n).max(1)
+    }
+    /// The same request with every question of two or more options also asked in the order
+    /// rotated by one: a sample for the position prior (PriDe). `None` when it already has
+    /// more than one order or the table is not there.
+    pub fn with_sample_order(&self) -> Option<ValidRequest> {
+        if self.permutations != 1 {
+            return None;
+        }
+        let table = self.model.table.get()?;
+        let mut sampled = self.clone();
+        for (q, rendered) in self.questions.iter().zip(sampled.rendered.iter_mut()) {
+            if q.options.len() >= 2 && rendered.shifts == [0] {
+                rendered
+                    .json
+                    .push(prompt::question_json(q, 1, &table).ok()?);
+                rendered.shifts.push(1);
+            }
+        }
+        Some(sampled)
     }
     /// The history, if any.
     pub fn history(&self) -> &History {
@@ -174,6 +208,7 @@ impl ValidRequest {
             calibration: None,
             layout,
             permutations,
+            prior_correction: None,
             history,
             images,
             ignored: Ignored::default(),

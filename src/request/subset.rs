@@ -48,6 +48,7 @@ impl ValidRequest {
             calibration: self.calibration.clone(),
             layout: self.layout,
             permutations: self.permutations,
+            prior_correction: self.prior_correction,
             history,
             images: self.images.clone(),
             ignored: Ignored::default(),

@@ -45,6 +45,7 @@ mod ledger_routes;
 mod limits_shared;
 mod llamacpp_fake;
 mod openai_fake;
+mod prior_correction;
 mod profiles;
 mod reference_pages;
 mod rerank_validation;

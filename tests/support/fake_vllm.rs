@@ -115,6 +115,9 @@ pub struct FakeState {
     /// Every chat request's headers that a router reads or that carry secrets
     /// ([`ROUTING_HEADERS`]), in arrival order, to check what the service sends.
     pub routing_headers: Mutex<Vec<Vec<(String, String)>>>,
+    /// A known signal plus a planted position bias in place of the hash-derived
+    /// log-probabilities ([`Planted`]), when set.
+    pub planted: Mutex<Option<Planted>>,
 }
 
 /// The headers [`FakeState::routing_headers`] records (the routers' affinity headers, the
@@ -153,6 +156,7 @@ impl FakeVllm {
             mixed_hits: Mutex::new(Vec::new()),
             split_digits: AtomicBool::new(false),
             routing_headers: Mutex::new(Vec::new()),
+            planted: Mutex::new(None),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -161,6 +165,13 @@ impl FakeVllm {
             .with_state(state.clone());
         let addr = fake_server::serve(app).await;
         FakeVllm { addr, state }
+    }
+
+    /// Answers with a known signal plus a planted position bias from now on (`None`: the
+    /// hash-derived log-probabilities again).
+    #[allow(dead_code)]
+    pub fn set_planted(&self, planted: Option<Planted>) {
+        *self.state.planted.lock().expect("lock") = planted;
     }
 
     /// The recorded headers of every chat request so far ([`ROUTING_HEADERS`]).
@@ -446,7 +457,11 @@ async fn chat(
         pairs.truncate(20);
         pairs.into_iter().unzip()
     } else {
-        let lps = toy_logprobs(&prompt, &support, &read);
+        let planted = state.planted.lock().expect("lock").clone();
+        let text = content.as_str().unwrap_or_default();
+        let lps = planted
+            .and_then(|p| p.logprobs(text, &support, &read))
+            .unwrap_or_else(|| toy_logprobs(&prompt, &support, &read));
         (read.clone(), lps)
     };
     let mut entries: Vec<Value> = ids
@@ -727,4 +742,63 @@ fn burst_fault(state: &FakeState, period: usize, run: usize) -> Fault {
     } else {
         Fault::None
     }
+}
+
+/// A model whose label log-probabilities are a known signal plus a planted position bias:
+/// the prompt's state names the true option (`{"truth": <label>, "seed": k}`). Option `i`'s
+/// logit is `clarity` for the truth, plus a noise fixed per (seed, label) (the model's own
+/// view of the question, the same in every order), plus `bias[p]` at position `p`, plus
+/// `read_noise` times a noise fixed per prompt (so each order reads a little differently).
+#[derive(Debug, Clone, PartialEq)]
+#[allow(dead_code)]
+pub struct Planted {
+    /// Added to the logit at each position.
+    pub bias: Vec<f64>,
+    /// The true option's margin.
+    pub clarity: f64,
+    /// Scale of each read's own noise.
+    pub read_noise: f64,
+}
+
+#[allow(dead_code)]
+impl Planted {
+    /// The log-probabilities of `read` (ids of `support`, which lists the labels by
+    /// position), or `None` when the prompt is not one of the planted questions.
+    fn logprobs(&self, content: &str, support: &[u64], read: &[u64]) -> Option<Vec<f64>> {
+        let last = content.lines().last()?;
+        let object: Value = serde_json::from_str(last).ok()?;
+        let truth = object["state"]["truth"].as_str()?;
+        let seed = object["state"]["seed"].as_u64()?;
+        let options = object["options"].as_array()?;
+        if options.len() != support.len() || self.bias.len() != support.len() {
+            return None;
+        }
+        let logits: Vec<f64> = options
+            .iter()
+            .enumerate()
+            .map(|(p, o)| {
+                let label = o["label"].as_str().unwrap_or_default();
+                let signal = if label == truth { self.clarity } else { 0.0 };
+                signal
+                    + logistic(&format!("{seed}/{label}"))
+                    + self.bias[p]
+                    + self.read_noise * logistic(&format!("{content}/{p}"))
+            })
+            .collect();
+        let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let lse = max + logits.iter().map(|l| (l - max).exp()).sum::<f64>().ln();
+        read.iter()
+            .map(|id| {
+                let p = support.iter().position(|s| s == id)?;
+                Some(logits[p] - lse)
+            })
+            .collect()
+    }
+}
+
+/// A standard logistic draw fixed by `key` (sha256).
+#[allow(dead_code)]
+fn logistic(key: &str) -> f64 {
+    let u = (u64_of(&Sha256::digest(key.as_bytes())) as f64 + 0.5) / 2f64.powi(64);
+    (u / (1.0 - u)).ln()
 }

@@ -21,6 +21,17 @@ pub(in crate::http) async fn render(State(state): State<AppState>) -> Response {
                 .set_replica(&model.name, &replica.label, gauges);
         }
     }
+    for model in state.models.iter() {
+        for shape in model.prior.report() {
+            state.metrics.set_prior(
+                &model.name,
+                &shape.shape,
+                shape.samples,
+                shape.weight,
+                &shape.prior,
+            );
+        }
+    }
     let gauges = state.models.iter().map(|model| {
         let status = model.verifier.status();
         ModelGauges {

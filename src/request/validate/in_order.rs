@@ -55,6 +55,7 @@ pub fn validate_with_parts(
         calibration,
         layout,
         permutations,
+        prior_correction: None,
         history,
         images,
         ignored: Ignored {

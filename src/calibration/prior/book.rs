@@ -1,0 +1,231 @@
+//! A model's book of priors: one estimate per shape, the sampler, and what single reads get.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use super::shape::PriorShape;
+use super::stats::PositionStats;
+use super::strength::StrengthFit;
+use crate::config::DEFAULT_PRIOR_SAMPLE_SHARE;
+
+/// Samples a shape takes from every single-read request before the share applies.
+pub const WARMUP_SAMPLES: u64 = 4;
+
+/// A model's settings for the correction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PriorSettings {
+    /// Learn and apply the correction.
+    pub enabled: bool,
+    /// Share of single-read questions asked once more, rotated by one, to learn from.
+    pub sample_share: f64,
+}
+
+impl Default for PriorSettings {
+    fn default() -> Self {
+        PriorSettings {
+            enabled: false,
+            sample_share: DEFAULT_PRIOR_SAMPLE_SHARE,
+        }
+    }
+}
+
+/// What a single read of a shape gets taken out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Correction {
+    /// `strength · shrink`, in (0, 1].
+    pub weight: f64,
+    /// The prior by position (log space, sums to 0).
+    pub prior: Vec<f64>,
+}
+
+/// One shape's state, for `/metrics` and tests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapeReport {
+    /// The shape's label (`noul/2/accuracy`).
+    pub shape: String,
+    /// Questions learned from.
+    pub samples: u64,
+    /// The prior by position.
+    pub prior: Vec<f64>,
+    /// The fitted strength (0: declined).
+    pub strength: f64,
+    /// The weight single reads get now.
+    pub weight: f64,
+}
+
+/// One shape's estimate.
+#[derive(Debug, Clone)]
+struct ShapePrior {
+    stats: PositionStats,
+    fit: StrengthFit,
+    /// `stats.prior()`, solved once per sample rather than once per answer.
+    prior: Vec<f64>,
+}
+
+impl ShapePrior {
+    fn weight(&self) -> f64 {
+        self.fit.strength() * self.stats.shrink(&self.prior)
+    }
+}
+
+/// A model's priors: its settings and one estimate per shape seen. Shared by every request
+/// the model serves; a sample is a few `n×n` additions under the lock.
+#[derive(Debug, Default)]
+pub struct PriorBook {
+    settings: PriorSettings,
+    state: Mutex<BookState>,
+}
+
+#[derive(Debug, Default)]
+struct BookState {
+    shapes: BTreeMap<PriorShape, ShapePrior>,
+    /// The sampler's running share: a question is sampled each time it passes 1, so the
+    /// share is met exactly (no randomness for a test to wait on).
+    due: f64,
+}
+
+impl PriorBook {
+    /// An empty book with `settings`.
+    pub fn new(settings: PriorSettings) -> Self {
+        PriorBook {
+            settings,
+            state: Mutex::default(),
+        }
+    }
+
+    /// The model's settings.
+    pub fn settings(&self) -> PriorSettings {
+        self.settings
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, BookState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the next single-read request, whose questions have `shapes`, is asked once
+    /// more to learn from: always while one of them is warming up, else at the share.
+    pub fn take_sample(&self, shapes: &[PriorShape]) -> bool {
+        let mut state = self.state();
+        let warming = shapes.iter().any(|s| {
+            state
+                .shapes
+                .get(s)
+                .is_none_or(|e| e.stats.count < WARMUP_SAMPLES)
+        });
+        if warming {
+            return true;
+        }
+        state.due += self.settings.sample_share.clamp(0.0, 1.0);
+        let due = state.due >= 1.0;
+        if due {
+            state.due -= 1.0;
+        }
+        due
+    }
+
+    /// Learns from one question read in two or more orders: `(shift, log-probabilities by
+    /// position)` per order. The strength is scored on it first, with the prior that has
+    /// not seen it.
+    pub fn observe(&self, shape: PriorShape, orders: &[(usize, Vec<f64>)]) {
+        let n = shape.options;
+        let mut state = self.state();
+        let entry = state.shapes.entry(shape).or_insert_with(|| ShapePrior {
+            stats: PositionStats::new(n),
+            fit: StrengthFit::default(),
+            prior: vec![0.0; n],
+        });
+        let before = entry.stats.count;
+        entry.fit.score(orders, &entry.prior);
+        entry.stats.observe(orders);
+        if entry.stats.count > before {
+            entry.prior = entry.stats.prior();
+        }
+    }
+
+    /// What a single read of `shape` gets taken out, when anything.
+    pub fn correction(&self, shape: &PriorShape) -> Option<Correction> {
+        let state = self.state();
+        let entry = state.shapes.get(shape)?;
+        let weight = entry.weight();
+        (weight > 0.0).then(|| Correction {
+            weight,
+            prior: entry.prior.clone(),
+        })
+    }
+
+    /// Every shape's state, in shape order.
+    pub fn report(&self) -> Vec<ShapeReport> {
+        let state = self.state();
+        state
+            .shapes
+            .iter()
+            .map(|(shape, e)| ShapeReport {
+                shape: shape.to_string(),
+                samples: e.stats.count,
+                prior: e.prior.clone(),
+                strength: e.fit.strength(),
+                weight: e.weight(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> PriorShape {
+        PriorShape {
+            kind: "noul",
+            options: 2,
+            layout: "accuracy".into(),
+        }
+    }
+
+    #[test]
+    fn the_sampler_meets_its_share_exactly() {
+        let book = PriorBook::new(PriorSettings {
+            enabled: true,
+            sample_share: 0.25,
+        });
+        let warm: Vec<(usize, Vec<f64>)> = vec![(0, vec![0.0, 0.0]), (1, vec![0.0, 0.0])];
+        assert!(book.take_sample(&[shape()]), "a new shape warms up");
+        for _ in 0..WARMUP_SAMPLES {
+            book.observe(shape(), &warm);
+        }
+        let taken = (0..100).filter(|_| book.take_sample(&[shape()])).count();
+        assert_eq!(taken, 25);
+    }
+
+    #[test]
+    fn a_consistent_prior_is_learned_and_served_shrunk() {
+        let book = PriorBook::default();
+        assert_eq!(book.correction(&shape()), None, "nothing seen");
+        for q in 0..40 {
+            let x = if q % 2 == 0 { 1.0 } else { -1.0 };
+            book.observe(
+                shape(),
+                &[(0, vec![x + 1.5, -x - 1.5]), (1, vec![-x + 1.5, x - 1.5])],
+            );
+        }
+        let c = book.correction(&shape()).expect("a correction");
+        assert!((c.prior[0] - 1.5).abs() < 1e-9, "{c:?}");
+        assert!((c.weight - 1.0).abs() < 1e-6, "consistent reads: {c:?}");
+        let report = book.report();
+        assert_eq!(
+            (report[0].shape.as_str(), report[0].samples),
+            ("noul/2/accuracy", 40)
+        );
+    }
+
+    #[test]
+    fn without_a_position_preference_the_book_declines() {
+        let book = PriorBook::default();
+        for q in 0..40 {
+            let x = if q % 2 == 0 { 1.0 } else { -1.0 };
+            book.observe(shape(), &[(0, vec![x, -x]), (1, vec![-x, x])]);
+        }
+        assert_eq!(book.correction(&shape()), None);
+        assert_eq!(book.report()[0].strength, 0.0);
+    }
+}

@@ -1,0 +1,135 @@
+//! The position prior (`calibration::prior`), hermetic: a fake whose label log-probabilities
+//! are a known signal plus a planted position bias of known size ([`Planted`]). Per bias
+//! size and option count, side by side: the unbiased model's accuracy, one read raw, one
+//! read corrected (learning while serving, its samples included in the reads), every
+//! rotation. Run with `-- --nocapture` to print the table (docs/calibration/prior.md).
+
+use serde_json::{json, Value};
+
+use crate::support::fake_vllm::{FakeVllm, Planted};
+use crate::support::{self, Service};
+
+/// Requests per run: sequential, so the sampler and the fit are deterministic.
+const ANSWERS: usize = 200;
+const LABELS: [&str; 4] = ["alpha", "beta", "gamma", "delta"];
+
+/// A bias of `size` spread evenly over `n` positions, from `+size/2` to `−size/2`.
+fn bias(n: usize, size: f64) -> Vec<f64> {
+    (0..n)
+        .map(|p| size * (0.5 - p as f64 / (n - 1) as f64))
+        .collect()
+}
+
+fn plant(fake: &FakeVllm, n: usize, size: f64) {
+    fake.set_planted(Some(Planted {
+        bias: bias(n, size),
+        clarity: 1.5,
+        read_noise: 0.3,
+    }));
+}
+
+/// Question `i` of a run over `n` options: its true label and its body.
+fn question(i: usize, n: usize, extra: &Value) -> (&'static str, Value) {
+    let truth = LABELS[i % n];
+    let criteria: serde_json::Map<String, Value> = LABELS[..n]
+        .iter()
+        .map(|l| (l.to_string(), Value::Null))
+        .collect();
+    let mut body = json!({
+        "state": {"truth": truth, "seed": i},
+        "questions": {"q": {"type": "choice", "instructions": "Which one?", "criteria": criteria}}
+    });
+    for (k, v) in extra.as_object().expect("object") {
+        body[k] = v.clone();
+    }
+    (truth, body)
+}
+
+/// One run's result.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    accuracy: f64,
+    reads_per_answer: f64,
+    /// Answers that said the prior was taken out.
+    corrected: usize,
+}
+
+async fn run(service: &Service, fake: &FakeVllm, n: usize, extra: Value) -> Run {
+    let before = fake.chat_requests();
+    let (mut right, mut corrected) = (0, 0);
+    for i in 0..ANSWERS {
+        let (truth, body) = question(i, n, &extra);
+        let reply = support::ask(service, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let answer = &reply.body["answers"]["q"];
+        right += usize::from(answer["choice"] == truth);
+        corrected += usize::from(answer.get("prior_correction").is_some());
+    }
+    Run {
+        accuracy: right as f64 / ANSWERS as f64,
+        reads_per_answer: (fake.chat_requests() - before) as f64 / ANSWERS as f64,
+        corrected,
+    }
+}
+
+/// The standard error of an accuracy `p` over the run.
+fn standard_error(p: f64) -> f64 {
+    (p * (1.0 - p) / ANSWERS as f64).sqrt()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_corrected_read_recovers_the_unbiased_accuracy_and_declines_without_a_bias() {
+    let fake = FakeVllm::start().await;
+    let plain = support::start(support::config(&fake.base_url(), &[])).await;
+    eprintln!("| options | bias | unbiased | one read raw | one read corrected | reads/answer | corrected answers | every rotation (reads) |");
+    eprintln!("|---|---|---|---|---|---|---|---|");
+    let mut failed = Vec::new();
+    for size in [0.0, 1.5, 3.0] {
+        let learning = support::start(support::config(
+            &fake.base_url(),
+            &["--prior-correction", "true"],
+        ))
+        .await;
+        for n in [2usize, 4] {
+            plant(&fake, n, 0.0);
+            let unbiased = run(&plain, &fake, n, json!({})).await;
+            plant(&fake, n, size);
+            let raw = run(&plain, &fake, n, json!({})).await;
+            let every = run(&plain, &fake, n, json!({"permutations": n})).await;
+            let fixed = run(&learning, &fake, n, json!({})).await;
+            eprintln!(
+                "| {n} | {size} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {:.3} ({:.0}) |",
+                unbiased.accuracy,
+                raw.accuracy,
+                fixed.accuracy,
+                fixed.reads_per_answer,
+                fixed.corrected,
+                every.accuracy,
+                every.reads_per_answer
+            );
+            let row = format!(
+                "n={n} bias {size}: corrected {fixed:?}, unbiased {unbiased:?}, raw {raw:?}"
+            );
+            if fixed.reads_per_answer > 1.1 {
+                failed.push(format!("reads per answer over 1.1: {row}"));
+            }
+            if size > 0.0 && fixed.accuracy < 0.95 * unbiased.accuracy {
+                failed.push(format!("under 0.95x the unbiased accuracy: {row}"));
+            }
+            // Nothing to correct: the prior declines, and the answers are the raw ones.
+            let within = (fixed.accuracy - raw.accuracy).abs() <= standard_error(raw.accuracy);
+            if size == 0.0 && (fixed.corrected > 0 || !within) {
+                failed.push(format!("did not decline: {row}"));
+            }
+        }
+        let metrics = support::metrics(&learning).await;
+        for n in [2, 4] {
+            let samples = format!(
+                "systemone_prior_samples{{model=\"glm-5.3-flash\",shape=\"choice/{n}/accuracy\"}}"
+            );
+            assert!(metrics.contains(&samples), "{samples} not in {metrics}");
+        }
+        assert!(!metrics.contains("Which one"), "no caller text in metrics");
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
