@@ -24,6 +24,10 @@ pub const CALIBRATIONS: &[(&str, &str)] = &[
         "gemma-3-270m",
         include_str!("../calibration/gemma-3-270m.json"),
     ),
+    (
+        "gemma-3-270m.compact",
+        include_str!("../calibration/gemma-3-270m.compact.json"),
+    ),
 ];
 
 /// `calibration/profiles/*.json`: server-side calibration profiles.

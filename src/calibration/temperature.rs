@@ -235,6 +235,19 @@ mod tests {
     }
 
     #[test]
+    fn gemma_ships_a_compact_formula_of_its_own() {
+        let dir = std::env::temp_dir().join(format!("systemone-cal-gemma-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (compact, from) = Calibration::compact_for_model_in(&dir, "gemma-3-270m")
+            .expect("loads")
+            .expect("shipped");
+        assert_eq!(from.to_string(), "shipped gemma-3-270m.compact");
+        let (own, _) = Calibration::for_model_in(&dir, "gemma-3-270m").expect("shipped");
+        assert_ne!(compact, own, "fitted on compact's prompts, not a copy");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
     fn a_model_without_a_file_finds_its_own() {
         let dir = std::env::temp_dir().join(format!("systemone-cal-dir-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
