@@ -133,3 +133,79 @@ async fn one_corrected_read_recovers_the_unbiased_accuracy_and_declines_without_
     }
     assert!(failed.is_empty(), "{failed:#?}");
 }
+
+/// The per-request switch: where the model learns a prior, `false` keeps a request out of
+/// it (not corrected, not sampled: one read); where it does not, `true` is refused on both
+/// doors before any read, naming the field, the value and the model.
+#[tokio::test]
+async fn a_request_opts_out_of_the_prior_and_cannot_insist_where_none_is_learned() {
+    let fake = FakeVllm::start().await;
+    plant(&fake, 2, 3.0);
+    let learning = support::start(support::config(
+        &fake.base_url(),
+        &["--prior-correction", "true"],
+    ))
+    .await;
+    // Learn until an answer comes back corrected (the 2-option, bias-3 cell corrects 197
+    // of its first 200 answers).
+    let mut learned = false;
+    for i in 0..100 {
+        let (_, body) = question(i, 2, &json!({"prior_correction": true}));
+        let reply = support::ask(&learning, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        if reply.body["answers"]["q"].get("prior_correction").is_some() {
+            learned = true;
+            break;
+        }
+    }
+    assert!(learned, "no answer corrected within 100 requests");
+    let opted_out = json!({"prior_correction": false});
+    let samples = || support::metrics(&learning);
+    let before = samples().await;
+    for i in 100..120 {
+        let (_, body) = question(i, 2, &opted_out);
+        let reads = fake.chat_requests();
+        let reply = support::ask(&learning, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let answer = &reply.body["answers"]["q"];
+        assert!(answer.get("prior_correction").is_none(), "{answer}");
+        assert_eq!(fake.chat_requests() - reads, 1, "one read, no sample");
+    }
+    // Not learned from either (20 single reads at a 5% share would have taken one).
+    let line = |m: &str| {
+        m.lines()
+            .find(|l| l.starts_with("systemone_prior_samples{"))
+            .map(str::to_string)
+    };
+    assert_eq!(line(&before), line(&samples().await));
+
+    let plain = support::start(support::config(&fake.base_url(), &[])).await;
+    let (_, body) = question(0, 2, &json!({"prior_correction": true}));
+    let reads = fake.chat_requests();
+    let reply = support::ask(&plain, &body).await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    assert_eq!(
+        reply.header("x-systemone-error-code"),
+        Some("system_one_prior_correction_off")
+    );
+    for word in ["prior_correction true", "glm-5.3-flash"] {
+        assert!(reply.text.contains(word), "{word} not in {}", reply.text);
+    }
+    let decisions = json!({
+        "input": "a customer writes",
+        "questions": [{"type": "predicate", "instructions": "Is it a refund?"}],
+        "prior_correction": true
+    });
+    let reply = support::post(&plain.client, &plain.url("/v1/decisions"), &decisions).await;
+    assert_eq!(
+        reply.body["error"]["code"], "system_one_prior_correction_off",
+        "{}",
+        reply.text
+    );
+    assert_eq!(
+        reply.body["error"]["param"], "prior_correction",
+        "{}",
+        reply.text
+    );
+    assert_eq!(fake.chat_requests(), reads, "refused before any read");
+}
