@@ -209,3 +209,52 @@ async fn a_request_opts_out_of_the_prior_and_cannot_insist_where_none_is_learned
     );
     assert_eq!(fake.chat_requests(), reads, "refused before any read");
 }
+
+/// With `--state-dir`, the prior a service learned is in `prior.redb` once it has synced,
+/// and a service started again on the directory begins with it: the same samples, and its
+/// first answer corrected at one read (no warm-up sample).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prior_survives_a_restart_in_the_state_dir() {
+    use crate::support::prior::{learn_until_corrected, plant_two, planted, samples, synced};
+    use crate::support::replicas::{unique_prefix, Stoppable};
+    let fake = FakeVllm::start().await;
+    plant_two(&fake);
+    let dir = std::env::temp_dir().join(format!("systemone-prior-{}", unique_prefix()));
+    let dir_flag = dir.to_str().expect("utf-8");
+    let flags = [
+        "--prior-correction",
+        "true",
+        "--state-dir",
+        dir_flag,
+        "--prior-sync-ms",
+        "20",
+    ];
+    let config = support::config(&fake.base_url(), &flags);
+    let first = Stoppable::start(systemone::build_state(&config).expect("state")).await;
+    let next = learn_until_corrected(&first.service, 0).await;
+    synced(&first.service, "file").await;
+    let learned = samples(&first.service);
+    assert!(learned >= 4, "{learned}");
+    first.stop().await;
+    assert!(dir.join("prior.redb").exists());
+
+    let again = Stoppable::start(systemone::build_state(&config).expect("reopens")).await;
+    let service = &again.service;
+    support::until(
+        "the prior is loaded",
+        std::time::Duration::from_secs(30),
+        || samples(service) == learned,
+    )
+    .await;
+    let reads = fake.chat_requests();
+    let reply = support::ask(service, &planted(next, json!({}))).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(
+        reply.body["answers"]["q"].get("prior_correction").is_some(),
+        "{}",
+        reply.text
+    );
+    assert_eq!(fake.chat_requests() - reads, 1, "no warm-up sample");
+    again.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

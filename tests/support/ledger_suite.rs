@@ -815,33 +815,18 @@ pub async fn calibrate_from_the_ledger_fits_as_its_export(backend: Backend) {
 /// prior did not correct (a warm-up sample, a request that opted out). The fake plants a
 /// bias of 3 on two options, so the prior is learned within a few requests.
 pub async fn the_prior_correction_is_on_record(backend: Backend) {
+    use super::prior::{plant_two, planted};
     let db = LedgerDb::new(backend).await;
     let (fake, service) = service(&db, &["--prior-correction", "true"]).await;
-    fake.set_planted(Some(super::fake_vllm::Planted {
-        bias: vec![1.5, -1.5],
-        clarity: 1.5,
-        read_noise: 0.3,
-    }));
-    let body = |i: usize, extra: Value| {
-        let truth = ["alpha", "beta"][i % 2];
-        let mut body = json!({
-            "state": {"truth": truth, "seed": i},
-            "questions": {"q": {"type": "choice", "instructions": "Which one?",
-                                "criteria": {"alpha": null, "beta": null}}}
-        });
-        if let (Value::Object(b), Value::Object(e)) = (&mut body, extra) {
-            b.extend(e);
-        }
-        body
-    };
-    let first = super::ask(&service, &body(0, json!({}))).await;
+    plant_two(&fake);
+    let first = super::ask(&service, &planted(0, json!({}))).await;
     assert_eq!(first.status, 200, "{}", first.text);
     assert!(first.body["answers"]["q"].get("prior_correction").is_none());
     let recorded = record(&service, &request_id(&first)).await;
     assert_eq!(recorded.questions[0].prior_correction, None);
     let mut corrected = None;
     for i in 1..100 {
-        let reply = super::ask(&service, &body(i, json!({}))).await;
+        let reply = super::ask(&service, &planted(i, json!({}))).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
         if let Some(w) = reply.body["answers"]["q"]["prior_correction"].as_f64() {
             corrected = Some((request_id(&reply), w));
@@ -852,7 +837,7 @@ pub async fn the_prior_correction_is_on_record(backend: Backend) {
     assert!(weight > 0.0 && weight <= 1.0, "{weight}");
     let recorded = record(&service, &id).await;
     assert_eq!(recorded.questions[0].prior_correction, Some(weight));
-    let out = super::ask(&service, &body(100, json!({"prior_correction": false}))).await;
+    let out = super::ask(&service, &planted(100, json!({"prior_correction": false}))).await;
     assert_eq!(out.status, 200, "{}", out.text);
     let recorded = record(&service, &request_id(&out)).await;
     assert_eq!(recorded.questions[0].prior_correction, None, "opted out");

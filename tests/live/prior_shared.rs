@@ -1,0 +1,71 @@
+//! The position prior shared by replicas through a real `redis-server` (issue 41): one
+//! replica learns it, the other, which has read nothing, serves it after the next
+//! exchange (corrected at one read, no warm-up sample of its own), and the keys written
+//! hold the prefix, the model's name and the shape, nothing a caller sent.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::setup::redis::shared_url;
+use crate::support::fake_vllm::FakeVllm;
+use crate::support::prior::{learn_until_corrected, plant_two, planted, samples, synced};
+use crate::support::replicas::unique_prefix;
+use crate::support::{self, until};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_share_one_prior_through_redis() {
+    let url = shared_url();
+    let prefix = unique_prefix();
+    let fake = FakeVllm::start().await;
+    plant_two(&fake);
+    let flags = [
+        "--prior-correction",
+        "true",
+        "--redis-url",
+        url.as_str(),
+        "--redis-prefix",
+        prefix.as_str(),
+        "--prior-sync-ms",
+        "20",
+    ];
+    let one = support::start(support::config(&fake.base_url(), &flags)).await;
+    let other = support::start(support::config(&fake.base_url(), &flags)).await;
+    let next = learn_until_corrected(&one, 0).await;
+    synced(&one, "redis").await;
+    let learned = samples(&one);
+    assert!(learned >= 4, "{learned}");
+    until(
+        "the other replica has the prior",
+        Duration::from_secs(30),
+        || samples(&other) >= learned,
+    )
+    .await;
+    let reads = fake.chat_requests();
+    let reply = support::ask(&other, &planted(next, json!({}))).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let answer = &reply.body["answers"]["q"];
+    assert!(answer.get("prior_correction").is_some(), "{answer}");
+    assert_eq!(fake.chat_requests() - reads, 1, "no warm-up sample");
+
+    let client = redis::Client::open(url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis answers");
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:prior:*"))
+        .query_async(&mut conn)
+        .await
+        .expect("keys");
+    keys.sort();
+    let model = format!("{prefix}:prior:{{glm-5.3-flash}}");
+    assert_eq!(
+        keys,
+        [
+            format!("{model}:choice/2/accuracy"),
+            format!("{model}:shapes")
+        ],
+        "only the shape's sums and the index"
+    );
+}
