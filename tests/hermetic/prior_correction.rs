@@ -258,3 +258,63 @@ async fn the_prior_survives_a_restart_in_the_state_dir() {
     again.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `eval --compare-prior` on the planted bias: every line asked with the service's prior
+/// and again with `"prior_correction": false`, side by side. With the prior the answers
+/// are more accurate, some corrected, at the reads its samples cost (more than one per
+/// answer); without, none corrected and exactly one read per answer (no sample taken).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eval_compares_answers_with_and_without_the_prior() {
+    use crate::support::prior::{plant_two, planted, samples};
+    let fake = FakeVllm::start().await;
+    plant_two(&fake);
+    let service = support::start(support::config(
+        &fake.base_url(),
+        &["--prior-correction", "true"],
+    ))
+    .await;
+    let dir = std::env::temp_dir().join(format!(
+        "systemone-prior-eval-{}",
+        crate::support::replicas::unique_prefix()
+    ));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let mut text = String::new();
+    for i in 0..120 {
+        let mut line = planted(i, json!({}));
+        let truth = ["alpha", "beta"][i % 2];
+        line["gold"] = json!({ "q": truth });
+        text.push_str(&format!("{line}\n"));
+    }
+    let data = dir.join("planted.jsonl");
+    std::fs::write(&data, text).expect("data");
+    let url = service.url("");
+    let args = support::eval_args(&[
+        "--data",
+        data.to_str().expect("utf-8"),
+        "--url",
+        &url,
+        "--compare-prior",
+        "--concurrency",
+        "1",
+        "--progress",
+        "false",
+    ]);
+    let outcome = systemone::cli::eval::run(&args).await.expect("eval runs");
+    eprint!("{}", outcome.table);
+    let prior = &outcome.report["prior"];
+    let (with, without) = (&prior["with"], &prior["without"]);
+    let accuracy = |v: &Value| v["families"]["q"]["accuracy"].as_f64().expect("accuracy");
+    assert!(accuracy(with) > accuracy(without) + 0.05, "{prior}");
+    assert!(with["corrected_answers"].as_u64() > Some(50), "{prior}");
+    assert_eq!(without["corrected_answers"], 0, "{prior}");
+    let reads = |v: &Value| v["reads_per_answer"].as_f64().expect("reads");
+    assert!(reads(with) > 1.0 && reads(with) <= 1.1, "{prior}");
+    assert_eq!(reads(without), 1.0, "{prior}");
+    assert!(samples(&service) >= 4, "the prior was learned");
+    assert!(
+        outcome.table.contains("position prior, with / without"),
+        "{}",
+        outcome.table
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
