@@ -318,3 +318,40 @@ async fn eval_compares_answers_with_and_without_the_prior() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Redis that does not answer costs the prior nothing but sharing: the service learns and
+/// corrects from its own samples, counts each failed exchange, and keeps what it learned
+/// for the next one (the samples are not lost to the failed sends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_its_redis_the_prior_is_learned_and_kept_here() {
+    use crate::support::prior::{learn_until_corrected, plant_two, samples};
+    let fake = FakeVllm::start().await;
+    plant_two(&fake);
+    let flags = [
+        "--prior-correction",
+        "true",
+        "--redis-url",
+        "redis://127.0.0.1:1",
+        "--prior-sync-ms",
+        "20",
+    ];
+    let service = support::start(support::config(&fake.base_url(), &flags)).await;
+    learn_until_corrected(&service, 0).await;
+    let learned = samples(&service);
+    let failed = "systemone_prior_syncs_total{outcome=\"failed\",store=\"redis\"}";
+    let mut seen = String::new();
+    for _ in 0..3000 {
+        seen = support::metrics(&service).await;
+        if seen.contains(failed) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(seen.contains(failed), "{seen}");
+    assert!(!seen.contains("outcome=\"ok\",store=\"redis\""), "{seen}");
+    assert_eq!(
+        samples(&service),
+        learned,
+        "nothing lost to the failed exchanges"
+    );
+}
