@@ -103,6 +103,14 @@ impl Models {
         }
     }
 
+    /// Hands every learning model's new position-prior sums to the store now (`serve` at
+    /// shutdown); nothing without a store.
+    pub async fn sync_priors(&self) {
+        if let Some(sync) = &self.prior_sync {
+            sync.exchange_all(&self.list).await;
+        }
+    }
+
     /// Every model in configuration order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Model>> {
         self.list.iter()

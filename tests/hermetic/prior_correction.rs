@@ -355,3 +355,79 @@ async fn without_its_redis_the_prior_is_learned_and_kept_here() {
         "nothing lost to the failed exchanges"
     );
 }
+
+/// `serve` stopped by SIGTERM hands its books to the store before it exits: the real
+/// binary, exchanging once at start and then only every hour, learns, is stopped, and a
+/// service started on its `--state-dir` begins with every sample it learned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_keeps_what_was_learned_since_the_last_exchange() {
+    use crate::support::prior::{plant_two, planted, samples};
+    use crate::support::replicas::{unique_prefix, Stoppable};
+    let fake = FakeVllm::start().await;
+    plant_two(&fake);
+    let dir = std::env::temp_dir().join(format!("systemone-prior-{}", unique_prefix()));
+    let dir_flag = dir.to_str().expect("utf-8").to_string();
+    let backend = fake.base_url();
+    let mut flags = vec!["--prior-correction", "true", "--state-dir", &dir_flag];
+    flags.extend(["--prior-sync-ms", "3600000", "--backend", "vllm"]);
+    flags.extend(["--backend-url", &backend, "--token-table", "golden-fake"]);
+    flags.extend(["--model", "glm-5.3-flash"]);
+    let args: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+    let (mut child, addr) = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        support::spawn_serve(&args)
+    })
+    .await
+    .expect("spawned");
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/v1/systemone");
+    let mut corrected = false;
+    for i in 0..100 {
+        let reply = support::post(&client, &url, &planted(i, json!({}))).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        if reply.body["answers"]["q"].get("prior_correction").is_some() {
+            corrected = true;
+            break;
+        }
+    }
+    assert!(corrected, "no answer corrected within 100 requests");
+    let metrics = client
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let line = "systemone_prior_samples{model=\"glm-5.3-flash\",shape=\"choice/2/accuracy\"} ";
+    let learned: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the samples gauge");
+    let pid = child.id().to_string();
+    let status = tokio::task::spawn_blocking(move || {
+        let term = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(term.success());
+        child.wait().expect("the binary ends")
+    })
+    .await
+    .expect("waited");
+    assert!(status.success(), "{status}");
+
+    let flags = ["--prior-correction", "true", "--state-dir", &dir_flag];
+    let config = support::config(&fake.base_url(), &flags);
+    let again = Stoppable::start(systemone::build_state(&config).expect("state")).await;
+    let service = &again.service;
+    support::until(
+        "the prior is loaded",
+        std::time::Duration::from_secs(30),
+        || samples(service) == learned,
+    )
+    .await;
+    again.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,6 +11,9 @@ use crate::models::Model;
 /// Longest one exchange may take (a store slower than this is skipped for the interval).
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Attempts of the last exchange at shutdown.
+const FINAL_TRIES: usize = 5;
+
 /// The store, the interval, and whether the task runs.
 #[derive(Debug)]
 pub struct PriorSync {
@@ -53,9 +56,23 @@ impl PriorSync {
         }
     }
 
+    /// Exchanges every learning model's book now, each retried a few times (the interval's
+    /// own exchange may hold the file a moment): what `serve` does at shutdown, so a
+    /// graceful restart loses none of what was learned since the last interval.
+    pub async fn exchange_all(&self, models: &[Arc<Model>]) {
+        for model in models.iter().filter(|m| m.prior.settings().enabled) {
+            for _ in 0..FINAL_TRIES {
+                if self.exchange(model).await {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
     /// One exchange of `model`'s book: its new sums out, the merged sums in; on a
-    /// failure the new sums wait for the next one.
-    async fn exchange(&self, model: &Model) {
+    /// failure the new sums wait for the next one. Whether it went through.
+    async fn exchange(&self, model: &Model) -> bool {
         let book = &model.prior;
         let taken = book.take_pending();
         let outcome = match self
@@ -80,6 +97,7 @@ impl PriorSync {
             }
         };
         self.metrics.prior_synced(self.store.kind(), outcome);
+        outcome == "ok"
     }
 }
 
