@@ -86,6 +86,8 @@ codes! {
     UnknownCalibration => (StatusCode::UNPROCESSABLE_ENTITY, NotConfigured, "system_one_unknown_calibration"),
     BadLayout => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_layout"),
     BadPermutations => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_permutations"),
+    BadPriorCorrection => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_prior_correction"),
+    PriorCorrectionOff => (StatusCode::UNPROCESSABLE_ENTITY, NotConfigured, "system_one_prior_correction_off"),
     BadHistory => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_bad_history"),
     ImagesUnsupported => (StatusCode::UNPROCESSABLE_ENTITY, NotConfigured, "system_one_images_unsupported"),
     InvalidImage => (StatusCode::UNPROCESSABLE_ENTITY, Invalid, "system_one_invalid_image"),

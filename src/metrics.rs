@@ -107,6 +107,8 @@ pub struct Metrics {
     prior: GaugeVec,
     /// The weight single reads get (0: declined or not learned yet), per model and shape.
     prior_weight: GaugeVec,
+    /// Exchanges of the position priors with their store, by store and outcome.
+    prior_syncs: IntCounterVec,
 }
 
 /// The `status` label of `request_duration_seconds` by `status / 100`.
@@ -194,6 +196,7 @@ impl Metrics {
                 Opts::new(PRIOR_WEIGHT.name, PRIOR_WEIGHT.help),
                 PRIOR_WEIGHT.labels,
             )),
+            prior_syncs: r.counters(&PRIOR_SYNCS),
             requests_shed: r.register(prometheus::IntCounter::new(
                 "requests_shed_total",
                 "Requests refused over the concurrent-request cap",
@@ -424,6 +427,11 @@ impl Metrics {
         }
     }
 
+    /// Counts one exchange of a model's position prior with `store` (`file`, `redis`).
+    pub fn prior_synced(&self, store: &str, outcome: &str) {
+        self.prior_syncs.with_label_values(&[store, outcome]).inc();
+    }
+
     /// The text exposition, with the state-mirroring gauges set first from `models` and
     /// the slots in use.
     pub fn render<'a>(
@@ -628,6 +636,13 @@ const PRIOR_WEIGHT: Family = Family {
     name: "prior_weight",
     help: "Weight of the position prior taken out of single reads (fitted strength times shrink; 0: declined or not learned)",
     labels: &["model", "shape"],
+};
+
+/// `prior_syncs_total`.
+const PRIOR_SYNCS: Family = Family {
+    name: "prior_syncs_total",
+    help: "Exchanges of a model's position prior with its store (state-dir file or Redis), by store and outcome (ok, failed)",
+    labels: &["store", "outcome"],
 };
 
 /// `limit_store_errors_total`.

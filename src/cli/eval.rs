@@ -13,6 +13,12 @@
 //!
 //! `--raw-out` writes one `{"question_group", "probabilities", "label", "type", "labels"}`
 //! line per scored answer: the input of `systemone calibrate`.
+//!
+//! `--compare-prior` sends every line a second time with `"prior_correction": false` (which
+//! neither corrects nor teaches the model's position prior) and reports both runs side by
+//! side: accuracy and ECE per family with and without the correction, the answers it
+//! corrected, and the upstream reads per answer of each run (from the service's
+//! `/metrics`, the prior's own samples included).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,6 +78,11 @@ pub struct EvalArgs {
     /// more callers only queue at the backend (and may time out there).
     #[arg(long, default_value_t = 2)]
     pub concurrency: usize,
+    /// Also send every line with `"prior_correction": false` and report accuracy, ECE and
+    /// reads per answer with and without the position prior side by side (the report's
+    /// `prior`; docs/calibration/prior.md).
+    #[arg(long, conflicts_with_all = ["profile", "from_ledger"])]
+    pub compare_prior: bool,
     /// Seed of the excess-ECE draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -89,6 +100,8 @@ struct Scored {
     family: String,
     answer: Joined,
     option_mass: Option<f64>,
+    /// The answer said the position prior was taken out (`prior_correction`).
+    corrected: bool,
 }
 
 /// Splits a labelled line into the request body and its gold map. The body asks for raw
@@ -421,6 +434,33 @@ impl Target {
         }
     }
 
+    /// The upstream reads the service made so far (its `/metrics`), when it says.
+    async fn upstream_reads(&self) -> Option<f64> {
+        let text = match self {
+            Target::Http {
+                client,
+                endpoint,
+                key,
+            } => {
+                let base = endpoint.trim_end_matches("/v1/systemone");
+                let mut req = client.get(format!("{base}/metrics"));
+                if let Some(key) = key {
+                    req = req.bearer_auth(key.expose());
+                }
+                req.send().await.ok()?.text().await.ok()?
+            }
+            Target::InProcess(router) => {
+                let req = axum::http::Request::get("/metrics")
+                    .body(Body::empty())
+                    .ok()?;
+                let resp = router.clone().oneshot(req).await.ok()?;
+                let bytes = resp.into_body().collect().await.ok()?.to_bytes();
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+        };
+        super::reads::upstream_reads(&text)
+    }
+
     /// Sends one body; a non-2xx status is an error carrying the body.
     async fn send(&self, body: String) -> Result<Value, String> {
         let (status, text) = match self {
@@ -507,9 +547,18 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
     let lines = read_lines(args)?;
     let total = lines.len();
     let target = Target::new(args)?;
+    let opted_out = args.compare_prior.then(|| opted_out(&lines));
+    let reads_before = match args.compare_prior {
+        true => target.upstream_reads().await,
+        false => None,
+    };
     let started = Instant::now();
     let (mut scored, failures) = score_all(&target, lines, args).await;
     let seconds = started.elapsed().as_secs_f64();
+    let reads = match args.compare_prior {
+        true => reads_since(&target, reads_before).await,
+        false => None,
+    };
     if scored.is_empty() {
         return Err(format!(
             "no answer could be scored; first failure: {}",
@@ -524,6 +573,17 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
     let summary = summarise(&scored, args)?;
     let mut table = summary.table.clone();
     let questions = scored.len();
+    let prior = match opted_out {
+        Some(lines) => {
+            let with = Pass {
+                scored: &scored,
+                families: &summary.families,
+                reads,
+            };
+            Some(compare_prior(&target, lines, args, with).await?)
+        }
+        None => None,
+    };
     table.push_str(&format!(
         "{questions} answers from {total} lines in {seconds:.2}s ({:.2} questions/s), {} failures\n",
         questions as f64 / seconds.max(1e-9),
@@ -531,7 +591,7 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
     ));
     table.push_str(&failure_lines(&failures));
     let calibration = args.profile.as_deref();
-    let report = json!({
+    let mut report = json!({
         "data": data_name(args),
         "url": target.describe(args),
         "temperature": if calibration.is_some() { Value::Null } else { json!(1) },
@@ -544,8 +604,112 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
         "seed": args.seed,
         "families": summary.families,
     });
+    if let Some((value, lines)) = prior {
+        report["prior"] = value;
+        table.push_str(&lines);
+    }
     write_outputs(args, &report, &summary)?;
     Ok(Outcome { report, table })
+}
+
+/// The lines again, each asking `"prior_correction": false`.
+fn opted_out(lines: &[Line]) -> Vec<Line> {
+    lines
+        .iter()
+        .map(|(n, (body, gold))| {
+            let mut body = body.clone();
+            body["prior_correction"] = json!(false);
+            (*n, (body, gold.clone()))
+        })
+        .collect()
+}
+
+/// The reads the service made since `before`, when its `/metrics` said both times.
+async fn reads_since(target: &Target, before: Option<f64>) -> Option<f64> {
+    Some(target.upstream_reads().await? - before?)
+}
+
+/// One run of the lines, for the comparison.
+struct Pass<'a> {
+    scored: &'a [(usize, Scored)],
+    families: &'a Map<String, Value>,
+    reads: Option<f64>,
+}
+
+impl Pass<'_> {
+    fn report(&self) -> Value {
+        let answers = self.scored.len().max(1) as f64;
+        json!({
+            "answers": self.scored.len(),
+            "corrected_answers": self.scored.iter().filter(|(_, s)| s.corrected).count(),
+            "reads": self.reads,
+            "reads_per_answer": self.reads.map(|r| r / answers),
+            "families": self.families,
+        })
+    }
+}
+
+/// `--compare-prior`: the lines again without the position prior, and both runs side by
+/// side (the report's `prior`, and the table's lines).
+async fn compare_prior(
+    target: &Target,
+    lines: Vec<Line>,
+    args: &EvalArgs,
+    with: Pass<'_>,
+) -> Result<(Value, String), String> {
+    let before = target.upstream_reads().await;
+    let (mut scored, failures) = score_all(target, lines, args).await;
+    let reads = reads_since(target, before).await;
+    scored.sort_by_key(|(n, _)| *n);
+    let summary = summarise(&scored, args)?;
+    let without = Pass {
+        scored: &scored,
+        families: &summary.families,
+        reads,
+    };
+    let (with, without) = (with.report(), without.report());
+    let table = prior_table(&with, &without, failures.len());
+    let report = json!({"with": with, "without": without, "without_failures": failures});
+    Ok((report, table))
+}
+
+/// The side-by-side lines: per family accuracy and both ECEs with / without, then the
+/// answers corrected and the reads per answer of each run.
+fn prior_table(with: &Value, without: &Value, failures: usize) -> String {
+    let mut out = format!(
+        "position prior, with / without (\"prior_correction\": false):\n{:<20} {:>13} {:>15} {:>15}\n",
+        "family", "acc", "ECE15", "ECE10w"
+    );
+    let pair = |f: &str, key: &str| {
+        let get = |v: &Value| v["families"][f][key].as_f64().unwrap_or(f64::NAN);
+        format!("{:.3} / {:.3}", get(with), get(without))
+    };
+    for family in with["families"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.keys())
+    {
+        out.push_str(&format!(
+            "{:<20} {:>13} {:>15} {:>15}\n",
+            family,
+            pair(family, "accuracy"),
+            pair(family, "ece_equal_size_15"),
+            pair(family, "ece_equal_width_10")
+        ));
+    }
+    let reads = |v: &Value| {
+        v["reads_per_answer"]
+            .as_f64()
+            .map_or("-".into(), |r| format!("{r:.3}"))
+    };
+    out.push_str(&format!(
+        "{} of {} answers corrected; reads per answer {} / {}; {failures} failures without\n",
+        with["corrected_answers"],
+        with["answers"],
+        reads(with),
+        reads(without)
+    ));
+    out
 }
 
 /// The first few failures, so a run that lost lines says why without opening the report.
@@ -612,6 +776,7 @@ async fn run_ledger(args: &EvalArgs, target: &LedgerTarget) -> Result<Outcome, S
                 family,
                 answer: joined,
                 option_mass: None,
+                corrected: false,
             },
         ));
     }
@@ -688,6 +853,7 @@ async fn score_all(
                         family: id.clone(),
                         answer: joined,
                         option_mass: answer["option_mass"].as_f64(),
+                        corrected: answer.get("prior_correction").is_some(),
                     },
                 )),
                 Err(e) => failures.push(format!("line {n} question {id}: {e}")),

@@ -98,6 +98,7 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
     let mut edge = crate::Edge::new(&state);
     // Each model's pool may keep up to --max-in-flight connections.
     edge.fit_to_fd_limit(config.upstream.max_in_flight * state.models.iter().count().max(1));
+    let models = state.models.clone();
     crate::serve(
         listener,
         crate::app(state),
@@ -106,6 +107,8 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
         config.gateway.shutdown_grace(),
     )
     .await?;
+    // What the position priors learned since their last exchange, before the process ends.
+    models.sync_priors().await;
     Ok(())
 }
 

@@ -60,6 +60,14 @@ pub struct ServeConfig {
     #[arg(long, env = "SYSTEMONE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(0..=1024))]
     pub worker_threads: Option<u16>,
 
+    /// Milliseconds between exchanges of the models' position priors with their store:
+    /// `prior.redb` under `--state-dir`, or the `--redis-url` Redis shared by replicas
+    /// (docs/calibration/prior.md). Each adds what this process learned since the last and
+    /// reads every replica's sums back; samples come a few a minute, so 5 s keeps replicas
+    /// within a few samples of each other at a handful of Redis calls per model and shape.
+    #[arg(long, env = "SYSTEMONE_PRIOR_SYNC_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub prior_sync_ms: u64,
+
     #[command(flatten)]
     pub limits: Limits,
 

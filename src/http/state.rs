@@ -7,6 +7,7 @@ use crate::config::{ConfigError, EdgeSettings, Limits, ServeConfig, UpstreamSett
 use crate::engine::Pipeline;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
+use crate::models::prior_sync::{PriorStore, PriorSync};
 use crate::models::Models;
 use crate::quota::Quotas;
 
@@ -88,6 +89,7 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
     check_names(&keys, settings.admin_key.as_deref(), &models)?;
     let open = keys.is_open();
     let quotas = Quotas::from_settings(settings, config.redis_url()?.as_ref(), metrics.clone())?;
+    let models = models.with_prior_sync(prior_sync(config, &metrics)?);
     Ok(AppState {
         models: Arc::new(models),
         pipeline: Arc::new(Pipeline::new(&config.upstream).with_metrics(metrics.clone())),
@@ -107,6 +109,22 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         )),
         ledger: Ledger::off(),
     })
+}
+
+/// Where the position priors are kept beyond the process: the shared Redis when there is
+/// one, else the state directory's file, else nowhere (memory).
+fn prior_sync(
+    config: &ServeConfig,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<PriorSync>, ConfigError> {
+    let settings = &config.limit_store;
+    let store = match (config.redis_url()?, &settings.state_dir) {
+        (Some(url), _) => PriorStore::shared(&url, &settings.redis_prefix)?,
+        (None, Some(dir)) => PriorStore::file(dir),
+        (None, None) => return Ok(None),
+    };
+    let interval = std::time::Duration::from_millis(config.prior_sync_ms);
+    Ok(Some(PriorSync::new(store, interval, metrics.clone())))
 }
 
 /// `--admin-key` must name a key, and every model a `[[tier]]` lists must be served (by

@@ -131,6 +131,7 @@ fn question(key: &LedgerKey, q: &LoweredQuestion, d: &Decoded, model: &str) -> Q
         // An escalated answer names the escalation model that gave it.
         model: d.model.as_deref().unwrap_or(model).to_owned(),
         profile: d.profile.as_ref().map(|p| p.name.to_string()),
+        prior_correction: d.prior,
     }
 }
 

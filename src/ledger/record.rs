@@ -82,4 +82,9 @@ pub struct QuestionRecord {
     /// The calibration profile that covered the answer (operator-configured name), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The weight of the model's position prior taken out of the answer's reads, when one
+    /// was (`calibration::prior`; the answer's `prior_correction` key). `None`: uncorrected
+    /// (no prior learned, declined, opted out, several orders asked, or a profile covered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior_correction: Option<f64>,
 }

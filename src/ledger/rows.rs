@@ -5,7 +5,10 @@
 //! The record keeps the calibrated probabilities and the temperature applied; tempering is
 //! `softmax(ln p / T)`, so `softmax(ln p_calibrated · T)` gives the raw ones back (to
 //! rounding). An answer a calibration profile covered is left out: its per-option bias
-//! cannot be undone from the record. `eval --from-ledger` takes the probabilities as they
+//! cannot be undone from the record; so is one the position prior corrected (its
+//! `prior_correction` weight is recorded, the prior by position is not, and a profile is
+//! applied to uncorrected reads, so fitting one on corrected rows would fit the wrong
+//! thing). `eval --from-ledger` takes the probabilities as they
 //! were answered instead (profiles included): it scores what callers got.
 
 use std::collections::HashMap;
@@ -84,7 +87,8 @@ fn rows_of<'a>(
     d.questions.iter().filter_map(move |q| {
         let label = *current.get(&(d.request_id.clone(), q.name.clone()))?;
         let raw = probabilities == Probabilities::Raw;
-        if (raw && q.profile.is_some()) || q.options < 2 {
+        let adjusted = q.profile.is_some() || q.prior_correction.is_some();
+        if (raw && adjusted) || q.options < 2 {
             return None;
         }
         Some(LabelledRow {

@@ -505,6 +505,7 @@ mod tests {
             option_mass: None,
             model: model.into(),
             profile: None,
+            prior_correction: None,
         }
     }
 

@@ -8,7 +8,8 @@
 //! configuration in `build.rs` (the one place that knows every dialect), its graph of
 //! fallbacks and escalations checked in `checks.rs`; [`Routes`] resolves which model serves
 //! a request while circuits are open (`routes.rs`); a model with several replicas reads
-//! through a [`fleet::Fleet`] (`fleet/`).
+//! through a [`fleet::Fleet`] (`fleet/`); [`prior_sync`] keeps the models' position priors
+//! in a file or a shared Redis.
 
 mod build;
 mod checks;
@@ -16,6 +17,7 @@ pub mod circuit;
 pub mod escalation;
 pub mod fleet;
 mod model;
+pub mod prior_sync;
 mod registry;
 mod routes;
 mod serving;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::checks::{check_escalations, check_fallbacks};
 use super::model::Model;
+use super::prior_sync::PriorSync;
 use super::upkeep;
 use crate::calibration::profile::Profiles;
 use crate::config::ConfigError;
@@ -24,6 +25,8 @@ pub struct Models {
     default: usize,
     /// Calibration profiles requests may name.
     profiles: Profiles,
+    /// Where the models' position priors outlive the process, if anywhere.
+    prior_sync: Option<Arc<PriorSync>>,
 }
 
 impl Models {
@@ -53,12 +56,21 @@ impl Models {
             by_name,
             default,
             profiles: Profiles::default(),
+            prior_sync: None,
         })
     }
 
     /// The registry with these calibration profiles.
     pub fn with_profiles(self, profiles: Profiles) -> Self {
         Models { profiles, ..self }
+    }
+
+    /// The same registry, its position priors kept by `sync` (started with the upkeep).
+    pub fn with_prior_sync(self, sync: Option<PriorSync>) -> Self {
+        Models {
+            prior_sync: sync.map(Arc::new),
+            ..self
+        }
     }
 
     /// The calibration profiles requests may name.
@@ -85,6 +97,17 @@ impl Models {
     pub fn start_upkeep(&self, in_flight: &crate::in_flight::InFlight) {
         for model in &self.list {
             upkeep::start(model, in_flight);
+        }
+        if let Some(sync) = &self.prior_sync {
+            sync.start(&self.list);
+        }
+    }
+
+    /// Hands every learning model's new position-prior sums to the store now (`serve` at
+    /// shutdown); nothing without a store.
+    pub async fn sync_priors(&self) {
+        if let Some(sync) = &self.prior_sync {
+            sync.exchange_all(&self.list).await;
         }
     }
 

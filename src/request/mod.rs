@@ -50,8 +50,7 @@ pub struct ValidRequest {
     calibration: Option<Arc<Profile>>,
     layout: Layout,
     permutations: usize,
-    /// A per-request switch for the prior (`None`: the model's setting); validation does
-    /// not read one from the body yet.
+    /// The request's `prior_correction` switch (`None`: the model's setting).
     prior_correction: Option<bool>,
     history: History,
     images: Vec<Arc<str>>,

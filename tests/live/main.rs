@@ -40,6 +40,7 @@ mod native_upstream;
 mod openai_llama;
 mod openapi;
 mod playground_browser;
+mod prior_shared;
 mod profiles;
 mod sdk_token;
 mod token_check;

@@ -809,3 +809,36 @@ pub async fn calibrate_from_the_ledger_fits_as_its_export(backend: Backend) {
     }
     assert_eq!(file_fit["groups"].as_array().map(Vec::len), Some(2));
 }
+
+/// With the position prior on, each answer's record carries the weight of the prior taken
+/// out of it, to the bit the answer said (`prior_correction`), and none for an answer the
+/// prior did not correct (a warm-up sample, a request that opted out). The fake plants a
+/// bias of 3 on two options, so the prior is learned within a few requests.
+pub async fn the_prior_correction_is_on_record(backend: Backend) {
+    use super::prior::{plant_two, planted};
+    let db = LedgerDb::new(backend).await;
+    let (fake, service) = service(&db, &["--prior-correction", "true"]).await;
+    plant_two(&fake);
+    let first = super::ask(&service, &planted(0, json!({}))).await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert!(first.body["answers"]["q"].get("prior_correction").is_none());
+    let recorded = record(&service, &request_id(&first)).await;
+    assert_eq!(recorded.questions[0].prior_correction, None);
+    let mut corrected = None;
+    for i in 1..100 {
+        let reply = super::ask(&service, &planted(i, json!({}))).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        if let Some(w) = reply.body["answers"]["q"]["prior_correction"].as_f64() {
+            corrected = Some((request_id(&reply), w));
+            break;
+        }
+    }
+    let (id, weight) = corrected.expect("an answer corrected within 100 requests");
+    assert!(weight > 0.0 && weight <= 1.0, "{weight}");
+    let recorded = record(&service, &id).await;
+    assert_eq!(recorded.questions[0].prior_correction, Some(weight));
+    let out = super::ask(&service, &planted(100, json!({"prior_correction": false}))).await;
+    assert_eq!(out.status, 200, "{}", out.text);
+    let recorded = record(&service, &request_id(&out)).await;
+    assert_eq!(recorded.questions[0].prior_correction, None, "opted out");
+}

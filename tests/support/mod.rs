@@ -5,7 +5,7 @@
 //! and what is read from answers), `ledger` and `ledger_suite` (the ledger's scenarios, run
 //! on SQLite by the hermetic tier and on PostgreSQL by the live one), `limits` and
 //! `replicas` (shared limits and replicas of the service), `log` (one capturing
-//! subscriber), `profiles`, `fake_jwks` (an identity provider's JWKS and the keys that sign
+//! subscriber), `prior` (the position prior's planted bias and its store), `profiles`, `fake_jwks` (an identity provider's JWKS and the keys that sign
 //! its tokens). What only one tier needs is in its own `setup/`.
 
 // The fake vLLM and the fakes' harness (`fake_server`) are declared by each tier's main.rs:
@@ -23,6 +23,7 @@ pub mod ledger;
 pub mod ledger_suite;
 pub mod limits;
 pub mod log;
+pub mod prior;
 pub mod profiles;
 pub mod replicas;
 

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use super::shape::PriorShape;
 use super::stats::PositionStats;
 use super::strength::StrengthFit;
+use super::sums::ShapeSums;
 use crate::config::DEFAULT_PRIOR_SAMPLE_SHARE;
 
 /// Samples a shape takes from every single-read request before the share applies.
@@ -56,15 +57,25 @@ pub struct ShapeReport {
 /// One shape's estimate.
 #[derive(Debug, Clone)]
 struct ShapePrior {
-    stats: PositionStats,
-    fit: StrengthFit,
-    /// `stats.prior()`, solved once per sample rather than once per answer.
+    /// Everything known: the store's sums (when one is configured) plus `pending`.
+    sums: ShapeSums,
+    /// What this process added since it last handed its sums to the store.
+    pending: ShapeSums,
+    /// `sums.stats.prior()`, solved once per change rather than once per answer.
     prior: Vec<f64>,
 }
 
 impl ShapePrior {
+    fn new(n: usize) -> Self {
+        ShapePrior {
+            sums: ShapeSums::new(n),
+            pending: ShapeSums::new(n),
+            prior: vec![0.0; n],
+        }
+    }
+
     fn weight(&self) -> f64 {
-        self.fit.strength() * self.stats.shrink(&self.prior)
+        self.sums.fit.strength() * self.sums.stats.shrink(&self.prior)
     }
 }
 
@@ -110,7 +121,7 @@ impl PriorBook {
             state
                 .shapes
                 .get(s)
-                .is_none_or(|e| e.stats.count < WARMUP_SAMPLES)
+                .is_none_or(|e| e.sums.stats.count < WARMUP_SAMPLES)
         });
         if warming {
             return true;
@@ -129,16 +140,69 @@ impl PriorBook {
     pub fn observe(&self, shape: PriorShape, orders: &[(usize, Vec<f64>)]) {
         let n = shape.options;
         let mut state = self.state();
-        let entry = state.shapes.entry(shape).or_insert_with(|| ShapePrior {
+        let entry = state
+            .shapes
+            .entry(shape)
+            .or_insert_with(|| ShapePrior::new(n));
+        let mut one = ShapeSums {
             stats: PositionStats::new(n),
             fit: StrengthFit::default(),
-            prior: vec![0.0; n],
-        });
-        let before = entry.stats.count;
-        entry.fit.score(orders, &entry.prior);
-        entry.stats.observe(orders);
-        if entry.stats.count > before {
-            entry.prior = entry.stats.prior();
+        };
+        one.fit.score(orders, &entry.prior);
+        one.stats.observe(orders);
+        entry.sums.merge(&one);
+        entry.pending.merge(&one);
+        if one.stats.count > 0 {
+            entry.prior = entry.sums.stats.prior();
+        }
+    }
+
+    /// Takes what this process learned since the last call, per shape, for a store to add
+    /// to its sums (shapes with nothing new are left out).
+    pub fn take_pending(&self) -> Vec<(PriorShape, ShapeSums)> {
+        let mut state = self.state();
+        state
+            .shapes
+            .iter_mut()
+            .filter(|(_, e)| !e.pending.is_empty())
+            .map(|(shape, e)| {
+                let n = shape.options;
+                (
+                    shape.clone(),
+                    std::mem::replace(&mut e.pending, ShapeSums::new(n)),
+                )
+            })
+            .collect()
+    }
+
+    /// Gives back what [`PriorBook::take_pending`] took, when the store could not take it.
+    pub fn restore_pending(&self, taken: &[(PriorShape, ShapeSums)]) {
+        let mut state = self.state();
+        for (shape, sums) in taken {
+            if let Some(e) = state.shapes.get_mut(shape) {
+                e.pending.merge(sums);
+            }
+        }
+    }
+
+    /// Installs the store's sums (every replica's, this one's taken pending included):
+    /// each shape's estimate becomes them plus what was learned here since they were
+    /// taken. A shape the store does not name keeps its own; sums of the wrong option
+    /// count are ignored.
+    pub fn install(&self, totals: Vec<(PriorShape, ShapeSums)>) {
+        let mut state = self.state();
+        for (shape, mut sums) in totals {
+            if sums.options() != shape.options {
+                continue;
+            }
+            let n = shape.options;
+            let entry = state
+                .shapes
+                .entry(shape)
+                .or_insert_with(|| ShapePrior::new(n));
+            sums.merge(&entry.pending);
+            entry.prior = sums.stats.prior();
+            entry.sums = sums;
         }
     }
 
@@ -161,9 +225,9 @@ impl PriorBook {
             .iter()
             .map(|(shape, e)| ShapeReport {
                 shape: shape.to_string(),
-                samples: e.stats.count,
+                samples: e.sums.stats.count,
                 prior: e.prior.clone(),
-                strength: e.fit.strength(),
+                strength: e.sums.fit.strength(),
                 weight: e.weight(),
             })
             .collect()
@@ -216,6 +280,34 @@ mod tests {
             (report[0].shape.as_str(), report[0].samples),
             ("noul/2/accuracy", 40)
         );
+    }
+
+    #[test]
+    fn a_book_hands_its_new_sums_over_once_and_installs_the_merged_ones() {
+        let one = PriorBook::default();
+        let other = PriorBook::default();
+        let reads = |x: f64| [(0, vec![x + 1.5, -x - 1.5]), (1, vec![-x + 1.5, x - 1.5])];
+        for q in 0..20 {
+            let x = if q % 2 == 0 { 1.0 } else { -1.0 };
+            one.observe(shape(), &reads(x));
+            other.observe(shape(), &reads(-x));
+        }
+        let mine = one.take_pending();
+        assert_eq!(mine[0].1.stats.count, 20);
+        assert!(one.take_pending().is_empty(), "taken once");
+        one.restore_pending(&mine);
+        assert_eq!(one.take_pending(), mine, "given back when the store failed");
+        let mut store = mine[0].1.clone();
+        store.merge(&other.take_pending()[0].1);
+        one.observe(shape(), &reads(1.0));
+        one.install(vec![(shape(), store)]);
+        assert_eq!(
+            one.report()[0].samples,
+            41,
+            "both replicas and the one since"
+        );
+        assert_eq!(one.take_pending()[0].1.stats.count, 1);
+        assert!(one.correction(&shape()).is_some());
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! * [`shape`]: the key (type, option count, layout; never the caller's text);
 //! * [`stats`]: the estimator's sufficient statistics (least squares on order differences);
 //! * [`strength`]: how much of it to take out, fitted on held-out samples (0: declined);
-//! * [`apply`]: the correction of one read.
+//! * [`apply`]: the correction of one read;
+//! * [`sums`]: a shape's sums as a store keeps them (they merge by adding).
 //!
 //! The weight served is `strength · shrink`: the fitted strength times how far the estimate
 //! stands above its own sampling noise ([`stats::PositionStats::shrink`]), so a new or
@@ -22,7 +23,9 @@ mod book;
 pub mod shape;
 pub mod stats;
 pub mod strength;
+pub mod sums;
 
 pub use apply::correct;
 pub use book::{Correction, PriorBook, PriorSettings, ShapeReport, WARMUP_SAMPLES};
 pub use shape::PriorShape;
+pub use sums::ShapeSums;

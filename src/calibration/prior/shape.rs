@@ -25,6 +25,29 @@ impl fmt::Display for PriorShape {
     }
 }
 
+impl PriorShape {
+    /// The shape a label ([`fmt::Display`]'s) names, when it is one: a known type, an
+    /// option count from 2 to 255 and a layout of letters (what a store's index holds).
+    pub fn parse(label: &str) -> Option<PriorShape> {
+        let mut parts = label.split('/');
+        let first = parts.next()?;
+        let kind = ["choice", "noul", "score"]
+            .into_iter()
+            .find(|k| *k == first)?;
+        let options: usize = parts.next()?.parse().ok()?;
+        let layout = parts.next()?;
+        let fits = (2..=255).contains(&options)
+            && !layout.is_empty()
+            && layout.len() <= 16
+            && layout.bytes().all(|b| b.is_ascii_lowercase());
+        (fits && parts.next().is_none()).then(|| PriorShape {
+            kind,
+            options,
+            layout: layout.to_string(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -37,5 +60,18 @@ mod tests {
             layout: "cost".into(),
         };
         assert_eq!(s.to_string(), "choice/4/cost");
+        assert_eq!(PriorShape::parse("choice/4/cost"), Some(s));
+        let noul = PriorShape::parse("noul/2/accuracy").map(|s| s.to_string());
+        assert_eq!(noul.as_deref(), Some("noul/2/accuracy"));
+        for bad in [
+            "poll/2/cost",
+            "noul/1/cost",
+            "noul/2/",
+            "noul/2/Cost",
+            "noul/2/cost/x",
+            "noul",
+        ] {
+            assert_eq!(PriorShape::parse(bad), None, "{bad}");
+        }
     }
 }

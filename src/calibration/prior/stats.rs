@@ -107,6 +107,31 @@ impl PositionStats {
 }
 
 impl PositionStats {
+    /// Every sum, flattened for a store: `count`, `equations`, `sum_sq`, then `AᵀA`
+    /// row-major, then `Aᵀd` (see [`super::sums::ShapeSums`] for the names).
+    pub fn to_values(&self) -> Vec<f64> {
+        let mut v = vec![self.count as f64, self.equations as f64, self.sum_sq];
+        v.extend_from_slice(&self.normal);
+        v.extend_from_slice(&self.rhs);
+        v
+    }
+
+    /// The statistics of `n` options from [`PositionStats::to_values`]'s layout; `None`
+    /// for the wrong length or a value that is not finite (counts are rounded, never
+    /// negative).
+    pub fn from_values(n: usize, v: &[f64]) -> Option<Self> {
+        if v.len() != 3 + n * n + n || v.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        Some(PositionStats {
+            count: v[0].max(0.0).round() as u64,
+            equations: v[1].max(0.0).round() as u64,
+            sum_sq: v[2],
+            normal: v[3..3 + n * n].to_vec(),
+            rhs: v[3 + n * n..].to_vec(),
+        })
+    }
+
     /// How much of `prior` (this estimate) to trust: `B / (B + V)` with `B = Σ b²` and `V`
     /// the summed sampling variance of its positions (residual variance over the
     /// equations touching each), a positive-part James–Stein shrink. Consistent reads
@@ -238,6 +263,21 @@ mod tests {
         let prior = stats.prior();
         assert!(prior.iter().all(|x| x.is_finite()));
         assert!((prior.iter().sum::<f64>()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_flattened_sums_give_the_same_statistics_back() {
+        let mut stats = PositionStats::new(3);
+        stats.observe(&[
+            read(&[1.0, 0.0, 2.0], &[0.5, 0.0, -0.5], 0),
+            read(&[1.0, 0.0, 2.0], &[0.5, 0.0, -0.5], 1),
+        ]);
+        let back = PositionStats::from_values(3, &stats.to_values()).expect("same layout");
+        assert_eq!(back, stats);
+        assert_eq!(PositionStats::from_values(2, &stats.to_values()), None);
+        let mut bad = stats.to_values();
+        bad[4] = f64::NAN;
+        assert_eq!(PositionStats::from_values(3, &bad), None);
     }
 
     #[test]

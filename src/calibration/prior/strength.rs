@@ -76,6 +76,29 @@ impl StrengthFit {
         }
     }
 
+    /// Every sum, flattened for a store: `scored`, the gains, the squared gains.
+    pub fn to_values(&self) -> Vec<f64> {
+        let mut v = vec![self.scored as f64];
+        v.extend_from_slice(&self.gain);
+        v.extend_from_slice(&self.gain_sq);
+        v
+    }
+
+    /// The sums from [`StrengthFit::to_values`]'s layout; `None` for the wrong length or a
+    /// value that is not finite.
+    pub fn from_values(v: &[f64]) -> Option<Self> {
+        if v.len() != 1 + 2 * GRID || v.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        let mut fit = StrengthFit {
+            scored: v[0].max(0.0).round() as u64,
+            ..StrengthFit::default()
+        };
+        fit.gain.copy_from_slice(&v[1..1 + GRID]);
+        fit.gain_sq.copy_from_slice(&v[1 + GRID..]);
+        Some(fit)
+    }
+
     /// The strength of most held-out gain, when that gain clears [`MIN_Z`] standard
     /// errors; else 0 (declined).
     pub fn strength(&self) -> f64 {

@@ -65,6 +65,10 @@ pub(super) struct SystemOneRequest {
     /// configured with `permutations`).
     #[schema(minimum = 1, maximum = 8)]
     permutations: Option<u32>,
+    /// The position prior learned while serving (docs/calibration/prior.md); absent: the
+    /// model's setting. `false` keeps this request out of it (not corrected, not sampled);
+    /// `true` on a model that does not learn one is refused (`system_one_prior_correction_off`).
+    prior_correction: Option<bool>,
     /// A record that grows across calls: one string, or question id → string.
     history: Option<History>,
     /// `data:image/...;base64,` URLs or raw base64 (vision models only).
@@ -284,6 +288,8 @@ pub(super) struct DecisionRequest {
     #[schema(minimum = 1, maximum = 8)]
     permutations: Option<u32>,
     layout: Option<Layout>,
+    /// As on `/v1/systemone`.
+    prior_correction: Option<bool>,
 }
 
 #[derive(Serialize, ToSchema)]

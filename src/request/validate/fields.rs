@@ -1,6 +1,6 @@
 //! The top-level fields that are one value each: the body's own shape, `model`, `state`,
-//! `temperature`, `calibration`, `layout` and `permutations`. Absent and `null` mean the
-//! same everywhere: the default.
+//! `temperature`, `calibration`, `layout`, `permutations` and `prior_correction`. Absent and
+//! `null` mean the same everywhere: the default.
 
 use std::sync::Arc;
 
@@ -36,6 +36,7 @@ pub(super) const TOP_LEVEL_FIELDS: &[&str] = &[
     "calibration",
     "layout",
     "permutations",
+    "prior_correction",
     "history",
     "images",
     "assets",
@@ -225,6 +226,36 @@ pub(super) fn permutations(value: Option<&Value>, model_default: usize) -> Resul
     )
 }
 
+/// `prior_correction`: absent or null is the model's setting (`--prior-correction`);
+/// `false` keeps the request out of the position prior (not corrected, not sampled, not
+/// learned from); `true` asks for it, which only a model that learns one can give: on any
+/// other it is refused rather than quietly ignored, so a caller who relies on it hears so.
+pub(super) fn prior_correction(
+    value: Option<&Value>,
+    model: &Model,
+) -> Result<Option<bool>, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(false)) => Ok(Some(false)),
+        Some(Value::Bool(true)) if model.prior.settings().enabled => Ok(Some(true)),
+        Some(Value::Bool(true)) => refuse(
+            Code::PriorCorrectionOff,
+            loc(&["prior_correction"]),
+            format!(
+                "prior_correction true asks for the position prior, which model {} does not \
+                 learn (its prior_correction setting is false); send false or leave it out",
+                model.name
+            ),
+        ),
+        Some(other) => refuse_field_type(
+            Code::BadPriorCorrection,
+            "prior_correction",
+            "a boolean",
+            other,
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{json, Value};
@@ -361,6 +392,27 @@ mod tests {
             accept("permutations absent is the model's", base()).models(two_order_models).holds(|r| r.permutations() == 2 && r.rendered()[0].shifts.len() == 2),
             accept("permutations null is the model's", top("permutations", Value::Null)).models(two_order_models).holds(|r| r.permutations() == 2),
             accept("permutations 1 overrides the model's", top("permutations", json!(1))).models(two_order_models).holds(|r| r.permutations() == 1 && r.rendered()[0].shifts == [0]),
+        ]);
+    }
+
+    #[test]
+    #[rustfmt::skip]
+    fn prior_correction_switch() {
+        let off = "prior_correction true asks for the position prior, which model glm-5.3-flash does not learn (its prior_correction setting is false); send false or leave it out";
+        let boolean = |got: &str| format!("prior_correction must be a boolean, got {got}");
+        let late = json!({"state": STATE, "questions": {"q1": choice()}, "permutations": 0, "prior_correction": 1});
+        run(vec![
+            reject("true where the model does not learn", top("prior_correction", json!(true)), Code::PriorCorrectionOff, &["prior_correction"], off),
+            reject("a string", top("prior_correction", json!("false")), Code::BadPriorCorrection, &["prior_correction"], boolean("a string")).models(learning_models),
+            reject("a number", top("prior_correction", json!(0)), Code::BadPriorCorrection, &["prior_correction"], boolean("a number")),
+            reject("an object", top("prior_correction", json!({})), Code::BadPriorCorrection, &["prior_correction"], boolean("an object")),
+            reject("permutations before prior_correction", late, Code::BadPermutations, &["permutations"], "permutations must be an integer from 1 to 8, got 0"),
+            accept("absent is the model's (off)", base()).holds(|r| !r.prior_correction()),
+            accept("absent is the model's (on)", base()).models(learning_models).holds(|r| r.prior_correction()),
+            accept("null is the model's", top("prior_correction", Value::Null)).models(learning_models).holds(|r| r.prior_correction()),
+            accept("false opts out where the model learns", top("prior_correction", json!(false))).models(learning_models).holds(|r| !r.prior_correction()),
+            accept("false where the model does not learn", top("prior_correction", json!(false))).holds(|r| !r.prior_correction()),
+            accept("true where the model learns", top("prior_correction", json!(true))).models(learning_models).holds(|r| r.prior_correction()),
         ]);
     }
 }

@@ -40,6 +40,7 @@ pub fn validate_with_parts(
     let calibration = fields::calibration(body.get("calibration"), models, temperature)?;
     let layout = fields::layout(body.get("layout"), model.layout)?;
     let permutations = fields::permutations(body.get("permutations"), model.permutations)?;
+    let prior_correction = fields::prior_correction(body.get("prior_correction"), &model.model)?;
     let (questions, question_tokens, first_orders) = questions::unzip(checked);
     let history = history::validate_history(body.get("history"), &questions)?;
     let images = images::validate_images(&body, parts, &model, limits)?;
@@ -55,7 +56,7 @@ pub fn validate_with_parts(
         calibration,
         layout,
         permutations,
-        prior_correction: None,
+        prior_correction,
         history,
         images,
         ignored: Ignored {

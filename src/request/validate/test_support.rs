@@ -84,6 +84,19 @@ pub(super) fn two_order_models() -> Models {
     Models::new(vec![Arc::new(text)], 0).expect("one name")
 }
 
+/// [`TEXT`] alone, learning the position prior (`--prior-correction true`).
+pub(super) fn learning_models() -> Models {
+    use crate::calibration::prior::{PriorBook, PriorSettings};
+    let text = Model {
+        prior: Arc::new(PriorBook::new(PriorSettings {
+            enabled: true,
+            ..PriorSettings::default()
+        })),
+        ..model(TEXT, "golden-fake", 128, false)
+    };
+    Models::new(vec![Arc::new(text)], 0).expect("one name")
+}
+
 /// A valid choice question.
 pub(super) fn choice() -> Value {
     json!({"type": "choice", "instructions": "Which team handles this?",

@@ -48,6 +48,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "calibration",
     "permutations",
     "layout",
+    "prior_correction",
 ];
 /// The fields that mean the same in both bodies.
 const PASSED_THROUGH: &[&str] = &[
@@ -56,6 +57,7 @@ const PASSED_THROUGH: &[&str] = &[
     "calibration",
     "permutations",
     "layout",
+    "prior_correction",
 ];
 
 /// A choice's value, typed: a string and a boolean with the same text are distinct.

@@ -1,0 +1,110 @@
+//! One shape's sums as a store keeps them: every value of the estimator
+//! ([`PositionStats`]) and of the strength fit ([`StrengthFit`]) is a sum over questions,
+//! so replicas (and one process before and after a restart) merge by adding, field by
+//! field (Redis `HINCRBYFLOAT`).
+
+use super::stats::PositionStats;
+use super::strength::{StrengthFit, GRID};
+
+/// A shape's statistics and strength fit: what a store adds and gives back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapeSums {
+    /// The estimator's sums.
+    pub stats: PositionStats,
+    /// The strength fit's sums.
+    pub fit: StrengthFit,
+}
+
+impl ShapeSums {
+    /// Nothing yet, for `n` options.
+    pub fn new(n: usize) -> Self {
+        ShapeSums {
+            stats: PositionStats::new(n),
+            fit: StrengthFit::default(),
+        }
+    }
+
+    /// The option count.
+    pub fn options(&self) -> usize {
+        self.stats.options()
+    }
+
+    /// Whether nothing was added (no sample observed, none scored).
+    pub fn is_empty(&self) -> bool {
+        self.stats.count == 0 && self.fit.scored == 0
+    }
+
+    /// Adds `other` (same option count; another count is ignored).
+    pub fn merge(&mut self, other: &ShapeSums) {
+        if other.options() == self.options() {
+            self.stats.merge(&other.stats);
+            self.fit.merge(&other.fit);
+        }
+    }
+
+    /// `(field, value)` for every sum, named by [`field_names`].
+    pub fn fields(&self) -> Vec<(String, f64)> {
+        let mut values = self.stats.to_values();
+        values.extend(self.fit.to_values());
+        field_names(self.options())
+            .into_iter()
+            .zip(values)
+            .collect()
+    }
+
+    /// The sums of `n` options from a value per [`field_names`] name, in that order (a
+    /// missing field is 0: a store that never had it added); `None` when a value is not
+    /// finite.
+    pub fn from_values(n: usize, values: &[f64]) -> Option<Self> {
+        let split = 3 + n * n + n;
+        if values.len() != split + 1 + 2 * GRID {
+            return None;
+        }
+        Some(ShapeSums {
+            stats: PositionStats::from_values(n, &values[..split])?,
+            fit: StrengthFit::from_values(&values[split..])?,
+        })
+    }
+}
+
+/// The field names of a shape of `n` options, in [`ShapeSums::from_values`]' order:
+/// `count`, `equations`, `sum_sq`, `normal:<row>:<col>`, `rhs:<position>`, `scored`,
+/// `gain:<grid>`, `gain_sq:<grid>`.
+pub fn field_names(n: usize) -> Vec<String> {
+    let mut names: Vec<String> = ["count", "equations", "sum_sq"].map(String::from).to_vec();
+    names.extend((0..n * n).map(|k| format!("normal:{}:{}", k / n, k % n)));
+    names.extend((0..n).map(|p| format!("rhs:{p}")));
+    names.push("scored".into());
+    names.extend((0..GRID).map(|g| format!("gain:{g}")));
+    names.extend((0..GRID).map(|g| format!("gain_sq:{g}")));
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_travel_by_name_and_merge_by_adding() {
+        let reads = [(0, vec![-0.2, -1.8]), (1, vec![-0.3, -1.4])];
+        let mut one = ShapeSums::new(2);
+        one.fit.score(&reads, &[0.0, 0.0]);
+        one.stats.observe(&reads);
+        let fields = one.fields();
+        assert_eq!(fields.len(), field_names(2).len());
+        assert_eq!(fields[0], ("count".to_string(), 1.0));
+        let values: Vec<f64> = fields.iter().map(|(_, v)| *v).collect();
+        let back = ShapeSums::from_values(2, &values).expect("same layout");
+        assert_eq!(back, one);
+        let mut twice = back.clone();
+        twice.merge(&one);
+        assert_eq!((twice.stats.count, twice.fit.scored), (2, 2));
+        let (a, b) = (twice.stats.prior(), one.stats.prior());
+        assert!(
+            (a[0] - b[0]).abs() < 1e-6,
+            "the same reads twice: {a:?} {b:?}"
+        );
+        assert!(ShapeSums::new(3).is_empty() && !one.is_empty());
+        assert_eq!(ShapeSums::from_values(3, &values), None);
+    }
+}

@@ -1,0 +1,114 @@
+//! The position prior shared by replicas through a real `redis-server` (issue 41): one
+//! replica learns it, the other, which has read nothing, serves it after the next
+//! exchange (corrected at one read, no warm-up sample of its own), and the keys written
+//! hold the prefix, the model's name and the shape, nothing a caller sent. A replica that
+//! learned while its Redis was down sends all of it once Redis is back.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::setup::redis::{shared_url, RedisServer};
+use crate::support::fake_vllm::FakeVllm;
+use crate::support::prior::{learn_until_corrected, plant_two, planted, samples, synced};
+use crate::support::replicas::unique_prefix;
+use crate::support::{self, until};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_share_one_prior_through_redis() {
+    let url = shared_url();
+    let prefix = unique_prefix();
+    let fake = FakeVllm::start().await;
+    plant_two(&fake);
+    let flags = [
+        "--prior-correction",
+        "true",
+        "--redis-url",
+        url.as_str(),
+        "--redis-prefix",
+        prefix.as_str(),
+        "--prior-sync-ms",
+        "20",
+    ];
+    let one = support::start(support::config(&fake.base_url(), &flags)).await;
+    let other = support::start(support::config(&fake.base_url(), &flags)).await;
+    let next = learn_until_corrected(&one, 0).await;
+    synced(&one, "redis").await;
+    let learned = samples(&one);
+    assert!(learned >= 4, "{learned}");
+    until(
+        "the other replica has the prior",
+        Duration::from_secs(30),
+        || samples(&other) >= learned,
+    )
+    .await;
+    let reads = fake.chat_requests();
+    let reply = support::ask(&other, &planted(next, json!({}))).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let answer = &reply.body["answers"]["q"];
+    assert!(answer.get("prior_correction").is_some(), "{answer}");
+    assert_eq!(fake.chat_requests() - reads, 1, "no warm-up sample");
+
+    let client = redis::Client::open(url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis answers");
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:prior:*"))
+        .query_async(&mut conn)
+        .await
+        .expect("keys");
+    keys.sort();
+    let model = format!("{prefix}:prior:{{glm-5.3-flash}}");
+    assert_eq!(
+        keys,
+        [
+            format!("{model}:choice/2/accuracy"),
+            format!("{model}:shapes")
+        ],
+        "only the shape's sums and the index"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_replica_learned_while_redis_was_down_reaches_redis() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    let fake = FakeVllm::start().await;
+    plant_two(&fake);
+    let flags = [
+        "--prior-correction",
+        "true",
+        "--redis-url",
+        url.as_str(),
+        "--prior-sync-ms",
+        "20",
+    ];
+    let service = support::start(support::config(&fake.base_url(), &flags)).await;
+    learn_until_corrected(&service, 0).await;
+    let learned = samples(&service);
+    let failed = "systemone_prior_syncs_total{outcome=\"failed\",store=\"redis\"}";
+    let mut tries = 0;
+    while !support::metrics(&service).await.contains(failed) {
+        tries += 1;
+        assert!(tries < 3000, "no failed exchange within 30 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.restart();
+    synced(&service, "redis").await;
+    let client = redis::Client::open(url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis answers");
+    let count: f64 = redis::cmd("HGET")
+        .arg("systemone:prior:{glm-5.3-flash}:choice/2/accuracy")
+        .arg("count")
+        .query_async(&mut conn)
+        .await
+        .expect("the shape's sums");
+    assert_eq!(count, learned as f64, "every sample learned while down");
+    assert_eq!(samples(&service), learned);
+}
