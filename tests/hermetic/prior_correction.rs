@@ -215,7 +215,9 @@ async fn a_request_opts_out_of_the_prior_and_cannot_insist_where_none_is_learned
 /// first answer corrected at one read (no warm-up sample).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_prior_survives_a_restart_in_the_state_dir() {
-    use crate::support::prior::{learn_until_corrected, plant_two, planted, samples, synced};
+    use crate::support::prior::{
+        learn_until_corrected, loaded, plant_two, planted, samples, synced,
+    };
     use crate::support::replicas::{unique_prefix, Stoppable};
     let fake = FakeVllm::start().await;
     plant_two(&fake);
@@ -240,12 +242,7 @@ async fn the_prior_survives_a_restart_in_the_state_dir() {
 
     let again = Stoppable::start(systemone::build_state(&config).expect("reopens")).await;
     let service = &again.service;
-    support::until(
-        "the prior is loaded",
-        std::time::Duration::from_secs(30),
-        || samples(service) == learned,
-    )
-    .await;
+    loaded(service, learned).await;
     let reads = fake.chat_requests();
     let reply = support::ask(service, &planted(next, json!({}))).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
@@ -324,7 +321,7 @@ async fn eval_compares_answers_with_and_without_the_prior() {
 /// for the next one (the samples are not lost to the failed sends).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_its_redis_the_prior_is_learned_and_kept_here() {
-    use crate::support::prior::{learn_until_corrected, plant_two, samples};
+    use crate::support::prior::{learn_until_corrected, plant_two, samples, sync_failed};
     let fake = FakeVllm::start().await;
     plant_two(&fake);
     let flags = [
@@ -338,16 +335,7 @@ async fn without_its_redis_the_prior_is_learned_and_kept_here() {
     let service = support::start(support::config(&fake.base_url(), &flags)).await;
     learn_until_corrected(&service, 0).await;
     let learned = samples(&service);
-    let failed = "systemone_prior_syncs_total{outcome=\"failed\",store=\"redis\"}";
-    let mut seen = String::new();
-    for _ in 0..3000 {
-        seen = support::metrics(&service).await;
-        if seen.contains(failed) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(seen.contains(failed), "{seen}");
+    let seen = sync_failed(&service, "redis").await;
     assert!(!seen.contains("outcome=\"ok\",store=\"redis\""), "{seen}");
     assert_eq!(
         samples(&service),
@@ -361,7 +349,7 @@ async fn without_its_redis_the_prior_is_learned_and_kept_here() {
 /// service started on its `--state-dir` begins with every sample it learned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graceful_stop_keeps_what_was_learned_since_the_last_exchange() {
-    use crate::support::prior::{plant_two, planted, samples};
+    use crate::support::prior::{loaded, plant_two, planted};
     use crate::support::replicas::{unique_prefix, Stoppable};
     let fake = FakeVllm::start().await;
     plant_two(&fake);
@@ -422,12 +410,7 @@ async fn a_graceful_stop_keeps_what_was_learned_since_the_last_exchange() {
     let config = support::config(&fake.base_url(), &flags);
     let again = Stoppable::start(systemone::build_state(&config).expect("state")).await;
     let service = &again.service;
-    support::until(
-        "the prior is loaded",
-        std::time::Duration::from_secs(30),
-        || samples(service) == learned,
-    )
-    .await;
+    loaded(service, learned).await;
     again.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

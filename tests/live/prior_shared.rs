@@ -10,7 +10,9 @@ use serde_json::json;
 
 use crate::setup::redis::{shared_url, RedisServer};
 use crate::support::fake_vllm::FakeVllm;
-use crate::support::prior::{learn_until_corrected, plant_two, planted, samples, synced};
+use crate::support::prior::{
+    learn_until_corrected, plant_two, planted, samples, sync_failed, synced,
+};
 use crate::support::replicas::unique_prefix;
 use crate::support::{self, until};
 
@@ -89,13 +91,7 @@ async fn what_a_replica_learned_while_redis_was_down_reaches_redis() {
     let service = support::start(support::config(&fake.base_url(), &flags)).await;
     learn_until_corrected(&service, 0).await;
     let learned = samples(&service);
-    let failed = "systemone_prior_syncs_total{outcome=\"failed\",store=\"redis\"}";
-    let mut tries = 0;
-    while !support::metrics(&service).await.contains(failed) {
-        tries += 1;
-        assert!(tries < 3000, "no failed exchange within 30 s");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    sync_failed(&service, "redis").await;
     server.restart();
     synced(&service, "redis").await;
     let client = redis::Client::open(url.as_str()).expect("url");

@@ -56,6 +56,16 @@ pub fn samples(service: &Service) -> u64 {
         .map_or(0, |r| r.samples)
 }
 
+/// Waits (up to 30 s) until the service's book holds `learned` samples of the planted
+/// shape (a restarted service loads them from its store in the background).
+#[allow(dead_code)] // the hermetic tier's restarts only
+pub async fn loaded(service: &Service, learned: u64) {
+    super::until("the prior is loaded", Duration::from_secs(30), || {
+        samples(service) == learned
+    })
+    .await;
+}
+
 /// Successful exchanges with `store` (`file`, `redis`) so far, from `/metrics`.
 pub async fn syncs(service: &Service, store: &str) -> u64 {
     let line = format!("systemone_prior_syncs_total{{outcome=\"ok\",store=\"{store}\"}} ");
@@ -65,6 +75,20 @@ pub async fn syncs(service: &Service, store: &str) -> u64 {
         .find_map(|l| l.strip_prefix(line.as_str()).map(str::to_string))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// Waits (up to 30 s) for a failed exchange with `store` on `/metrics`; returns the
+/// metrics text that showed it.
+pub async fn sync_failed(service: &Service, store: &str) -> String {
+    let failed = format!("systemone_prior_syncs_total{{outcome=\"failed\",store=\"{store}\"}}");
+    for _ in 0..3000 {
+        let seen = super::metrics(service).await;
+        if seen.contains(&failed) {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no failed exchange with the {store} store within 30 s");
 }
 
 /// Waits (up to 30 s) for two more exchanges with `store`: the second began after this
