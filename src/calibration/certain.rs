@@ -12,6 +12,7 @@ pub fn certain() -> Decoded {
         confidence: 1.0,
         profile: None,
         prior: None,
+        orders: Vec::new(),
         passed: None,
         model: None,
     }

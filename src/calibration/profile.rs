@@ -396,6 +396,7 @@ mod tests {
             confidence: confidence(&[0.1, 0.9]),
             profile: None,
             prior: None,
+            orders: Vec::new(),
             passed: None,
             model: None,
         };

@@ -46,7 +46,8 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub model: String,
     /// Output file (default `calibration/<model>.json`, or
-    /// `calibration/profiles/<profile>.json` with `--profile`).
+    /// `calibration/profiles/<profile>.json` with `--profile`); with `--prior`, a new state
+    /// directory to seed (nothing is written without it).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Write a server-side profile of this name for one question group (temperature, bias,
@@ -90,6 +91,12 @@ pub struct CalibrateArgs {
     /// write the files as before.
     #[arg(long, value_enum, default_value_t = Layout::Accuracy)]
     pub layout: Layout,
+    /// Fit `--model`'s position prior instead, from the ledger's questions read in two or
+    /// more orders (needs `--from-ledger`), the way the service learns it; print per shape
+    /// the held-out check and what a single read would get. With `--out DIR`, seed
+    /// `DIR/prior.redb` for `serve --state-dir DIR` (a new directory).
+    #[arg(long, requires = "from_ledger", conflicts_with_all = ["profile", "check"])]
+    pub prior: bool,
 }
 
 /// One input line.
@@ -465,6 +472,14 @@ fn read_rows(args: &CalibrateArgs) -> Result<(String, Vec<u8>), String> {
 /// `calibration/<model>.json`) or, with `--profile`, one group's profile (default
 /// `calibration/profiles/<profile>.json`), writes it and returns a one-screen summary.
 pub fn run(args: &CalibrateArgs) -> Result<String, String> {
+    if args.prior {
+        return super::prior::run(super::prior::PriorFit {
+            ledger: args.from_ledger.as_ref(),
+            model: &args.model,
+            since: args.since.as_deref(),
+            seed: args.out.as_deref(),
+        });
+    }
     let (data_file, bytes) = read_rows(args)?;
     let sha: String = Sha256::digest(&bytes)
         .iter()
@@ -635,6 +650,7 @@ mod tests {
             seed: 0,
             check: Vec::new(),
             layout: Layout::Accuracy,
+            prior: false,
         }
     }
 

@@ -9,7 +9,9 @@
 //! `calibration` in the line is replaced.
 //!
 //! The service is a running one (`--url`) or, without it, one built in-process from the
-//! `serve` flags and called without a network hop (its backend still over HTTP).
+//! `serve` flags and called without a network hop (its backend still over HTTP). The
+//! in-process one records in a ledger only when `--ledger` names one, so a run with
+//! `--permutations 2` can feed `systemone calibrate --prior`.
 //!
 //! `--raw-out` writes one `{"question_group", "probabilities", "label", "type", "labels"}`
 //! line per scored answer: the input of `systemone calibrate`.
@@ -402,8 +404,23 @@ enum Target {
     InProcess(axum::Router),
 }
 
+/// The in-process service. It records in a ledger only when `--ledger` names one
+/// (`sqlite:PATH`, `postgres://…`), not in the default one a `serve` would open: then its
+/// questions read in several orders can feed `calibrate --prior`.
+async fn in_process_state(args: &EvalArgs) -> Result<crate::AppState, String> {
+    let mut state = crate::build_state(&args.service).map_err(|e| e.to_string())?;
+    let settings = &args.service.ledger;
+    if matches!(
+        settings.ledger,
+        LedgerTarget::Sqlite(_) | LedgerTarget::Postgres(_)
+    ) {
+        state.ledger = crate::ledger::Ledger::open(settings, None, state.metrics.clone()).await?;
+    }
+    Ok(state)
+}
+
 impl Target {
-    fn new(args: &EvalArgs) -> Result<Self, String> {
+    async fn new(args: &EvalArgs) -> Result<Self, String> {
         Ok(match &args.url {
             Some(url) => Target::Http {
                 client: reqwest::Client::new(),
@@ -414,10 +431,7 @@ impl Target {
                 },
                 key: args.api_key.clone(),
             },
-            None => {
-                let state = crate::build_state(&args.service).map_err(|e| e.to_string())?;
-                Target::InProcess(crate::app(state))
-            }
+            None => Target::InProcess(crate::app(in_process_state(args).await?)),
         })
     }
 
@@ -546,7 +560,7 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
     }
     let lines = read_lines(args)?;
     let total = lines.len();
-    let target = Target::new(args)?;
+    let target = Target::new(args).await?;
     let opted_out = args.compare_prior.then(|| opted_out(&lines));
     let reads_before = match args.compare_prior {
         true => target.upstream_reads().await,

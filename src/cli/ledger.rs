@@ -65,25 +65,31 @@ pub(super) async fn rows(
     since: Option<&str>,
     probabilities: Probabilities,
 ) -> Result<Vec<LabelledRow>, String> {
-    let since_ms = match since {
-        None => None,
-        Some(text) => Some(crate::days::instant_ms(text).ok_or_else(|| {
-            format!("--since must be Unix milliseconds or a UTC date YYYY-MM-DD, got {text:?}")
-        })?),
-    };
-    let filter = Filter {
-        model: model.map(str::to_owned),
-        since_ms,
-        ..Filter::default()
-    };
+    let filter = filter(model, since)?;
     let store = open(target).await?;
     labelled(&store, &filter, probabilities)
         .await
         .map_err(|e| format!("--ledger {target:?}: {e}"))
 }
 
+/// The records of `model` (every model's without one) at or after `since`: Unix
+/// milliseconds or a UTC date.
+pub(super) fn filter(model: Option<&str>, since: Option<&str>) -> Result<Filter, String> {
+    let since_ms = match since {
+        None => None,
+        Some(text) => Some(crate::days::instant_ms(text).ok_or_else(|| {
+            format!("--since must be Unix milliseconds or a UTC date YYYY-MM-DD, got {text:?}")
+        })?),
+    };
+    Ok(Filter {
+        model: model.map(str::to_owned),
+        since_ms,
+        ..Filter::default()
+    })
+}
+
 /// Opens the ledger database `target` names.
-async fn open(target: &LedgerTarget) -> Result<Store, String> {
+pub(super) async fn open(target: &LedgerTarget) -> Result<Store, String> {
     let opened = match target {
         LedgerTarget::Sqlite(path) => Store::sqlite(path).await,
         LedgerTarget::Postgres(url) => Store::postgres(url.expose()).await,

@@ -8,6 +8,7 @@ pub mod docs;
 pub mod eval;
 pub mod ledger;
 mod log;
+mod prior;
 mod reads;
 mod runtime;
 pub mod serve;

@@ -72,6 +72,7 @@ pub fn decode(orders: &[OrderRead], t: f64) -> Result<Decoded, DecodeError> {
         temperature: t,
         profile: None,
         prior: None,
+        orders: Vec::new(),
         passed: None,
         model: None,
     })

@@ -248,6 +248,7 @@ fn passed_through(answer: NativeAnswer) -> Decoded {
         confidence: answer.confidence,
         profile: None,
         prior: None,
+        orders: Vec::new(),
         passed: Some(Arc::new(answer.passed)),
         model: None,
     }

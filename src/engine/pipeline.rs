@@ -23,7 +23,6 @@ use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 
 use super::outcome::{Answers, PipelineError, TokenUsage};
-use clap::ValueEnum;
 
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage, Routing};
 use crate::calibration::prior;
@@ -54,8 +53,16 @@ fn decode_question(
     let profile = req
         .calibration()
         .filter(|p| p.covers(&req.model().name, question, req.layout()));
-    let correction = learn_prior(req, q, orders);
-    Ok(match profile {
+    let reads: Vec<(usize, Vec<f64>)> = if orders.len() >= 2 {
+        orders
+            .iter()
+            .map(|o| (o.shift, o.logprobs.clone()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let correction = learn_prior(req, q, &reads);
+    let mut decoded = match profile {
         Some(p) => p.apply(decode(orders, 1.0)?),
         None => {
             let n = question.options.len();
@@ -67,24 +74,27 @@ fn decode_question(
                 None => decode(orders, t)?,
             }
         }
-    })
+    };
+    decoded.orders = reads;
+    Ok(decoded)
 }
 
-/// Feeds a question read in two or more orders to the model's prior, and returns the
+/// Feeds a question read in two or more orders (`reads`: shift and log-probabilities by
+/// position per order; empty for one order) to the model's prior, and returns the
 /// correction a single-read request's question gets (none when the request or model
 /// turned it off, or the prior declined).
-fn learn_prior(req: &ValidRequest, q: usize, orders: &[OrderRead]) -> Option<prior::Correction> {
+fn learn_prior(
+    req: &ValidRequest,
+    q: usize,
+    reads: &[(usize, Vec<f64>)],
+) -> Option<prior::Correction> {
     if !req.prior_correction() {
         return None;
     }
     let book = &req.model().prior;
     let shape = prior_shape(req, q);
-    if orders.len() >= 2 {
-        let reads: Vec<(usize, Vec<f64>)> = orders
-            .iter()
-            .map(|o| (o.shift, o.logprobs.clone()))
-            .collect();
-        book.observe(shape.clone(), &reads);
+    if !reads.is_empty() {
+        book.observe(shape.clone(), reads);
     }
     (req.asked_orders(q) == 1)
         .then(|| book.correction(&shape))
@@ -97,10 +107,7 @@ fn prior_shape(req: &ValidRequest, q: usize) -> prior::PriorShape {
     prior::PriorShape {
         kind: question.kind.as_str(),
         options: question.options.len(),
-        layout: req
-            .layout()
-            .to_possible_value()
-            .map_or_else(String::new, |v| v.get_name().to_string()),
+        layout: req.layout().as_str().to_string(),
     }
 }
 

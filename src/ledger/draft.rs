@@ -14,8 +14,9 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::key::{hex, Domain, LedgerKey};
-use super::record::{Decision, ImageRecord, QuestionRecord, Tokens};
+use super::record::{Decision, ImageRecord, OrderReads, OrderedReads, QuestionRecord, Tokens};
 use crate::calibration::Decoded;
+use crate::config::Layout;
 use crate::question::{LoweredQuestion, QuestionKind};
 use crate::request::images::decode_image_string;
 use crate::request::ValidRequest;
@@ -62,7 +63,7 @@ pub fn answered(key: &LedgerKey, who: Identity, call: Answered<'_>) -> Decision 
                 .questions()
                 .iter()
                 .zip(answers.decoded)
-                .map(move |(q, d)| question(key, q, d, answers.model))
+                .map(move |(q, d)| question(key, q, d, answers.model, request.layout()))
         })
         .collect();
     Decision {
@@ -109,7 +110,13 @@ pub fn refused(
     }
 }
 
-fn question(key: &LedgerKey, q: &LoweredQuestion, d: &Decoded, model: &str) -> QuestionRecord {
+fn question(
+    key: &LedgerKey,
+    q: &LoweredQuestion,
+    d: &Decoded,
+    model: &str,
+    layout: Layout,
+) -> QuestionRecord {
     let labels = match q.kind {
         QuestionKind::Choice => q
             .options
@@ -132,6 +139,17 @@ fn question(key: &LedgerKey, q: &LoweredQuestion, d: &Decoded, model: &str) -> Q
         model: d.model.as_deref().unwrap_or(model).to_owned(),
         profile: d.profile.as_ref().map(|p| p.name.to_string()),
         prior_correction: d.prior,
+        reads: (!d.orders.is_empty()).then(|| OrderedReads {
+            layout: layout.as_str().to_owned(),
+            orders: d
+                .orders
+                .iter()
+                .map(|(shift, logprobs)| OrderReads {
+                    shift: *shift,
+                    logprobs: logprobs.clone(),
+                })
+                .collect(),
+        }),
     }
 }
 

@@ -38,6 +38,7 @@ mod open;
 mod pending;
 pub mod quality;
 pub mod query;
+pub mod reads;
 pub mod record;
 mod retention;
 pub mod rows;

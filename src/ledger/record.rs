@@ -87,4 +87,28 @@ pub struct QuestionRecord {
     /// (no prior learned, declined, opted out, several orders asked, or a profile covered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prior_correction: Option<f64>,
+    /// The reads of a question read in two or more orders (a request's `permutations`, or
+    /// the position prior's own sample), by position and before any correction: what the
+    /// prior learns from, so `systemone calibrate --prior` can fit it again offline.
+    /// `None` for a question read once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<OrderedReads>,
+}
+
+/// A question's reads in several option orders: numbers and the layout's name only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrderedReads {
+    /// The request's prompt layout (`accuracy`, `cost`, `compact`): part of the prior's shape.
+    pub layout: String,
+    /// One per order, in the order read.
+    pub orders: Vec<OrderReads>,
+}
+
+/// One order's read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrderReads {
+    /// Position `p` held the caller's option `(p + shift) mod n`.
+    pub shift: usize,
+    /// The log-probability of each position's label.
+    pub logprobs: Vec<f64>,
 }

@@ -506,6 +506,7 @@ mod tests {
             model: model.into(),
             profile: None,
             prior_correction: None,
+            reads: None,
         }
     }
 

@@ -46,6 +46,7 @@ mod limits_shared;
 mod llamacpp_fake;
 mod openai_fake;
 mod prior_correction;
+mod prior_offline;
 mod profiles;
 mod reference_pages;
 mod rerank_validation;

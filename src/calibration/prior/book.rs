@@ -52,6 +52,11 @@ pub struct ShapeReport {
     pub strength: f64,
     /// The weight single reads get now.
     pub weight: f64,
+    /// Questions the strength was scored on (held out from the prior that scored them).
+    pub scored: u64,
+    /// Mean held-out gain per scored question at the fitted strength (cross-entropy
+    /// against the rotation average, nats; 0 when declined).
+    pub gain: f64,
 }
 
 /// One shape's estimate.
@@ -229,6 +234,8 @@ impl PriorBook {
                 prior: e.prior.clone(),
                 strength: e.sums.fit.strength(),
                 weight: e.weight(),
+                scored: e.sums.fit.scored,
+                gain: e.sums.fit.mean_gain(),
             })
             .collect()
     }

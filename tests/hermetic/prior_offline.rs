@@ -1,0 +1,168 @@
+//! `systemone calibrate --prior`: the position prior fitted again offline from the per-order
+//! reads a ledger keeps. It finds the bias the fake plants, declines where none is
+//! planted, and the state directory it seeds starts a service that corrects its first
+//! answer at one read.
+
+use serde_json::json;
+
+use crate::support::fake_vllm::{FakeVllm, Planted};
+use crate::support::ledger::{start_with_ledger, Backend, LedgerDb};
+use crate::support::prior::{loaded, plant_two, planted};
+use crate::support::{self, calibrate_args};
+
+/// Questions asked in two orders per ledger.
+const ASKED: usize = 40;
+
+/// A service without the correction, recording in a fresh SQLite ledger: `ASKED` planted
+/// questions in both orders and one in one order. Returns the ledger's `--ledger` value.
+async fn record_reads(fake: &FakeVllm) -> String {
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let flags = db.flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let service = start_with_ledger(support::config(&fake.base_url(), &flags)).await;
+    for i in 0..=ASKED {
+        let permutations = if i < ASKED { 2 } else { 1 };
+        let body = planted(i, json!({ "permutations": permutations }));
+        let reply = support::ask(&service, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    db.target
+}
+
+/// `calibrate` with `flags`, off the test's runtime (the command starts its own).
+async fn calibrate(flags: Vec<String>) -> Result<String, String> {
+    tokio::task::spawn_blocking(move || {
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        systemone::cli::calibrate::run(&calibrate_args(&flags))
+    })
+    .await
+    .expect("calibrate ran")
+}
+
+fn prior_flags(ledger: &str, out: Option<&str>) -> Vec<String> {
+    let mut flags = vec![
+        "--prior",
+        "--from-ledger",
+        ledger,
+        "--model",
+        "glm-5.3-flash",
+    ];
+    if let Some(dir) = out {
+        flags.extend(["--out", dir]);
+    }
+    flags.into_iter().map(str::to_owned).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calibrate_fits_the_prior_from_the_ledger_and_seeds_a_state_dir() {
+    let fake = FakeVllm::start().await;
+    plant_two(&fake);
+    let ledger = record_reads(&fake).await;
+    let dir = support::temp_file("unused", "").with_file_name("state");
+    let dir_flag = dir.to_str().expect("utf-8").to_owned();
+    let summary = calibrate(prior_flags(&ledger, Some(&dir_flag)))
+        .await
+        .expect("fits");
+    eprint!("{summary}");
+    assert!(
+        summary.contains(&format!("{ASKED} question(s) read in two or more orders")),
+        "the one-order answer has no reads: {summary}"
+    );
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("choice/2/accuracy"))
+        .unwrap_or_else(|| panic!("no shape line: {summary}"));
+    assert!(!line.contains("declines"), "{line}");
+    assert!(!summary.contains("Which one"), "no caller text: {summary}");
+
+    // The seeded directory: a correcting service starts with the fit, and its first
+    // answer is corrected at one read (no warm-up sample), toward the planted sign.
+    let config = support::config(
+        &fake.base_url(),
+        &["--prior-correction", "true", "--state-dir", &dir_flag],
+    );
+    let service = support::start(config).await;
+    loaded(&service, ASKED as u64).await;
+    let report = service.state.models.default_model().prior.report();
+    let prior = &report[0].prior;
+    assert!(
+        prior[0] > 1.0 && prior[1] < -1.0,
+        "planted +1.5/-1.5: {prior:?}"
+    );
+    let reads = fake.chat_requests();
+    let reply = support::ask(&service, &planted(ASKED + 1, json!({}))).await;
+    assert!(
+        reply.body["answers"]["q"].get("prior_correction").is_some(),
+        "{}",
+        reply.text
+    );
+    assert_eq!(fake.chat_requests() - reads, 1, "no warm-up sample");
+
+    // A directory that already holds priors is not added to.
+    let again = calibrate(prior_flags(&ledger, Some(&dir_flag))).await;
+    let refused = again.expect_err("a used state dir is refused");
+    assert!(refused.contains("prior.redb exists"), "{refused}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The reads recorded by `systemone eval`'s in-process service (`--ledger`), this time with
+/// no bias planted: the fit declines. A ledger without multi-order reads seeds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_bias_in_the_reads_the_offline_fit_declines() {
+    let fake = FakeVllm::start().await;
+    fake.set_planted(Some(Planted {
+        bias: vec![0.0, 0.0],
+        clarity: 1.5,
+        read_noise: 0.3,
+    }));
+    let mut text = String::new();
+    for i in 0..ASKED {
+        let mut line = planted(i, json!({"permutations": 2}));
+        let truth = ["alpha", "beta"][i % 2];
+        line["gold"] = json!({ "q": truth });
+        text.push_str(&format!("{line}\n"));
+    }
+    let data = support::temp_file("planted.jsonl", &text);
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let backend = fake.base_url();
+    let mut flags = vec![
+        "--data",
+        data.to_str().expect("utf-8"),
+        "--backend",
+        "vllm",
+        "--backend-url",
+        &backend,
+        "--token-table",
+        "golden-fake",
+        "--model",
+        "glm-5.3-flash",
+        "--progress",
+        "false",
+    ];
+    let ledger_flags = db.flags();
+    flags.extend(ledger_flags.iter().map(String::as_str));
+    let evaluated = systemone::cli::eval::run(&support::eval_args(&flags)).await;
+    evaluated.expect("eval runs");
+    let summary = calibrate(prior_flags(&db.target, None))
+        .await
+        .expect("fits");
+    eprint!("{summary}");
+    assert!(
+        summary.contains(&format!("{ASKED} question(s) read in two or more orders")),
+        "eval's service recorded its reads: {summary}"
+    );
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("choice/2/accuracy"))
+        .unwrap_or_else(|| panic!("no shape line: {summary}"));
+    assert!(line.ends_with("(declines)"), "{line}");
+
+    let empty = LedgerDb::new(Backend::Sqlite).await.target;
+    let dir = support::temp_file("unused", "").with_file_name("state");
+    let dir_flag = dir.to_str().expect("utf-8");
+    let summary = calibrate(prior_flags(&empty, Some(dir_flag)))
+        .await
+        .expect("reads");
+    assert!(summary.contains("nothing to fit"), "{summary}");
+    assert!(!dir.join("prior.redb").exists(), "{summary}");
+}
