@@ -53,6 +53,18 @@ fn prior_flags(ledger: &str, out: Option<&str>) -> Vec<String> {
     flags.into_iter().map(str::to_owned).collect()
 }
 
+/// The fit's line for the planted shape, once the summary says it read every question
+/// asked in two orders.
+fn shape_line(summary: &str) -> &str {
+    eprint!("{summary}");
+    let read = format!("{ASKED} question(s) read in two or more orders");
+    assert!(summary.contains(&read), "{summary}");
+    summary
+        .lines()
+        .find(|l| l.starts_with("choice/2/accuracy"))
+        .unwrap_or_else(|| panic!("no shape line: {summary}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calibrate_fits_the_prior_from_the_ledger_and_seeds_a_state_dir() {
     let fake = FakeVllm::start().await;
@@ -63,15 +75,8 @@ async fn calibrate_fits_the_prior_from_the_ledger_and_seeds_a_state_dir() {
     let summary = calibrate(prior_flags(&ledger, Some(&dir_flag)))
         .await
         .expect("fits");
-    eprint!("{summary}");
-    assert!(
-        summary.contains(&format!("{ASKED} question(s) read in two or more orders")),
-        "the one-order answer has no reads: {summary}"
-    );
-    let line = summary
-        .lines()
-        .find(|l| l.starts_with("choice/2/accuracy"))
-        .unwrap_or_else(|| panic!("no shape line: {summary}"));
+    // The one-order answer has no reads to learn from.
+    let line = shape_line(&summary);
     assert!(!line.contains("declines"), "{line}");
     assert!(!summary.contains("Which one"), "no caller text: {summary}");
 
@@ -146,15 +151,7 @@ async fn with_no_bias_in_the_reads_the_offline_fit_declines() {
     let summary = calibrate(prior_flags(&db.target, None))
         .await
         .expect("fits");
-    eprint!("{summary}");
-    assert!(
-        summary.contains(&format!("{ASKED} question(s) read in two or more orders")),
-        "eval's service recorded its reads: {summary}"
-    );
-    let line = summary
-        .lines()
-        .find(|l| l.starts_with("choice/2/accuracy"))
-        .unwrap_or_else(|| panic!("no shape line: {summary}"));
+    let line = shape_line(&summary);
     assert!(line.ends_with("(declines)"), "{line}");
 
     let empty = LedgerDb::new(Backend::Sqlite).await.target;
