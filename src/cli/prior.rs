@@ -148,3 +148,59 @@ fn summary(model: &str, questions: usize, shapes: &[ShapeReport]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::record::{OrderReads, OrderedReads};
+
+    fn question(kind: &str, layout: &str, orders: &[(usize, Vec<f64>)]) -> QuestionReads {
+        QuestionReads {
+            model: "m".into(),
+            kind: kind.into(),
+            reads: OrderedReads {
+                layout: layout.into(),
+                orders: orders
+                    .iter()
+                    .map(|(shift, logprobs)| OrderReads {
+                        shift: *shift,
+                        logprobs: logprobs.clone(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    /// Records a ledger could hold but no shape fits are counted out, not learned from.
+    #[test]
+    fn reads_that_make_no_shape_are_left_out() {
+        let good = [(0, vec![-0.5, -1.5]), (1, vec![-0.7, -1.2])];
+        let questions = [
+            question("noul", "accuracy", &good),
+            question("noul", "accuracy", &[(0, vec![-0.5, -1.5])]),
+            question(
+                "noul",
+                "accuracy",
+                &[(0, vec![-0.5, -1.5]), (1, vec![-1.0])],
+            ),
+            question(
+                "noul",
+                "accuracy",
+                &[(0, vec![-0.5, -1.5]), (2, vec![-1.0, -2.0])],
+            ),
+            question(
+                "noul",
+                "accuracy",
+                &[(0, vec![f64::NAN, -1.5]), (1, vec![-1.0, -2.0])],
+            ),
+            question("poll", "accuracy", &good),
+            question("noul", "Accuracy", &good),
+        ];
+        let (book, skipped) = learn(&questions);
+        assert_eq!(skipped, 6);
+        let report = book.report();
+        assert_eq!(report.len(), 1);
+        assert_eq!(report[0].shape, "noul/2/accuracy");
+        assert_eq!(report[0].samples, 1);
+    }
+}
