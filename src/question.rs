@@ -1,4 +1,4 @@
-//! Lowering: every question type becomes a list of numbered options (technique §1).
+//! Lowering: every question type becomes a list of numbered options (`docs/request.md`, "Lowering").
 //!
 //! | type   | options, in order                                   |
 //! |--------|-----------------------------------------------------|

@@ -7,7 +7,7 @@
 //!   min_p: 0`, fixed `seed`); the sampled token is irrelevant.
 //! * **Pre-mask read through the raw top-K.** `logprobs`/`top_logprobs` report the raw
 //!   softmax before any bias, top-K only. With K = [`RAW_TOP_K`] every option id of Gemma 3
-//!   270M was in the read in 20 of 20 calls (technique §7), so one read gives both the
+//!   270M was in the read in 20 of 20 calls (`docs/backends.md`), so one read gives both the
 //!   masked distribution (the options' raw probabilities renormalised) and `option_mass`.
 //! * **Exact when an option is outside the top-K.** A second read of the same prompt with
 //!   `post_sampling_probs: true` returns the masked distribution, whose log-probabilities

@@ -101,7 +101,7 @@ impl VllmBackend {
         let key = self.api_key.as_ref();
         match &self.parsed_url {
             Some(url) => post(&self.client, url.clone(), key),
-            // An unparseable URL is reported when the read is sent, as before.
+            // An unparseable URL is reported when the read is sent, like any send error.
             None => post(&self.client, &self.url, key),
         }
     }

@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::parse::clap_defaults;
 
-/// Request limits (contract "Limits"). Every one is configurable.
+/// Request limits (`docs/reference/flags.md`). Every one is configurable.
 #[derive(Debug, Clone, Args)]
 pub struct Limits {
     /// Most questions in one request.

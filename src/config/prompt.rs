@@ -3,7 +3,7 @@
 use clap::ValueEnum;
 use serde::Deserialize;
 
-/// The prompt layout (technique §2).
+/// The prompt layout (`docs/layouts.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
@@ -30,7 +30,7 @@ impl Layout {
 }
 
 /// Which labels a model asks with once a question has more options than its single-token
-/// labels (technique §3; a question that fits them is asked with them, byte for byte).
+/// labels (`docs/token-tables.md`; a question that fits them is asked with them, byte for byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LabelScheme {

@@ -1,7 +1,7 @@
 //! Model upkeep in the background: one task per model runs its token-table check and its
 //! dialect's host probe (the `openai` dialect's) on their intervals, so that requests and
 //! `/readyz` only ever read the last verdict and never wait on a backend (a readiness probe
-//! times out after 1 s; one check against a cold vLLM took 21 s).
+//! times out after 1 s; a check against a cold vLLM can take tens of seconds).
 //!
 //! A cold backend, whose first check or probe cannot conclude (a timeout, a 503), is retried
 //! with backoff from [`RETRY_FIRST`] doubling to [`RETRY_MAX`] until it concludes; after

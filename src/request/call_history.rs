@@ -1,7 +1,7 @@
 //! Where a history that grows across calls goes in the prompt, so that the prefix cache
 //! keeps it.
 
-/// A record that grows across calls, placed where the prefix cache keeps it (technique §2).
+/// A record that grows across calls, placed where the prefix cache keeps it (`docs/request.md`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum History {
     /// No history: the plain layout.

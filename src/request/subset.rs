@@ -54,7 +54,7 @@ impl ValidRequest {
             ignored: Ignored::default(),
             // The limits were settled for the whole request: a subset stays within them.
             recount: self.recount,
-            // The head the escalated questions share is the caller's, as before.
+            // The head the escalated questions share is the caller's whole request's.
             content: self.content,
         })
     }

@@ -1,4 +1,4 @@
-//! API keys over HTTP against the fake vLLM server (contract "Auth", issue 5 "Keys").
+//! API keys over HTTP against the fake vLLM server (`docs/operations/keys-and-limits.md`).
 //!
 //! * With no key configured the service is open: no `Authorization`, or any bearer, is
 //!   answered.

@@ -1,5 +1,5 @@
 //! Images end to end (contract: `images`, `assets`, "Multipart images", the image limits;
-//! technique §2 and §6): what a caller sends as a data URL, raw base64, an inline
+//! `docs/request.md` and `docs/layouts.md`): what a caller sends as a data URL, raw base64, an inline
 //! `data_base64` asset or a multipart `asset-N` part reaches the (fake) vision backend as
 //! `image_url` parts with a data URL of the sniffed format, ahead of the text, in a staged
 //! call. What the contract refuses (a text-only model, GIF or garbage bytes, more than 4

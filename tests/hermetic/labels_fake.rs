@@ -29,7 +29,7 @@ use crate::support::bodies::one_choice;
 use crate::support::fake_vllm::{render_toy_prompt, toy_logprobs, FakeVllm, Fault};
 use crate::support::{ask, assert_error, config_with_table, criteria, start, Service};
 
-/// Gemma 3's id of each digit (technique §3).
+/// Gemma 3's id of each digit (`docs/token-tables.md`).
 const DIGIT_IDS: [u64; 10] = [
     236771, 236770, 236778, 236800, 236812, 236810, 236825, 236832, 236828, 236819,
 ];

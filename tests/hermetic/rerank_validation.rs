@@ -412,7 +412,7 @@ async fn long_lists_are_batched_and_long_documents_truncated() {
 }
 
 /// Proves the prompt layout shares the prefix: every read of one call is the history
-/// layout (technique §2), whose cacheable head is preamble, the configured question, the
+/// layout (`docs/layouts.md`), whose cacheable head is preamble, the configured question, the
 /// state `{"query": …}` and then the document; the heads of two documents agree up to the
 /// document and the question part after it is the same for both.
 #[tokio::test]

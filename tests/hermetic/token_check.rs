@@ -1,4 +1,4 @@
-//! The live token-table check (technique §3) and the token limits (contract "Limits" and
+//! The live token-table check (`docs/token-tables.md`) and the token limits (`docs/reference/flags.md` and
 //! the 503 row), over HTTP against the fake vLLM server.
 //!
 //! * The check runs in the model's background upkeep task: when the service starts, then

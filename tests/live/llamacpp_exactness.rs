@@ -1,4 +1,4 @@
-//! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (technique §7):
+//! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (`docs/backends.md`):
 //! the service's probabilities are exactly the backend's own raw log-probabilities
 //! renormalised (then tempered by the default formula), checked against the same prompts
 //! sent straight to llama-server.

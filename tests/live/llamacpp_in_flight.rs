@@ -1,4 +1,4 @@
-//! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (technique §7):
+//! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (`docs/backends.md`):
 //! the in-flight cap holds under concurrent callers, as a recording proxy
 //! (`tests/live/setup/proxy.rs`) between the service and llama-server sees.
 //!

@@ -1,4 +1,4 @@
-//! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (technique §7):
+//! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (`docs/backends.md`):
 //! the official TypeSafe Python SDK works against the service unchanged, and a recording
 //! proxy (`tests/live/setup/proxy.rs`) between the SDK and the service sees what the SDK put on
 //! the wire (zstd bodies).

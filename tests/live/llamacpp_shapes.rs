@@ -1,4 +1,4 @@
-//! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (technique §7):
+//! End to end against a real llama.cpp `llama-server` serving Gemma 3 270M (`docs/backends.md`):
 //! the llama.cpp dialect answers a noul, a choice and a score in the contract's shapes, fits
 //! Gemma 3's ten single-token labels, and refuses what it cannot do (a 256th option,
 //! images) before any upstream call, which a recording proxy (`tests/live/setup/proxy.rs`) in

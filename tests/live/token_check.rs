@@ -1,4 +1,4 @@
-//! The token limits (contract "Limits") with the real Gemma 3 and Qwen 3 `tokenizer.json`
+//! The token limits (`docs/reference/flags.md`) with the real Gemma 3 and Qwen 3 `tokenizer.json`
 //! files from `SYSTEMONE_TOKENIZERS` (filled by `scripts/fetch-tokenizers.sh`), over HTTP
 //! against the fake vLLM server. The token-table check itself runs on the fake's toy
 //! tokenizer in the hermetic tier (`tests/hermetic/token_check.rs`).

@@ -6,7 +6,7 @@
 //!
 //! Each document `i` is the noul `"i"`: its instructions are the serving model's configured
 //! `rerank_question`, the state is `{"query": <query>}`, and the document is the question's
-//! history `{"document": <document>}`. The history layout (technique §2) puts preamble,
+//! history `{"document": <document>}`. The history layout (`docs/layouts.md`) puts preamble,
 //! question, state (the query) and then the document in the cacheable head, so every
 //! document of a call shares the backend's prefix cache up to the document; the layout is
 //! `accuracy` whatever the model's default, so no read carries the other documents.

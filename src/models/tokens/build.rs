@@ -1,6 +1,6 @@
 //! Building and checking token tables from a HuggingFace `tokenizer.json`.
 //!
-//! The rule (technique §3): an integer `i` is a label when `prefix + str(i)` tokenizes as
+//! The rule (`docs/token-tables.md`): an integer `i` is a label when `prefix + str(i)` tokenizes as
 //! the tokens of `prefix` plus exactly one more token; that token is the label's id. The
 //! prefixed string is tokenized, never bare digits, because many tokenizers merge or split
 //! digits differently after `=`. Labels are taken in ascending order, skipping integers that

@@ -1,7 +1,7 @@
 //! The live check: is the token table still true of the tokenizer that serves right now?
 //!
 //! A wrong table gives plausible, wrong probabilities, so the service checks it against the
-//! backend when the model starts and every `interval` after (technique §3): one tokenize
+//! backend when the model starts and every `interval` after (`docs/token-tables.md`): one tokenize
 //! call (the backend's `/tokenize`, a request per text) for `prefix`, `prefix + label` for
 //! every single-token label and
 //! `prefix + text` for every multi-token label (see [`check_texts`]), compared with the

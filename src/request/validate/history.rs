@@ -1,4 +1,4 @@
-//! `history`: a record that grows across calls (technique §2), shared by every question (a
+//! `history`: a record that grows across calls (`docs/request.md`), shared by every question (a
 //! string) or given per question (an object question id → string).
 
 use serde_json::{Map, Value};

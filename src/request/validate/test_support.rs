@@ -1,5 +1,5 @@
 //! What the unit tables share: a registry of models on backends that are never called
-//! (validation sends nothing), bodies built like tests/validation.rs builds them, tiny
+//! (validation sends nothing), bodies built like tests/hermetic/validation_rules.rs builds them, tiny
 //! images with valid magic numbers, and the runner that checks each row's outcome.
 
 use std::sync::Arc;
