@@ -229,12 +229,7 @@ impl JwtVerifier {
             (None, Some(path)) => Source::File(path),
             _ => return Err("give exactly one of jwks_url and jwks_file".into()),
         };
-        let issuers = spec.issuer.map(OneOrMany::into_vec).unwrap_or_default();
-        if issuers.is_empty() || issuers.iter().any(String::is_empty) {
-            return Err(
-                "issuer is required and may not be empty (the `iss` every token must carry)".into(),
-            );
-        }
+        let issuers = issuers_of(spec.issuer)?;
         let audiences = spec.audience.map(OneOrMany::into_vec);
         let algorithms = allowed_algorithms(spec.algorithms.as_deref())?;
         let validations = algorithms
@@ -382,6 +377,18 @@ impl JwtVerifier {
     pub fn tier_claim(&self) -> &str {
         &self.tier_claim
     }
+}
+
+/// The configured issuers: at least one, none empty (an empty one would let a token's
+/// subject be named without its issuer).
+fn issuers_of(issuer: Option<OneOrMany>) -> Result<Vec<String>, String> {
+    let issuers = issuer.map(OneOrMany::into_vec).unwrap_or_default();
+    if issuers.is_empty() || issuers.iter().any(String::is_empty) {
+        return Err(
+            "issuer is required and may not be empty (the `iss` every token must carry)".into(),
+        );
+    }
+    Ok(issuers)
 }
 
 /// The allowed algorithms: the configured names (asymmetric only), or all asymmetric ones.
