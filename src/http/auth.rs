@@ -33,9 +33,10 @@
 //! names), a `[jwt]` section ([`jwt`]: signed tokens beside the keys) and each key's
 //! `tier` and `scopes` ([`scope`]). A bearer with a JWT's shape goes to token verification
 //! when `[jwt]` is configured, anything else to the keys. A token caller is named by a hash
-//! of its issuer and subject (`sub-<32 hex>`, or the configured name claim's value), which
-//! its limits, usage and ledger records use; metrics label it `token` (or `token:<tier>`), a
-//! bounded set, never per subject.
+//! of its issuer and subject (`sub-<32 hex>`), or by the configured name claim's value
+//! tagged with its issuer (`<value>@<8 hex>`), forms no key's name can take ([`names`]);
+//! its limits, usage and ledger records use that name. Metrics label it `token` (or
+//! `token:<tier>`), a bounded set, never per subject.
 //!
 //! Where the parts live: [`keys_file`] reads the configuration into [`Keys`]; this file
 //! matches a bearer to a caller; [`caller`] is what the routes ask of a [`Caller`] (names,
@@ -60,6 +61,7 @@ mod caller;
 mod jwks;
 pub mod jwt;
 mod keys_file;
+pub mod names;
 mod refusal;
 pub mod salt;
 pub mod scope;
@@ -70,6 +72,7 @@ pub(crate) use caller::count_rejection;
 pub use caller::CallerChecks;
 pub use jwks::JwksStatus;
 use jwt::{looks_like_jwt, JwtVerifier, TokenClaims};
+use names::{claim_name, subject_name};
 pub use refusal::AuthError;
 use scope::Scopes;
 use subjects::Subjects;
@@ -82,8 +85,8 @@ pub const ANONYMOUS: &str = "anonymous";
 /// what it may do. Never holds the key or the token.
 #[derive(Debug)]
 pub struct Identity {
-    /// The key's configured name, or a token caller's `sub-<hash>` (or name claim): the
-    /// limit store's, the usage record's and the ledger's name for it.
+    /// The key's configured name, or a token caller's `sub-<hash>` (or `<name claim>@<tag>`):
+    /// the limit store's, the usage record's and the ledger's name for it.
     name: String,
     /// The metrics label: the key's name, or `token` / `token:<tier>` (bounded).
     label: String,
@@ -186,16 +189,6 @@ fn limits_of(
     })
 }
 
-/// A name that is safe as a metrics label and log field.
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name != ANONYMOUS
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
 /// The bearer of an `Authorization` header: a missing header, another scheme or an empty
 /// bearer is [`AuthError::Missing`].
 fn bearer(authorization: Option<&HeaderValue>) -> Result<&str, AuthError> {
@@ -207,18 +200,6 @@ fn bearer(authorization: Option<&HeaderValue>) -> Result<&str, AuthError> {
         })
         .filter(|t| !t.is_empty())
         .ok_or(AuthError::Missing)
-}
-
-/// A token caller's name: `sub-` and 32 hex digits of sha256(issuer, 0, subject). Stable
-/// across restarts and replicas (usage and the ledger are kept by it), and not the subject.
-pub fn subject_name(issuer: &str, subject: &str) -> String {
-    let mut hash = Sha256::new();
-    hash.update(issuer.as_bytes());
-    hash.update([0u8]);
-    hash.update(subject.as_bytes());
-    let digest = hash.finalize();
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("sub-{hex}")
 }
 
 /// sha256 of a key.
@@ -307,10 +288,11 @@ impl Keys {
                 }
             })?),
         };
+        // The forms of `names` keep these apart from each other and from every key's name.
         let name = claims
             .name
-            .filter(|n| valid_name(n) && !self.keys.iter().any(|k| &k.identity.name == n))
-            .unwrap_or_else(|| subject_name(&claims.subject.0, &claims.subject.1));
+            .and_then(|value| claim_name(claims.subject.issuer(), &value))
+            .unwrap_or_else(|| subject_name(&claims.subject));
         let limits = tier.as_ref().map(|t| t.limits).unwrap_or_default();
         let label = match &tier {
             Some(t) => format!("token:{}", t.name),

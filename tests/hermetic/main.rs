@@ -58,6 +58,7 @@ mod tiers_scopes;
 mod token_check;
 mod token_tables;
 mod tokens;
+mod tokens_jwks;
 mod validation_rules;
 mod validation_transport;
 mod vllm_fanout;

@@ -10,6 +10,8 @@
 //!   the JWKS is picked up without a restart.
 //! * With the JWKS down, cached keys keep serving until they expire, and `/readyz` says so
 //!   (`stale`, then unready and 503 `system_one_token_keys_unavailable`).
+//! * A name claim never takes another caller's name: a `client_id` that is another
+//!   subject's `sub-…` name or a key's name reads neither's records nor usage.
 
 use std::time::Duration;
 
@@ -48,7 +50,7 @@ pub async fn token_service(keys: &str) -> (FakeVllm, Service) {
 }
 
 /// Waits until `/readyz` says the token keys are cached.
-async fn keys_ready(service: &Service) {
+pub async fn keys_ready(service: &Service) {
     for _ in 0..500 {
         let ready = get(service, "/readyz").await;
         let body: Value = serde_json::from_str(&ready.text).unwrap_or_default();
@@ -61,7 +63,7 @@ async fn keys_ready(service: &Service) {
 }
 
 /// `/readyz`'s `tokens` line and status.
-async fn tokens_line(service: &Service) -> (u16, Value) {
+pub async fn tokens_line(service: &Service) -> (u16, Value) {
     let reply = get(service, "/readyz").await;
     let body: Value = serde_json::from_str(&reply.text).expect("json");
     (reply.status, body["tokens"].clone())
@@ -147,6 +149,11 @@ async fn a_valid_token_is_answered_and_each_bad_one_has_its_own_code() {
             "wrong issuer",
             signer.token(&claims("a", json!({"iss": "https://evil.test/"}))),
             "system_one_token_wrong_issuer",
+        ),
+        (
+            "iss as a list",
+            signer.token(&claims("a", json!({"iss": [ISSUER]}))),
+            "system_one_token_bad_claims",
         ),
         (
             "wrong audience",
@@ -321,4 +328,67 @@ async fn the_ledger_names_a_token_caller_by_its_hashed_subject() {
         "{}",
         theirs.text
     );
+}
+
+/// A name claim that is another subject's `sub-…` name or a key's name does not make its
+/// bearer that caller: it reads neither one's ledger records nor their usage, and is
+/// named `<value>@<issuer tag>` itself.
+#[tokio::test]
+async fn a_name_claim_cannot_take_another_callers_name() {
+    use crate::support::ledger::{Backend, LedgerDb};
+    let signer = Signer::new("k1");
+    let jwks = FakeJwks::start(&[&signer]).await;
+    let keys = keys_file(&format!(
+        "{}{}",
+        key_entry("acme", KEY, ""),
+        jwt_section(
+            &jwks,
+            "name_claim = \"client_id\"\ndefault_scopes = [\"ask\", \"ledger:read\", \"usage:own\"]"
+        )
+    ));
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let (_fake, service) =
+        crate::support::ledger_suite::service(&db, &["--keys-file", keys.to_str().expect("utf-8")])
+            .await;
+    keys_ready(&service).await;
+    let store = service.state.ledger.store().expect("the ledger is on");
+    let mut victims = Vec::new();
+    for bearer in [signer.token(&claims("alice", json!({}))), KEY.to_owned()] {
+        let reply = ask_as(&service, Some(&bearer), &choices(2)).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let id = reply.header("x-request-id").expect("an id").to_owned();
+        let mut record = None;
+        for _ in 0..500 {
+            record = store.decision(&id).await.expect("reads");
+            if record.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        victims.push((record.expect("on record").key, id));
+    }
+    assert_eq!(victims[1].0, "acme");
+    for (name, id) in &victims {
+        let mallory = signer.token(&claims("mallory", json!({"client_id": name})));
+        let one = get_as(
+            &service,
+            &format!("/v1/ledger/decisions/{id}"),
+            Some(&mallory),
+        )
+        .await;
+        assert_eq!(one.status, 404, "{name}'s record: {}", one.text);
+        let list = get_as(&service, "/v1/ledger/decisions", Some(&mallory)).await;
+        assert_eq!(
+            list.body["decisions"].as_array().map(Vec::len),
+            Some(0),
+            "{}",
+            list.text
+        );
+        let usage = get_as(&service, "/v1/usage", Some(&mallory)).await;
+        assert_eq!(usage.status, 200, "{}", usage.text);
+        let own = usage.body["keys"][0].as_str().expect("its own name");
+        assert!(own.starts_with(&format!("{name}@")) && own != name, "{own}");
+        let theirs = get_as(&service, &format!("/v1/usage?key={name}"), Some(&mallory)).await;
+        assert_eq!(theirs.status, 403, "{name}'s usage: {}", theirs.text);
+    }
 }

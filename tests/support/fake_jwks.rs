@@ -1,6 +1,7 @@
 //! A fake identity provider: P-256 key pairs made by the test ([`Signer`]), which sign its
 //! tokens, and a JWKS endpoint on 127.0.0.1:0 ([`FakeJwks`]) that publishes their public
-//! halves, counts its fetches, and can go down (503) or publish a rotated-in key.
+//! halves, counts its fetches, and can go down (503), publish a rotated-in key, or answer
+//! a body that never ends (counting the bytes each fetch was handed).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use base64::Engine;
+use futures::StreamExt;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use p256::pkcs8::EncodePrivateKey;
@@ -89,7 +91,13 @@ struct Published {
     keys: Mutex<Vec<Jwk>>,
     fetches: AtomicUsize,
     down: AtomicBool,
+    endless: AtomicBool,
+    /// Bytes of the endless body handed to each fetch that got one.
+    handed: Mutex<Vec<Arc<AtomicUsize>>>,
 }
+
+/// One chunk of the endless body.
+const CHUNK: usize = 64 * 1024;
 
 /// The JWKS endpoint.
 pub struct FakeJwks {
@@ -131,6 +139,22 @@ impl FakeJwks {
         self.state.down.store(down, Ordering::SeqCst);
     }
 
+    /// Answers a chunked body that never ends (`{"keys":[` and then spaces) or the set.
+    pub fn set_endless(&self, endless: bool) {
+        self.state.endless.store(endless, Ordering::SeqCst);
+    }
+
+    /// The most bytes of the endless body one fetch was handed (the server's side: what
+    /// the fetcher read, plus what the sockets' buffers held when it stopped reading).
+    pub fn most_handed(&self) -> usize {
+        let handed = self.state.handed.lock().expect("lock");
+        handed
+            .iter()
+            .map(|n| n.load(Ordering::SeqCst))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// How many times the set was asked for.
     pub fn fetches(&self) -> usize {
         self.state.fetches.load(Ordering::SeqCst)
@@ -141,6 +165,17 @@ async fn serve(State(state): State<Arc<Published>>) -> Response {
     state.fetches.fetch_add(1, Ordering::SeqCst);
     if state.down.load(Ordering::SeqCst) {
         return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    if state.endless.load(Ordering::SeqCst) {
+        let handed = Arc::new(AtomicUsize::new(0));
+        state.handed.lock().expect("lock").push(handed.clone());
+        let opening = futures::stream::once(async { b"{\"keys\":[".to_vec() });
+        let spaces = futures::stream::repeat_with(|| vec![b' '; CHUNK]);
+        let body = opening.chain(spaces).map(move |chunk| {
+            handed.fetch_add(chunk.len(), Ordering::SeqCst);
+            Ok::<_, std::io::Error>(chunk)
+        });
+        return axum::body::Body::from_stream(body).into_response();
     }
     let keys = state.keys.lock().expect("lock").clone();
     axum::Json(JwkSet { keys }).into_response()

@@ -11,7 +11,7 @@
 //! jwks_ttl_secs = 600                      # how long fetched keys are trusted
 //! jwks_refetch_secs = 5                    # least time between two fetches
 //! identity_claim = "sub"                   # who the caller is (hashed before it is used)
-//! name_claim = "client_id"                 # optional: a readable name instead of the hash
+//! name_claim = "client_id"                 # optional: a readable name (`<value>@<issuer tag>`)
 //! tier_claim = "tier"                      # names a [[tier]]
 //! default_tier = "free"                    # for a token without the tier claim
 //! scope_claim = "scope"                    # "ask usage:own" or ["ask", "usage:own"]
@@ -25,9 +25,11 @@
 //! `kid` names a cached key, after at most one refetch (`system_one_token_unknown_key`), of
 //! the algorithm's family; the signature (`system_one_token_invalid`); `exp` (required) and
 //! `nbf` with the leeway (`system_one_token_expired`, `system_one_token_not_yet_valid`);
-//! `iss` and `aud` (required when configured: `system_one_token_wrong_issuer`,
-//! `system_one_token_wrong_audience`); the identity, tier and scope claims
-//! (`system_one_token_bad_claims`). Messages never hold the token or a claim's value.
+//! `aud` (required when configured: `system_one_token_wrong_audience`); `iss`, a string
+//! (RFC 7519 §4.1.1) that is a configured issuer (`system_one_token_wrong_issuer`; of
+//! another JSON type, a list included, `system_one_token_bad_claims`); the identity, tier
+//! and scope claims (`system_one_token_bad_claims`). Messages never hold the token or a
+//! claim's value.
 //!
 //! A client sends one token for many requests, and checking a signature costs tens of
 //! microseconds (ES256, RS256): a token that verified is remembered by its sha256
@@ -49,6 +51,7 @@ use serde_json::{Map, Value};
 use sha2::Digest;
 
 use super::jwks::{Jwks, JwksStatus, Lookup, Source};
+use super::names::Subject;
 use super::scope::Scopes;
 
 /// Every asymmetric algorithm `jsonwebtoken` verifies: the default allow-list.
@@ -186,8 +189,8 @@ pub enum TokenError {
 #[derive(Debug, Clone)]
 pub struct TokenClaims {
     /// The issuer and the identity claim's value (to be hashed, never shown).
-    pub subject: (String, String),
-    /// The name claim's value, when configured and present.
+    pub subject: Subject,
+    /// The name claim's value, when configured and present (its issuer tags it).
     pub name: Option<String>,
     /// The tier claim's value (or the default tier), if any.
     pub tier: Option<String>,
@@ -199,6 +202,8 @@ pub struct TokenClaims {
 #[derive(Debug)]
 pub struct JwtVerifier {
     jwks: Arc<Jwks>,
+    /// The configured issuers (none empty): `iss` must be one of them.
+    issuers: Vec<String>,
     /// One validation per allowed algorithm (the allow-list is the map's keys).
     validations: HashMap<Algorithm, Validation>,
     identity_claim: String,
@@ -224,10 +229,7 @@ impl JwtVerifier {
             (None, Some(path)) => Source::File(path),
             _ => return Err("give exactly one of jwks_url and jwks_file".into()),
         };
-        let issuers = spec.issuer.map(OneOrMany::into_vec).unwrap_or_default();
-        if issuers.is_empty() {
-            return Err("issuer is required (the `iss` every token must carry)".into());
-        }
+        let issuers = issuers_of(spec.issuer)?;
         let audiences = spec.audience.map(OneOrMany::into_vec);
         let algorithms = allowed_algorithms(spec.algorithms.as_deref())?;
         let validations = algorithms
@@ -236,8 +238,9 @@ impl JwtVerifier {
                 let mut v = Validation::new(alg);
                 v.leeway = spec.leeway_secs;
                 v.validate_nbf = true;
-                v.set_issuer(&issuers);
-                let mut required = vec!["exp", "iss"];
+                // `iss` is checked by `claims`, which also refuses it of the wrong type.
+                v.iss = None;
+                let mut required = vec!["exp"];
                 match &audiences {
                     Some(aud) => {
                         v.set_audience(aud);
@@ -260,6 +263,7 @@ impl JwtVerifier {
         )?;
         Ok(JwtVerifier {
             jwks: Arc::new(jwks),
+            issuers,
             validations,
             identity_claim: spec.identity_claim,
             name_claim: spec.name_claim,
@@ -272,13 +276,11 @@ impl JwtVerifier {
         })
     }
 
-    /// Starts the first fetch of the keys in the background (when called in a runtime), so
-    /// that `/readyz` and the first token need not wait for it.
+    /// Starts keeping the keys fetched in the background (when called in a runtime; once),
+    /// so that `/readyz` and the first token need not wait for them, and keys that could not
+    /// be fetched at start-up are fetched once the JWKS answers, with no token needed.
     pub fn start(&self) {
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let jwks = self.jwks.clone();
-            runtime.spawn(async move { jwks.refresh().await });
-        }
+        self.jwks.start();
     }
 
     /// `/readyz`'s line about the keys.
@@ -340,7 +342,8 @@ impl JwtVerifier {
         let identity = text(&self.identity_claim)
             .filter(|s| !s.is_empty() && s.len() <= MAX_IDENTITY_BYTES)
             .ok_or_else(|| TokenError::Claims(self.identity_claim.clone()))?;
-        let issuer = text("iss").unwrap_or_default();
+        let subject = Subject::new(self.issuer(claims)?, identity)
+            .ok_or_else(|| TokenError::Claims(self.identity_claim.clone()))?;
         let tier = match claims.get(&self.tier_claim) {
             None | Some(Value::Null) => self.default_tier.clone(),
             Some(Value::String(t)) => Some(t.clone()),
@@ -352,17 +355,40 @@ impl JwtVerifier {
                 .ok_or_else(|| TokenError::Claims(self.scope_claim.clone()))?,
         };
         Ok(TokenClaims {
-            subject: (issuer.to_owned(), identity.to_owned()),
+            subject,
             name: self.name_claim.as_deref().and_then(text).map(str::to_owned),
             tier,
             scopes,
         })
     }
 
+    /// The token's `iss`: a string that is a configured issuer (so never empty). A list,
+    /// which RFC 7519 does not allow and which would leave the subject without its
+    /// issuer, is refused as any claim of the wrong type is.
+    fn issuer<'a>(&self, claims: &'a Map<String, Value>) -> Result<&'a str, TokenError> {
+        match claims.get("iss") {
+            Some(Value::String(iss)) if self.issuers.contains(iss) => Ok(iss),
+            None | Some(Value::String(_)) => Err(TokenError::Issuer),
+            Some(_) => Err(TokenError::Claims("iss".into())),
+        }
+    }
+
     /// The tier claim's name, for messages.
     pub fn tier_claim(&self) -> &str {
         &self.tier_claim
     }
+}
+
+/// The configured issuers: at least one, none empty (an empty one would let a token's
+/// subject be named without its issuer).
+fn issuers_of(issuer: Option<OneOrMany>) -> Result<Vec<String>, String> {
+    let issuers = issuer.map(OneOrMany::into_vec).unwrap_or_default();
+    if issuers.is_empty() || issuers.iter().any(String::is_empty) {
+        return Err(
+            "issuer is required and may not be empty (the `iss` every token must carry)".into(),
+        );
+    }
+    Ok(issuers)
 }
 
 /// The allowed algorithms: the configured names (asymmetric only), or all asymmetric ones.
@@ -462,6 +488,55 @@ mod tests {
             allowed_algorithms(Some(&["ES256".into()])).expect("ok"),
             vec![Algorithm::ES256]
         );
+    }
+
+    fn verifier(section: &str) -> Result<JwtVerifier, String> {
+        let spec: JwtSpec = toml::from_str(section).map_err(|e| e.to_string())?;
+        JwtVerifier::from_spec(spec)
+    }
+
+    /// `iss` must be a configured issuer's string: a list (even of configured issuers) or
+    /// another type is refused, so a subject is never hashed without its issuer.
+    #[test]
+    fn iss_must_be_one_configured_string() {
+        let jwt = verifier("jwks_file = \"jwks.json\"\nissuer = [\"https://a/\", \"https://b/\"]")
+            .expect("verifier");
+        let with_iss = |iss: Option<Value>| {
+            let mut claims = serde_json::json!({"sub": "alice"});
+            if let Some(iss) = iss {
+                claims["iss"] = iss;
+            }
+            jwt.claims(claims.as_object().expect("object"))
+                .map(|c| c.subject.issuer().to_owned())
+        };
+        use serde_json::json;
+        assert_eq!(with_iss(Some(json!("https://b/"))), Ok("https://b/".into()));
+        for (iss, refusal) in [
+            (Some(json!("https://evil/")), TokenError::Issuer),
+            (Some(json!("")), TokenError::Issuer),
+            (None, TokenError::Issuer),
+            (
+                Some(json!(["https://a/"])),
+                TokenError::Claims("iss".into()),
+            ),
+            (
+                Some(json!(["https://a/", "https://b/"])),
+                TokenError::Claims("iss".into()),
+            ),
+            (Some(json!([])), TokenError::Claims("iss".into())),
+            (Some(json!(7)), TokenError::Claims("iss".into())),
+            (Some(Value::Null), TokenError::Claims("iss".into())),
+        ] {
+            assert_eq!(with_iss(iss.clone()), Err(refusal), "{iss:?}");
+        }
+        for empty in [
+            "issuer = \"\"",
+            "issuer = [\"https://a/\", \"\"]",
+            "issuer = []",
+        ] {
+            let e = verifier(&format!("jwks_file = \"jwks.json\"\n{empty}")).expect_err(empty);
+            assert!(e.contains("issuer"), "{e}");
+        }
     }
 
     #[test]

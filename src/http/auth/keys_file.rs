@@ -8,9 +8,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::jwt::{JwtSpec, JwtVerifier};
+use super::names::{valid_key_name, valid_name};
 use super::scope::Scopes;
 use super::tier::{Tier, TierSpec};
-use super::{digest, limits_of, valid_name, words, ApiKey, Identity, Keys, ANONYMOUS};
+use super::{digest, limits_of, words, ApiKey, Identity, Keys, ANONYMOUS};
 use crate::config::ConfigError;
 use crate::quota::{KeyLimits, KeyQuota};
 use crate::secret::Secret;
@@ -136,9 +137,9 @@ impl Keys {
     }
 
     pub(super) fn key_of(&self, spec: KeySpec) -> Result<ApiKey, String> {
-        if !valid_name(&spec.name) {
+        if !valid_key_name(&spec.name) {
             return Err(format!(
-                "the name must be 1 to 64 of A-Z a-z 0-9 - _ . and not {ANONYMOUS:?}"
+                "the name must be 1 to 64 of A-Z a-z 0-9 - _ ., not {ANONYMOUS:?} and not sub-<32 hex> (a token caller's form)"
             ));
         }
         let digest = match (&spec.sha256, &spec.key_env) {

@@ -5,8 +5,8 @@
 //! could learn whether another tenant's text is cached. vLLM's `cache_salt` request field
 //! mixes a value into the hash of the first cached block, so requests with different salts
 //! never share a block and requests with the same salt still do. The salt here is a keyed
-//! hash (HMAC-SHA256) of the caller's tenant (its key's name, or a token caller's hashed
-//! subject), never the tenant itself: the key is `--cache-salt-secret`, or one drawn at
+//! hash (HMAC-SHA256) of the caller's tenant (its key's name, or a token caller's
+//! `sub-…` or `…@<tag>` name), never the tenant itself: the key is `--cache-salt-secret`, or one drawn at
 //! start-up (then replicas salt the same tenant differently, and share nothing in a
 //! backend they share; give them one secret). On by default whenever keys or tokens are
 //! configured (`--cache-salt false` turns it off); an open service has one tenant and sends

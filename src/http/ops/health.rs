@@ -23,8 +23,9 @@ pub(in crate::http) async fn healthz() -> Json<serde_json::Value> {
 /// model's upkeep task, and a table not yet verified while its first check runs reads
 /// `"checking"`. The limit store and the ledger, when unavailable, make it 503 under
 /// `fail_closed`; the ledger's line is what its writer last found. With `[jwt]`, `tokens`
-/// says how many keys are cached, how old they are and whether the last fetch failed
-/// (`stale`: they still serve); unready once they expired.
+/// says how many keys are cached, how old they are and when they were fetched, whether the
+/// last fetch failed (`stale`: they still serve) and how many since, and when the
+/// background fetch tries next; unready until keys are fetched, and once they expired.
 pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     let models: Vec<(bool, serde_json::Value)> =
         state.models.iter().map(|m| model_readiness(m)).collect();

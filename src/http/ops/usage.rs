@@ -5,9 +5,9 @@
 //!
 //! It needs the `usage:own` scope (every key has it unless its `scopes` say otherwise). The
 //! admin key (`--admin-key NAME`) and a caller with the `usage:all` scope read every key
-//! (all configured keys without `key`; a token caller's `sub-…` name with it); any other
-//! caller reads only its own. `from` and `to` default to today (UTC), span at most
-//! [`MAX_DAYS`] days, and are inclusive.
+//! (all configured keys without `key`; a token caller's `sub-…` or `…@<tag>` name with
+//! it); any other caller reads only its own. `from` and `to` default to today (UTC), span
+//! at most [`MAX_DAYS`] days, and are inclusive.
 
 use std::collections::HashMap;
 
@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use crate::days::{date_of, day_of};
 use crate::engine::TokenUsage;
 use crate::error::{ApiError, Code};
+use crate::http::auth::names::is_token_name;
 use crate::http::auth::scope::Scope;
 use crate::http::auth::{Caller, ANONYMOUS};
 use crate::http::AppState;
@@ -104,12 +105,6 @@ fn keys_to_read(
         Some(name) if all.contains(name) || is_token_name(name) => Ok(vec![name.clone()]),
         Some(name) => Err(bad(format!("key names no configured key, got {name:?}"))),
     }
-}
-
-/// Whether `name` is a token caller's name as [`crate::http::auth::subject_name`] makes it.
-fn is_token_name(name: &str) -> bool {
-    name.strip_prefix("sub-")
-        .is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 pub(in crate::http) async fn handle(
