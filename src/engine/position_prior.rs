@@ -37,7 +37,11 @@ pub fn sample(req: &ValidRequest) -> Option<ValidRequest> {
 /// position per order; empty for one order) to the model's prior, and returns the
 /// correction a single-read request's question gets (none when the request or model
 /// turned it off, or the prior declined).
-pub fn learn(req: &ValidRequest, q: usize, reads: &[(usize, Vec<f64>)]) -> Option<prior::Correction> {
+pub fn learn(
+    req: &ValidRequest,
+    q: usize,
+    reads: &[(usize, Vec<f64>)],
+) -> Option<prior::Correction> {
     if !enabled(req) {
         return None;
     }

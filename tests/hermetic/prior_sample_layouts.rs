@@ -41,8 +41,9 @@ fn expected(layout: &str) -> Vec<String> {
     let mut out: Vec<String> = (0..2)
         .flat_map(|o| match layout {
             "accuracy" => [Q[o], R[o]].map(|x| format!("{PREAMBLE}{x}\n{}", with_state(x))),
-            "cost" => [Q[o], R[o]]
-                .map(|x| format!("{PREAMBLE}{}\n{}\n{}", Q[o], R[o], with_state(x))),
+            "cost" => {
+                [Q[o], R[o]].map(|x| format!("{PREAMBLE}{}\n{}\n{}", Q[o], R[o], with_state(x)))
+            }
             _ => [Q_LINES[o], R_LINES[o]].map(|x| format!("{COMPACT_PREAMBLE}{STATE}\n\n{x}")),
         })
         .collect();
@@ -56,7 +57,12 @@ fn user_messages(bodies: &[Value]) -> Vec<String> {
         .iter()
         .flat_map(|b| b["messages"].as_array().cloned().unwrap_or_default())
         .filter(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().unwrap_or("<not a string>").to_string())
+        .map(|m| {
+            m["content"]
+                .as_str()
+                .unwrap_or("<not a string>")
+                .to_string()
+        })
         .collect();
     out.sort();
     out

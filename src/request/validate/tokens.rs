@@ -142,7 +142,9 @@ pub fn piece_texts(req: &ValidRequest) -> Vec<Cow<'_, str>> {
     match &req.history {
         History::None => {}
         History::Shared(h) => texts.push(history_piece(req, h)),
-        History::PerQuestion(per) => texts.extend(per.iter().flatten().map(|h| history_piece(req, h))),
+        History::PerQuestion(per) => {
+            texts.extend(per.iter().flatten().map(|h| history_piece(req, h)))
+        }
     }
     texts
 }
@@ -370,7 +372,10 @@ pub fn check(
 /// `req`'s limits checked on the byte estimate alone: the refusal when no exact count can be
 /// had for a request marked for one.
 pub fn check_on_estimate(req: &ValidRequest, limits: TokenLimits) -> Result<(), ApiError> {
-    let counts: Vec<usize> = piece_texts(req).iter().map(|t| estimate_tokens(t)).collect();
+    let counts: Vec<usize> = piece_texts(req)
+        .iter()
+        .map(|t| estimate_tokens(t))
+        .collect();
     check(
         req,
         &PieceTokens::from_counts(req, &counts),
