@@ -74,7 +74,10 @@ pub async fn settle_limits(req: &ValidRequest, in_flight: &InFlight) -> Result<(
     let Some(recount) = req.recount() else {
         return Ok(());
     };
-    let texts: Vec<String> = piece_texts(req).into_iter().map(str::to_owned).collect();
+    let texts: Vec<String> = piece_texts(req)
+        .into_iter()
+        .map(|t| t.into_owned())
+        .collect();
     let checked = match count(req.model(), in_flight, &texts).await {
         Some(counts) => {
             let tokens = PieceTokens::from_counts(req, &counts);

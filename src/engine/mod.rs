@@ -6,6 +6,8 @@
 //! * `native`: forwards a request whole to a model's native System One upstream instead;
 //! * [`context_window`]: refuses reads that cannot fit the backend's context window;
 //! * [`decode`]: log-probabilities become option mass and calibrated probabilities;
+//! * [`position_prior`]: which requests learn from and are corrected by the model's
+//!   position prior, and which are asked once more as its sample;
 //! * `outcome`: what a run gives, its answers and token accounting or why it failed.
 
 pub mod context_window;
@@ -13,6 +15,7 @@ pub mod decode;
 mod native;
 mod outcome;
 pub mod pipeline;
+pub mod position_prior;
 
 pub use outcome::{Answers, PipelineError, TokenUsage};
 pub use pipeline::Pipeline;

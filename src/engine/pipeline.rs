@@ -23,6 +23,7 @@ use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 
 use super::outcome::{Answers, PipelineError, TokenUsage};
+use super::position_prior;
 
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage, Routing};
 use crate::calibration::prior;
@@ -61,7 +62,7 @@ fn decode_question(
     } else {
         Vec::new()
     };
-    let correction = learn_prior(req, q, &reads);
+    let correction = position_prior::learn(req, q, &reads);
     let mut decoded = match profile {
         Some(p) => p.apply(decode(orders, 1.0)?),
         None => {
@@ -77,38 +78,6 @@ fn decode_question(
     };
     decoded.orders = reads;
     Ok(decoded)
-}
-
-/// Feeds a question read in two or more orders (`reads`: shift and log-probabilities by
-/// position per order; empty for one order) to the model's prior, and returns the
-/// correction a single-read request's question gets (none when the request or model
-/// turned it off, or the prior declined).
-fn learn_prior(
-    req: &ValidRequest,
-    q: usize,
-    reads: &[(usize, Vec<f64>)],
-) -> Option<prior::Correction> {
-    if !req.prior_correction() {
-        return None;
-    }
-    let book = &req.model().prior;
-    let shape = prior_shape(req, q);
-    if !reads.is_empty() {
-        book.observe(shape.clone(), reads);
-    }
-    (req.asked_orders(q) == 1)
-        .then(|| book.correction(&shape))
-        .flatten()
-}
-
-/// Question `q`'s shape for the prior: type, option count and layout, nothing it says.
-fn prior_shape(req: &ValidRequest, q: usize) -> prior::PriorShape {
-    let question = &req.questions()[q];
-    prior::PriorShape {
-        kind: question.kind.as_str(),
-        options: question.options.len(),
-        layout: req.layout().as_str().to_string(),
-    }
 }
 
 /// Decodes reads with the prior taken out of each, and says so on the answer.
@@ -287,7 +256,7 @@ impl Pipeline {
         sent: &AtomicU64,
     ) -> Result<Answers, PipelineError> {
         let backend = via.backend;
-        let sampled = sample(req);
+        let sampled = position_prior::sample(req);
         let req = sampled.as_ref().unwrap_or(req);
         // The model's upkeep (token-table check, host probe) runs in the background; a
         // pipeline used without a router starts it here.
@@ -456,21 +425,6 @@ impl Pipeline {
         }
         result
     }
-}
-
-/// The request asked once more in rotated orders, when the model's prior takes it as a
-/// sample (a share of single-read requests, [`prior::PriorBook::take_sample`]).
-fn sample(req: &ValidRequest) -> Option<ValidRequest> {
-    let wanted = req.prior_correction() && req.permutations() == 1;
-    let shapes = || -> Vec<prior::PriorShape> {
-        (0..req.questions().len())
-            .filter(|q| req.questions()[*q].options.len() >= 2)
-            .map(|q| prior_shape(req, q))
-            .collect()
-    };
-    (wanted && req.model().prior.take_sample(&shapes()))
-        .then(|| req.with_sample_order())
-        .flatten()
 }
 
 /// Tells a circuit how a request went: a success only when it sent reads.

@@ -17,6 +17,7 @@ pub mod images;
 pub mod prompt;
 mod reference_error;
 mod rendered_question;
+mod rotation;
 mod subset;
 pub mod trie;
 pub mod validate;
@@ -97,36 +98,15 @@ impl ValidRequest {
     pub fn permutations(&self) -> usize {
         self.permutations
     }
-    /// Whether the model's position prior is learned from and applied to this request
-    /// ([`crate::calibration::prior`]): the model's setting, unless the request says.
-    pub fn prior_correction(&self) -> bool {
+    /// The request's own `prior_correction` switch (`None`: the model's setting applies).
+    pub fn prior_switch(&self) -> Option<bool> {
         self.prior_correction
-            .unwrap_or_else(|| self.model.prior.settings().enabled)
     }
     /// The orders of question `q` the caller asked for (the rest are the service's own
-    /// samples for the prior, not billed).
+    /// samples, [`ValidRequest::with_rotation`], not billed).
     pub fn asked_orders(&self, q: usize) -> usize {
         let n = self.questions.get(q).map_or(1, |q| q.options.len());
         self.permutations.min(n).max(1)
-    }
-    /// The same request with every question of two or more options also asked in the order
-    /// rotated by one: a sample for the position prior (PriDe). `None` when it already has
-    /// more than one order or the table is not there.
-    pub fn with_sample_order(&self) -> Option<ValidRequest> {
-        if self.permutations != 1 {
-            return None;
-        }
-        let table = self.model.table.get()?;
-        let mut sampled = self.clone();
-        for (q, rendered) in self.questions.iter().zip(sampled.rendered.iter_mut()) {
-            if q.options.len() >= 2 && rendered.shifts == [0] {
-                rendered
-                    .json
-                    .push(prompt::question_json(q, 1, &table).ok()?);
-                rendered.shifts.push(1);
-            }
-        }
-        Some(sampled)
     }
     /// The history, if any.
     pub fn history(&self) -> &History {

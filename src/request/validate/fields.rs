@@ -407,12 +407,12 @@ mod tests {
             reject("a number", top("prior_correction", json!(0)), Code::BadPriorCorrection, &["prior_correction"], boolean("a number")),
             reject("an object", top("prior_correction", json!({})), Code::BadPriorCorrection, &["prior_correction"], boolean("an object")),
             reject("permutations before prior_correction", late, Code::BadPermutations, &["permutations"], "permutations must be an integer from 1 to 8, got 0"),
-            accept("absent is the model's (off)", base()).holds(|r| !r.prior_correction()),
-            accept("absent is the model's (on)", base()).models(learning_models).holds(|r| r.prior_correction()),
-            accept("null is the model's", top("prior_correction", Value::Null)).models(learning_models).holds(|r| r.prior_correction()),
-            accept("false opts out where the model learns", top("prior_correction", json!(false))).models(learning_models).holds(|r| !r.prior_correction()),
-            accept("false where the model does not learn", top("prior_correction", json!(false))).holds(|r| !r.prior_correction()),
-            accept("true where the model learns", top("prior_correction", json!(true))).models(learning_models).holds(|r| r.prior_correction()),
+            accept("absent is the model's (off)", base()).holds(|r| r.prior_switch().is_none()),
+            accept("absent is the model's (on)", base()).models(learning_models).holds(|r| r.prior_switch().is_none()),
+            accept("null is the model's", top("prior_correction", Value::Null)).models(learning_models).holds(|r| r.prior_switch().is_none()),
+            accept("false opts out where the model learns", top("prior_correction", json!(false))).models(learning_models).holds(|r| r.prior_switch() == Some(false)),
+            accept("false where the model does not learn", top("prior_correction", json!(false))).holds(|r| r.prior_switch() == Some(false)),
+            accept("true where the model learns", top("prior_correction", json!(true))).models(learning_models).holds(|r| r.prior_switch() == Some(true)),
         ]);
     }
 }

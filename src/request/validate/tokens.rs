@@ -22,7 +22,7 @@ use crate::error::{ApiError, Code};
 use crate::models::tokens::{estimate_tokens, fewest_tokens_for_bytes, TokenCounter};
 use crate::models::Resolved;
 use crate::question::{LoweredQuestion, COMPACT_PREAMBLE, PREAMBLE};
-use crate::request::{History, ValidRequest};
+use crate::request::{compact, History, ValidRequest};
 
 /// Tokens each upstream request adds around its parts (`{"state": `, newlines, the chat
 /// template's turn markers and the `answer=` prefill): a generous allowance.
@@ -134,16 +134,35 @@ pub struct PieceTokens {
 
 /// The texts a request's limits count, in the order [`PieceTokens::from_counts`] takes
 /// their counts: the preamble, the state, each question object in the caller's order, then
-/// the history (a shared one once, else each question's that has one).
-pub fn piece_texts(req: &ValidRequest) -> Vec<&str> {
-    let mut texts = vec![preamble(req.layout), req.state_json.as_str()];
-    texts.extend(req.rendered.iter().map(|r| r.json[0].as_str()));
+/// the history (a shared one once, else each question's that has one), each as the
+/// request's layout writes it.
+pub fn piece_texts(req: &ValidRequest) -> Vec<Cow<'_, str>> {
+    let mut texts = vec![preamble(req.layout).into(), state_piece(req)];
+    texts.extend(req.rendered.iter().map(|r| r.json[0].as_str().into()));
     match &req.history {
         History::None => {}
-        History::Shared(h) => texts.push(h),
-        History::PerQuestion(per) => texts.extend(per.iter().flatten().map(String::as_str)),
+        History::Shared(h) => texts.push(history_piece(req, h)),
+        History::PerQuestion(per) => {
+            texts.extend(per.iter().flatten().map(|h| history_piece(req, h)))
+        }
     }
     texts
+}
+
+/// The state as `req`'s layout writes it.
+fn state_piece(req: &ValidRequest) -> Cow<'_, str> {
+    match req.layout {
+        Layout::Compact => compact::state_text(&req.state_json),
+        Layout::Accuracy | Layout::Cost => req.state_json.as_str().into(),
+    }
+}
+
+/// A history as `req`'s layout writes it (`compact` quotes it).
+fn history_piece<'a>(req: &ValidRequest, history: &'a str) -> Cow<'a, str> {
+    match req.layout {
+        Layout::Compact if !history.is_empty() => compact::history_text(history).into(),
+        _ => history.into(),
+    }
 }
 
 impl PieceTokens {
@@ -182,13 +201,13 @@ impl PieceTokens {
 
     /// The pieces counted by `counter`, reusing the question counts validation already has.
     fn counted(req: &ValidRequest, question_tokens: &[usize], counter: &TokenCounter) -> Self {
-        let count = |h: &str| counter.count(h);
+        let count = |h: &str| counter.count(&history_piece(req, h));
         PieceTokens {
             preamble: match req.layout {
                 Layout::Compact => counter.count(COMPACT_PREAMBLE),
                 Layout::Accuracy | Layout::Cost => req.model.preamble_tokens(),
             },
-            state: counter.count(&req.state_json),
+            state: counter.count(&state_piece(req)),
             questions: question_tokens.to_vec(),
             histories: match &req.history {
                 History::None => vec![0; req.questions.len()],
@@ -353,7 +372,10 @@ pub fn check(
 /// `req`'s limits checked on the byte estimate alone: the refusal when no exact count can be
 /// had for a request marked for one.
 pub fn check_on_estimate(req: &ValidRequest, limits: TokenLimits) -> Result<(), ApiError> {
-    let counts: Vec<usize> = piece_texts(req).into_iter().map(estimate_tokens).collect();
+    let counts: Vec<usize> = piece_texts(req)
+        .iter()
+        .map(|t| estimate_tokens(t))
+        .collect();
     check(
         req,
         &PieceTokens::from_counts(req, &counts),

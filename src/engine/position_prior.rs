@@ -1,0 +1,66 @@
+//! The engine's side of the model's position prior ([`crate::calibration::prior`]): whether
+//! a request learns from and is corrected by it, which single-read requests are asked once
+//! more in the order rotated by one as its sample, and what each question read in two or
+//! more orders teaches it. The request stays a description of what was asked; the prior's
+//! policy lives here.
+
+use crate::calibration::prior;
+use crate::request::ValidRequest;
+
+/// The rotation a sampled request is asked in besides the caller's order.
+const SAMPLE_SHIFT: usize = 1;
+
+/// Whether the model's position prior is learned from and applied to `req`: the request's
+/// own `prior_correction` switch, else the model's setting.
+pub fn enabled(req: &ValidRequest) -> bool {
+    req.prior_switch()
+        .unwrap_or_else(|| req.model().prior.settings().enabled)
+}
+
+/// The request asked once more in the order rotated by one, written in its own layout, when
+/// the model's prior takes it as a sample (a share of single-read requests,
+/// [`prior::PriorBook::take_sample`]).
+pub fn sample(req: &ValidRequest) -> Option<ValidRequest> {
+    let wanted = enabled(req) && req.permutations() == 1;
+    let shapes = || -> Vec<prior::PriorShape> {
+        (0..req.questions().len())
+            .filter(|q| req.questions()[*q].options.len() >= 2)
+            .map(|q| shape(req, q))
+            .collect()
+    };
+    (wanted && req.model().prior.take_sample(&shapes()))
+        .then(|| req.with_rotation(SAMPLE_SHIFT))
+        .flatten()
+}
+
+/// Feeds a question read in two or more orders (`reads`: shift and log-probabilities by
+/// position per order; empty for one order) to the model's prior, and returns the
+/// correction a single-read request's question gets (none when the request or model
+/// turned it off, or the prior declined).
+pub fn learn(
+    req: &ValidRequest,
+    q: usize,
+    reads: &[(usize, Vec<f64>)],
+) -> Option<prior::Correction> {
+    if !enabled(req) {
+        return None;
+    }
+    let book = &req.model().prior;
+    let shape = shape(req, q);
+    if !reads.is_empty() {
+        book.observe(shape.clone(), reads);
+    }
+    (req.asked_orders(q) == 1)
+        .then(|| book.correction(&shape))
+        .flatten()
+}
+
+/// Question `q`'s shape for the prior: type, option count and layout, nothing it says.
+fn shape(req: &ValidRequest, q: usize) -> prior::PriorShape {
+    let question = &req.questions()[q];
+    prior::PriorShape {
+        kind: question.kind.as_str(),
+        options: question.options.len(),
+        layout: req.layout().as_str().to_string(),
+    }
+}
