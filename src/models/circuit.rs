@@ -11,7 +11,8 @@
 //!   10,000-request run), and a rate judges them against the answers around them, while a
 //!   backend failing every request still opens it after `min_calls` of them. Outcomes that
 //!   say nothing about the backend's health (a protocol break, the caller's deadline, a
-//!   client-side 4xx) are not counted.
+//!   client-side 4xx) are not counted; a fleet counts a replica's protocol break as a
+//!   failure once another replica answered the same request (`engine::pipeline`).
 //! * **A replica's run of failures** ([`Circuit::replica`]): a replica of a fleet also
 //!   opens after `eject_after` failures in a row with no success between (Envoy's
 //!   consecutive gateway failures), so a hung replica is skipped after a few read
