@@ -173,6 +173,11 @@ impl Ledger {
             available,
             ready: available || open.policy == FailurePolicy::FailOpen,
             backlog: open.health.backlog(),
+            queued: open
+                .writer
+                .max_capacity()
+                .saturating_sub(open.writer.capacity()),
+            lost: open.health.lost(),
         })
     }
 
