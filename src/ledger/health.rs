@@ -17,6 +17,10 @@ pub(super) struct Health {
     /// away for long loses never reaches the backlog (its requests stop waiting for room
     /// in the writer's queue first), so the backlog alone understates it.
     lost: AtomicU64,
+    /// The SQLite file was found corrupt (by `quick_check`, a statement, or written in place
+    /// by another process): nothing is acknowledged until the files at the path are
+    /// replaced by sound ones.
+    corrupt: AtomicBool,
 }
 
 impl Default for Health {
@@ -26,6 +30,7 @@ impl Default for Health {
             available: AtomicBool::new(true),
             backlog: AtomicUsize::new(0),
             lost: AtomicU64::new(0),
+            corrupt: AtomicBool::new(false),
         }
     }
 }
@@ -61,6 +66,14 @@ impl Health {
     pub(super) fn lost(&self) -> u64 {
         self.lost.load(Ordering::Relaxed)
     }
+
+    pub(super) fn set_corrupt(&self, corrupt: bool) {
+        self.corrupt.store(corrupt, Ordering::Relaxed);
+    }
+
+    pub(super) fn corrupt(&self) -> bool {
+        self.corrupt.load(Ordering::Relaxed)
+    }
 }
 
 /// The ledger's line of `/readyz`, as the limit store's.
@@ -73,8 +86,12 @@ pub struct LedgerStatus {
     /// Whether the store took the last write (or probe): its files are those at the
     /// path and it committed.
     pub available: bool,
-    /// Whether requests can be served: available, or `fail_open`.
+    /// Whether requests can be served: available and sound, or `fail_open`.
     pub ready: bool,
+    /// `ok`, or `corrupt`: the SQLite file failed `quick_check`, a statement found it
+    /// malformed, or another process wrote it in place; restore a backup by moving a new
+    /// file in (`systemone ledger backup` makes one), never by copying over the live file.
+    pub integrity: &'static str,
     /// Records whose commit failed, waiting to be written again once the store is back.
     pub backlog: usize,
     /// Records in the writer's queue, not yet taken into a batch.
