@@ -271,15 +271,7 @@ impl Pipeline {
             }
             garbled.settle(result.is_ok());
             record_replica(fleet, index, ticket, &result);
-            let unreached = matches!(
-                result,
-                Err(PipelineError::Backend(
-                    BackendError::Unreachable
-                        | BackendError::ConnectTimeout
-                        | BackendError::Dropped(_)
-                ))
-            );
-            if unreached && answered.load(Ordering::Relaxed) == 0 {
+            if unreached(&result) && answered.load(Ordering::Relaxed) == 0 {
                 tracing::warn!(model = %req.model().name, replica = %replica.label, "replica unreachable before any read of the request was answered: trying the next in its order");
                 skipped.failed = result.err();
                 continue;
@@ -480,6 +472,17 @@ fn sample(req: &ValidRequest) -> Option<ValidRequest> {
     (wanted && req.model().prior.take_sample(&shapes()))
         .then(|| req.with_sample_order())
         .flatten()
+}
+
+/// Whether a replica could not be reached: refused, no connection within the connect
+/// timeout, or a connection that broke before an answer.
+fn unreached(result: &Result<Answers, PipelineError>) -> bool {
+    matches!(
+        result,
+        Err(PipelineError::Backend(
+            BackendError::Unreachable | BackendError::ConnectTimeout | BackendError::Dropped(_)
+        ))
+    )
 }
 
 /// Tells a circuit how a request went.

@@ -153,3 +153,18 @@ impl LiveConnection {
         Ok(conn)
     }
 }
+
+/// Runs SQLite's `quick_check` on the file before the ledger serves: a corrupt one is
+/// refused under `fail_closed` and named in `/readyz` from the start, rather than found
+/// by a listing that breaks off.
+pub(super) async fn check_at_start(store: &Store, health: &Health) -> Result<(), String> {
+    match store.quick_check().await {
+        Ok(None) => Ok(()),
+        Ok(Some(problem)) => {
+            tracing::error!(problem = %problem, "the ledger's file is corrupt (PRAGMA quick_check): nothing is acknowledged into it; restore a backup made with `systemone ledger backup` by moving it in place of the file");
+            health.set_corrupt(true);
+            Ok(())
+        }
+        Err(e) => Err(format!("the ledger's quick_check: {e}")),
+    }
+}

@@ -62,21 +62,6 @@ use store::{Store, StoredRow};
 pub use clock::now_ms;
 pub use unrecorded::Unrecorded;
 
-/// Runs SQLite's `quick_check` on the file before the ledger serves: a corrupt one is
-/// refused under `fail_closed` and named in `/readyz` from the start, rather than found
-/// by a listing that breaks off.
-async fn check_at_start(store: &Store, health: &Health) -> Result<(), String> {
-    match store.quick_check().await {
-        Ok(None) => Ok(()),
-        Ok(Some(problem)) => {
-            tracing::error!(problem = %problem, "the ledger's file is corrupt (PRAGMA quick_check): nothing is acknowledged into it; restore a backup made with `systemone ledger backup` by moving it in place of the file");
-            health.set_corrupt(true);
-            Ok(())
-        }
-        Err(e) => Err(format!("the ledger's quick_check: {e}")),
-    }
-}
-
 /// How often the outcome figures (`quality`) are recomputed.
 const QUALITY_EVERY: Duration = Duration::from_secs(60);
 
@@ -132,7 +117,7 @@ impl Ledger {
         };
         metrics.start_ledger_series(store.driver().as_str(), settings.ledger_policy.as_str());
         let health = Arc::new(Health::default());
-        check_at_start(&store, &health).await?;
+        live::check_at_start(&store, &health).await?;
         let open = Open {
             writer: writer::start(
                 store.clone(),
