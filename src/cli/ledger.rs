@@ -1,4 +1,4 @@
-//! `systemone ledger export`, and the decision ledger as a source of labelled rows for
+//! `systemone ledger export` and `backup`, and the decision ledger as a source of labelled rows for
 //! `calibrate --from-ledger` (the same JSON lines `calibrate --data` reads, so a fit from
 //! the ledger and one from its export are the same fit).
 
@@ -15,6 +15,23 @@ pub enum LedgerCommand {
     /// Print the labelled rows (answered questions with a current outcome) as JSON lines,
     /// the input of `systemone calibrate --data`.
     Export(ExportArgs),
+    /// Write a consistent copy of an SQLite ledger to a new file while the service runs
+    /// (SQLite's `VACUUM INTO`), checked with `PRAGMA integrity_check`. Never copy the live
+    /// file (or copy over it): a copy taken mid-commit, or put back in place, is corrupt.
+    Backup(BackupArgs),
+}
+
+/// `systemone ledger backup …`
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The ledger: `sqlite:PATH`.
+    #[arg(long, env = "SYSTEMONE_LEDGER", hide_env_values = true)]
+    pub ledger: LedgerTarget,
+    /// The new file to write (must not exist). To restore, stop the service (or not) and
+    /// move the copy in place of the ledger file (`mv`, a new file), removing its `-wal`
+    /// and `-shm`; never copy bytes over the live file.
+    #[arg(long)]
+    pub to: std::path::PathBuf,
 }
 
 /// `systemone ledger export …`
@@ -39,7 +56,41 @@ pub fn run(command: LedgerCommand) -> Result<(), String> {
             print!("{text}");
             Ok(())
         }
+        LedgerCommand::Backup(args) => {
+            let records = super::runtime()?.block_on(backup(&args.ledger, &args.to))?;
+            println!("{records} records backed up to {}", args.to.display());
+            Ok(())
+        }
     }
+}
+
+/// Backs `target` up to `to` and checks the copy; returns how many records it holds.
+async fn backup(target: &LedgerTarget, to: &std::path::Path) -> Result<i64, String> {
+    let store = open(target).await?;
+    store
+        .backup(to)
+        .await
+        .map_err(|e| format!("--to {}: {e}", to.display()))?;
+    store.pool().close().await;
+    let copy = Store::sqlite(to)
+        .await
+        .map_err(|e| format!("--to {}: {e}", to.display()))?;
+    let checked: String = sqlx::query_scalar("PRAGMA integrity_check(1)")
+        .fetch_one(&copy.pool())
+        .await
+        .map_err(|e| format!("--to {}: {e}", to.display()))?;
+    if checked != "ok" {
+        return Err(format!(
+            "--to {}: the copy fails its integrity check: {checked}",
+            to.display()
+        ));
+    }
+    let records: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM decisions")
+        .fetch_one(&copy.pool())
+        .await
+        .map_err(|e| format!("--to {}: {e}", to.display()))?;
+    copy.pool().close().await;
+    Ok(records)
 }
 
 /// The labelled rows (raw probabilities) of `target`'s decisions (of `model`, since

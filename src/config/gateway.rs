@@ -50,9 +50,22 @@ pub struct GatewaySettings {
     pub circuit_min_calls: u32,
 
     /// Seconds of a backend's most recent outcomes the failure rate is taken over (a
-    /// sliding window in tenths); older outcomes drop out.
-    #[arg(long, env = "SYSTEMONE_CIRCUIT_WINDOW_SECS", default_value_t = 10.0, value_parser = window_seconds)]
+    /// sliding window in tenths); older outcomes drop out. Keep it longer than
+    /// `--read-timeout-secs` (the default is twice the default read timeout): a read that
+    /// times out is counted when the timeout ends, so a window shorter than the timeout
+    /// never holds more than one wave of a hung backend's failures.
+    #[arg(long, env = "SYSTEMONE_CIRCUIT_WINDOW_SECS", default_value_t = 60.0, value_parser = window_seconds)]
     pub circuit_window_secs: f64,
+
+    /// Failures in a row (429, 5xx, timeouts, unreachable, an answer that is not a valid
+    /// completion), with no success between, after which one replica of a fleet is taken
+    /// out for `--circuit-cooldown-secs` (its circuit opens; its keys go to the next
+    /// replica in their order), whatever the window holds: a hung replica is skipped after
+    /// this many read timeouts, not after `--circuit-min-calls`. The last replica still in
+    /// service is never taken out by this rule (only by the failure rate); a model's single
+    /// backend never is. 0 turns the rule off.
+    #[arg(long, env = "SYSTEMONE_REPLICA_EJECT_AFTER", default_value_t = 5)]
+    pub replica_eject_after: u32,
 
     /// Seconds an open circuit refuses requests (503 `system_one_circuit_open`) before one
     /// probe request is let through.
@@ -73,6 +86,7 @@ impl GatewaySettings {
             min_calls: self.circuit_min_calls.max(1),
             window: Duration::from_secs_f64(self.circuit_window_secs),
             cooldown: Duration::from_secs_f64(self.circuit_cooldown_secs),
+            eject_after: self.replica_eject_after,
         }
     }
 
@@ -94,6 +108,9 @@ pub struct CircuitSettings {
     pub window: Duration,
     /// How long an open circuit refuses requests before letting a probe through.
     pub cooldown: Duration,
+    /// Failures in a row that open a replica's circuit (0: off; a model's own backend
+    /// ignores it).
+    pub eject_after: u32,
 }
 
 impl Default for CircuitSettings {

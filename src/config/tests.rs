@@ -165,8 +165,13 @@ fn gateway_defaults_and_api_keys_are_redacted() {
         (50, 20),
         "{circuit:?}"
     );
-    assert_eq!(circuit.window, Duration::from_secs(10));
+    assert_eq!(circuit.window, Duration::from_secs(60));
     assert_eq!(circuit.cooldown, Duration::from_secs(10));
+    assert_eq!(circuit.eject_after, 5);
+    assert!(
+        circuit.window > cfg.upstream.read_timeout(),
+        "the window outlasts a read timeout"
+    );
     assert_eq!(cfg.gateway.shutdown_grace(), Duration::from_secs(30));
 }
 
@@ -194,6 +199,8 @@ fn circuit_flags_outside_their_range_are_refused() {
         "0.5",
         "--circuit-cooldown-secs",
         "0",
+        "--replica-eject-after",
+        "0",
     ])
     .gateway
     .circuit();
@@ -204,6 +211,7 @@ fn circuit_flags_outside_their_range_are_refused() {
             min_calls: 1,
             window: Duration::from_millis(500),
             cooldown: Duration::ZERO,
+            eject_after: 0,
         }
     );
 }

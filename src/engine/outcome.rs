@@ -78,6 +78,18 @@ impl PipelineError {
             _ => Health::Neutral,
         }
     }
+
+    /// Whether the backend answered with something that is not a valid completion
+    /// (malformed, no log-probabilities, a requested id missing, numbers out of range): the
+    /// backend's fault unless the request provoked it, which only another replica's answer
+    /// to the same request can tell (`engine::pipeline`'s fleet). Options absent from the
+    /// top-K are not garbage: they depend on the request's options.
+    pub fn is_garbled(&self) -> bool {
+        matches!(
+            self,
+            PipelineError::Backend(BackendError::Protocol(_)) | PipelineError::Decode(_)
+        )
+    }
 }
 
 impl TokenUsage {

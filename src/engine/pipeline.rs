@@ -32,7 +32,7 @@ use crate::engine::decode::{certain, decode, Decoded, OrderRead};
 use crate::error::MAX_RETRY_AFTER_SECS;
 use crate::in_flight::InFlight;
 use crate::metrics::Metrics;
-use crate::models::circuit::{Health, Ticket};
+use crate::models::circuit::{CircuitState, Health, Ticket};
 use crate::models::fleet::{Fleet, Replica};
 use crate::models::tokens::estimate_tokens_for_bytes;
 use crate::models::tokens::verify::Verdict;
@@ -192,11 +192,12 @@ impl Pipeline {
     }
 
     /// Runs `req` on one replica of `fleet`: the first in the request's order (rendezvous,
-    /// bounded by load) whose table matched its tokenizer and whose circuit admits; the next
-    /// when it could not be reached (refused, no connection within the connect timeout, or
-    /// a connection that broke before an answer) before any read was answered: reads are
-    /// idempotent, so asking them again of another replica changes nothing but the cost. Each replica's circuit
-    /// learns its own outcome; the model's circuit (the caller's ticket) the request's.
+    /// bounded by load) whose table matched its tokenizer and whose circuit admits. Reads
+    /// are idempotent, so the request goes on to the next replica when one could not be
+    /// reached (refused, no connection within the connect timeout, or a connection that
+    /// broke before an answer) before any read was answered, or when one answered with
+    /// something that is not a valid completion. Each replica's circuit learns its own
+    /// outcome; the model's circuit (the caller's ticket) the request's.
     async fn run_fleet(
         &self,
         req: &ValidRequest,
@@ -207,6 +208,7 @@ impl Pipeline {
         let key = req.head_key();
         let routing = Routing::new(&req.model().routing_headers, &key.hex());
         let mut skipped = Skipped::default();
+        let mut garbled = Garbled::default();
         for index in fleet.order(key.as_u64()) {
             let replica = &fleet.replicas()[index];
             if replica.verifier.settled().await == Verdict::Mismatch {
@@ -230,18 +232,17 @@ impl Pipeline {
                 cache_salt,
             };
             let result = self.run_unbounded(req, via, sent).await;
-            record(ticket, &result);
-            let unreached = matches!(
-                result,
-                Err(PipelineError::Backend(
-                    BackendError::Unreachable
-                        | BackendError::ConnectTimeout
-                        | BackendError::Dropped(_)
-                ))
-            );
-            if unreached && answered.load(Ordering::Relaxed) == 0 {
+            if result.as_ref().is_err_and(PipelineError::is_garbled) {
+                tracing::warn!(model = %req.model().name, replica = %replica.label, "replica answered with something that is not a valid completion: trying the next in its order");
+                garbled.hold(ticket);
+                skipped.failed = result.err();
+                continue;
+            }
+            garbled.settle(result.is_ok());
+            record_replica(fleet, index, ticket, &result);
+            if unreached(&result) && answered.load(Ordering::Relaxed) == 0 {
                 tracing::warn!(model = %req.model().name, replica = %replica.label, "replica unreachable before any read of the request was answered: trying the next in its order");
-                skipped.unreachable = result.err();
+                skipped.failed = result.err();
                 continue;
             }
             return result;
@@ -427,13 +428,72 @@ impl Pipeline {
     }
 }
 
-/// Tells a circuit how a request went: a success only when it sent reads.
+/// Whether a replica could not be reached: refused, no connection within the connect
+/// timeout, or a connection that broke before an answer.
+fn unreached(result: &Result<Answers, PipelineError>) -> bool {
+    matches!(
+        result,
+        Err(PipelineError::Backend(
+            BackendError::Unreachable | BackendError::ConnectTimeout | BackendError::Dropped(_)
+        ))
+    )
+}
+
+/// Tells a circuit how a request went.
 fn record(ticket: Ticket<'_>, result: &Result<Answers, PipelineError>) {
-    ticket.record(match result {
+    ticket.record(health(result));
+}
+
+/// What a request says about its backend: a success only when it sent reads.
+fn health(result: &Result<Answers, PipelineError>) -> Health {
+    match result {
         Ok(outcome) if outcome.usage.upstream_requests > 0 => Health::Success,
         Ok(_) => Health::Neutral,
         Err(e) => e.health(),
-    });
+    }
+}
+
+/// Tells replica `index`'s circuit how the request went; while no other replica of the
+/// fleet is closed, its run of failures cannot take it out (a stall that hits every
+/// replica leaves one serving; the failure rate still judges it).
+fn record_replica(
+    fleet: &Fleet,
+    index: usize,
+    ticket: Ticket<'_>,
+    result: &Result<Answers, PipelineError>,
+) {
+    let others_serve = fleet
+        .replicas()
+        .iter()
+        .enumerate()
+        .any(|(i, r)| i != index && r.circuit.state() == CircuitState::Closed);
+    if others_serve {
+        ticket.record(health(result));
+    } else {
+        ticket.record_sparing(health(result));
+    }
+}
+
+/// The circuits of the replicas that answered one request with garbage, until another
+/// replica shows whose fault it was: when a later one answers the same request, theirs
+/// (each counts a failure); when none does, maybe the request's (nothing is counted), so a
+/// caller cannot open replicas' circuits with requests no replica can answer.
+#[derive(Default)]
+struct Garbled<'a>(Vec<Ticket<'a>>);
+
+impl<'a> Garbled<'a> {
+    fn hold(&mut self, ticket: Ticket<'a>) {
+        self.0.push(ticket);
+    }
+
+    /// Another replica ended the request: `answered` when it answered.
+    fn settle(&mut self, answered: bool) {
+        for ticket in self.0.drain(..) {
+            if answered {
+                ticket.record(Health::Failure);
+            }
+        }
+    }
 }
 
 /// The routing key of a request read from one URL, when its model sends one (for a router
@@ -486,9 +546,9 @@ struct Skipped {
     mismatch: Option<u64>,
     /// The soonest an open circuit among them lets a probe through, in seconds.
     open: Option<u64>,
-    /// Why the last replica tried could not be reached (refused, not within the connect
-    /// timeout, or the connection broke before an answer).
-    unreachable: Option<PipelineError>,
+    /// Why the last replica tried did not serve the request (refused, not within the
+    /// connect timeout, a connection that broke before an answer, or garbage).
+    failed: Option<PipelineError>,
 }
 
 impl Skipped {
@@ -501,14 +561,12 @@ impl Skipped {
         self.mismatch = Some(self.mismatch.map_or(next, |s| s.min(next)));
     }
 
-    /// The error the request ends with: the last replica's when none it tried could be
-    /// reached (a failure of the backend, as with one URL), else the replicas out of
-    /// service.
+    /// The error the request ends with: the last replica's when none it tried served it
+    /// (a failure of the backend, as with one URL), else the replicas out of service.
     fn into_error(self) -> PipelineError {
         match self {
             Skipped {
-                unreachable: Some(why),
-                ..
+                failed: Some(why), ..
             } => why,
             Skipped {
                 open: Some(retry_after),

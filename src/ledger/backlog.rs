@@ -70,6 +70,7 @@ impl Backlog {
         if n == 0 {
             return;
         }
+        self.health.lost_more(n);
         self.metrics.count_ledger_records(self.store, "lost", n);
         tracing::error!(
             store = self.store,
@@ -110,6 +111,7 @@ mod tests {
         assert_eq!(lost(&metrics), 0);
         backlog.give_up();
         assert_eq!((health.backlog(), lost(&metrics)), (0, 1));
+        assert_eq!(health.lost(), 1);
     }
 
     #[test]
@@ -124,5 +126,6 @@ mod tests {
             backlog.keep(pending(n).0);
         }
         assert_eq!((health.backlog(), lost(&metrics)), (BACKLOG, 2));
+        assert_eq!(health.lost(), 2, "readiness counts them too");
     }
 }

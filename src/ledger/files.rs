@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 /// One file's device and inode.
 type FileId = (u64, u64);
 
+/// When the database file last changed and its size: its change time (`ctime`, which no
+/// one can set back) moves on every write to it, the writer's own checkpoints included.
+pub(super) type FileStamp = (i64, i64, u64);
+
 /// The database file and its WAL, as found at their paths at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct FileIds {
@@ -56,6 +60,12 @@ impl SqliteFile {
             db: id(&self.path)?,
             wal: id(Path::new(&wal))?,
         })
+    }
+
+    /// The database file's change time and size now.
+    pub(super) fn stamp(&self) -> io::Result<FileStamp> {
+        let m = std::fs::metadata(&self.path)?;
+        Ok((m.ctime(), m.ctime_nsec(), m.size()))
     }
 
     /// Whether the file's directory (the storage it lives on) is there: the ledger is

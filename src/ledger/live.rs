@@ -7,14 +7,20 @@
 //! identity taken before and after so it is known to be the files at the path. After the
 //! commit, [`LiveConnection::landed`] proves the files are still those: only then is the
 //! batch acknowledged. PostgreSQL has no files: only the health applies.
+//!
+//! The database file changes only inside the writer's commits (its checkpoints,
+//! [`super::store`]): found changed between two of them, it was written in place by
+//! another process, and is taken for corrupt, as it is when a statement says so. A corrupt
+//! file takes no write (nothing is acknowledged into it) until the files at the path are
+//! replaced and pass `quick_check`.
 
 use std::sync::Arc;
 
 use sqlx::{AnyConnection, Connection};
 
-use super::files::FileIds;
+use super::files::{FileIds, FileStamp};
 use super::health::Health;
-use super::store::{Store, StoreError};
+use super::store::{is_corruption, Store, StoreError};
 
 /// One writer's connection and what it knows of the store's files.
 pub(super) struct LiveConnection {
@@ -28,6 +34,9 @@ pub(super) struct LiveConnection {
     /// The files were found replaced or removed: the store must be opened again before
     /// another connection is.
     stale: bool,
+    /// The database file's change time and size after the last write the store took
+    /// (`None`: none yet on these files).
+    stamp: Option<FileStamp>,
 }
 
 impl LiveConnection {
@@ -38,6 +47,7 @@ impl LiveConnection {
             held: None,
             opened: None,
             stale: false,
+            stamp: None,
         }
     }
 
@@ -48,6 +58,7 @@ impl LiveConnection {
             self.let_go().await;
             self.held = Some(self.open().await?);
         }
+        self.intact()?;
         self.held
             .as_mut()
             .ok_or_else(|| StoreError("the ledger's writer holds no connection".into()))
@@ -63,6 +74,22 @@ impl LiveConnection {
         }
     }
 
+    /// Refuses a corrupt file, and takes the file for corrupt when it changed since the
+    /// last write the store took (another process wrote it in place).
+    fn intact(&mut self) -> Result<(), StoreError> {
+        if self.stamp.is_some() && self.store.stamp_now() != self.stamp {
+            self.stamp = None;
+            self.health.set_corrupt(true);
+            tracing::error!("the ledger's file was written in place by another process (a copy over the live file?): nothing is acknowledged into it until it is replaced by a sound file; back up with `systemone ledger backup`");
+        }
+        if self.health.corrupt() {
+            return Err(StoreError(
+                "the ledger's file is corrupt; nothing is written into it".into(),
+            ));
+        }
+        Ok(())
+    }
+
     fn found_stale(&mut self, why: &str) -> Result<(), StoreError> {
         self.stale = true;
         Err(StoreError(why.to_owned()))
@@ -75,6 +102,14 @@ impl LiveConnection {
         result: Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         self.health.set(result.is_ok());
+        match &result {
+            Ok(()) => self.stamp = self.store.stamp_now(),
+            Err(e) if is_corruption(e) => {
+                tracing::error!(error = %e, "the ledger's file is corrupt: nothing is acknowledged into it until it is replaced by a sound file");
+                self.health.set_corrupt(true);
+            }
+            Err(_) => {}
+        }
         if result.is_err() {
             self.let_go().await;
         }
@@ -100,6 +135,9 @@ impl LiveConnection {
             self.stale = true;
             self.store.reopen().await?;
             self.stale = false;
+            self.stamp = None;
+            let problem = self.store.quick_check().await?;
+            self.health.set_corrupt(problem.is_some());
         }
         let before = self.store.files_now()?;
         let conn = self.store.writer_connection().await?;
@@ -113,5 +151,20 @@ impl LiveConnection {
         }
         self.opened = after;
         Ok(conn)
+    }
+}
+
+/// Runs SQLite's `quick_check` on the file before the ledger serves: a corrupt one is
+/// refused under `fail_closed` and named in `/readyz` from the start, rather than found
+/// by a listing that breaks off.
+pub(super) async fn check_at_start(store: &Store, health: &Health) -> Result<(), String> {
+    match store.quick_check().await {
+        Ok(None) => Ok(()),
+        Ok(Some(problem)) => {
+            tracing::error!(problem = %problem, "the ledger's file is corrupt (PRAGMA quick_check): nothing is acknowledged into it; restore a backup made with `systemone ledger backup` by moving it in place of the file");
+            health.set_corrupt(true);
+            Ok(())
+        }
+        Err(e) => Err(format!("the ledger's quick_check: {e}")),
     }
 }

@@ -117,6 +117,7 @@ impl Ledger {
         };
         metrics.start_ledger_series(store.driver().as_str(), settings.ledger_policy.as_str());
         let health = Arc::new(Health::default());
+        live::check_at_start(&store, &health).await?;
         let open = Open {
             writer: writer::start(
                 store.clone(),
@@ -166,13 +167,20 @@ impl Ledger {
     /// The ledger's line of `/readyz`, from memory (`None`: off).
     pub fn status(&self) -> Option<LedgerStatus> {
         let open = self.open.as_ref()?;
-        let available = open.health.available();
+        let corrupt = open.health.corrupt();
+        let available = open.health.available() && !corrupt;
         Some(LedgerStatus {
             store: open.store.driver().as_str(),
             policy: open.policy.as_str(),
             available,
             ready: available || open.policy == FailurePolicy::FailOpen,
+            integrity: if corrupt { "corrupt" } else { "ok" },
             backlog: open.health.backlog(),
+            queued: open
+                .writer
+                .max_capacity()
+                .saturating_sub(open.writer.capacity()),
+            lost: open.health.lost(),
         })
     }
 

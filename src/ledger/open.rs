@@ -66,7 +66,11 @@ impl Open {
     /// took is its business from then on.
     pub(super) async fn send(&self, row: StoredRow, fate: Arc<Fate>) -> Result<(), String> {
         let (done, committed) = oneshot::channel();
-        let lost = Lost(Some((&self.metrics, self.store.driver().as_str())));
+        let lost = Lost(Some((
+            &self.metrics,
+            &self.health,
+            self.store.driver().as_str(),
+        )));
         self.writer
             .send(Pending::new(row, fate, done))
             .await
@@ -80,9 +84,9 @@ impl Open {
     }
 }
 
-/// Counts a record `lost` when dropped armed: its request stopped waiting (or failed)
-/// before the record reached the writer's queue.
-struct Lost<'a>(Option<(&'a Metrics, &'static str)>);
+/// Counts a record `lost` (in the metric and `/readyz`) when dropped armed: its request
+/// stopped waiting (or failed) before the record reached the writer's queue.
+struct Lost<'a>(Option<(&'a Metrics, &'a Health, &'static str)>);
 
 impl Lost<'_> {
     fn defuse(mut self) {
@@ -92,7 +96,8 @@ impl Lost<'_> {
 
 impl Drop for Lost<'_> {
     fn drop(&mut self) {
-        if let Some((metrics, store)) = self.0 {
+        if let Some((metrics, health, store)) = self.0 {
+            health.lost_more(1);
             metrics.count_ledger_records(store, "lost", 1);
         }
     }

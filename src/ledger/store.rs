@@ -11,6 +11,14 @@
 //! The pool can be opened again on the same file ([`Store::reopen`]) when the writer finds
 //! the files it opened replaced or removed ([`super::files`]): every clone of the store,
 //! reads included, then uses the new pool.
+//!
+//! Only the writer's connection checkpoints the WAL into the database file (the pool's run
+//! `wal_autocheckpoint=0`), so the file changes only inside the writer's commits: a change
+//! between two of them is another process writing the file in place (a backup copied over
+//! it), which SQLite cannot notice and which leaves the WAL applied to pages it was not
+//! written for. The writer then takes the file for corrupt ([`super::live`]), as it does
+//! when `PRAGMA quick_check` (at start-up and when the files are opened again) or a
+//! statement reports corruption ([`is_corruption`]).
 
 use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -32,6 +40,8 @@ const POOL_CONNECTIONS: u32 = 4;
 /// 5 s of waiting on a lock held by another connection before failing.
 const SQLITE_PRAGMAS: &str =
     "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;";
+/// The pool's connections write the WAL but never checkpoint it into the database file.
+const POOL_PRAGMAS: &str = "PRAGMA wal_autocheckpoint=0;";
 
 /// Which database (a metrics label, and what the SQL must allow for).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +135,60 @@ impl Store {
             file = %file.path.display(),
             "the ledger's files were replaced or removed: opened again"
         );
+        Ok(())
+    }
+
+    /// The SQLite database file's change time and size now (`None`: PostgreSQL, or the
+    /// file is missing).
+    pub(super) fn stamp_now(&self) -> Option<super::files::FileStamp> {
+        self.file.as_ref().and_then(|f| f.stamp().ok())
+    }
+
+    /// SQLite's `PRAGMA quick_check` on a connection of its own (nothing cached): `None`
+    /// when the file is sound, else the first problem found. PostgreSQL: `None` (its
+    /// server checks its own pages).
+    pub async fn quick_check(&self) -> Result<Option<String>, StoreError> {
+        let Some(file) = &self.file else {
+            return Ok(None);
+        };
+        let mut conn = AnyConnection::connect(&file.url).await?;
+        conn.execute("PRAGMA busy_timeout=5000;").await?;
+        let found = sqlx::query_scalar::<_, String>("PRAGMA quick_check(1)")
+            .fetch_one(&mut conn)
+            .await;
+        let _ = conn.close().await;
+        match found {
+            Ok(ok) if ok == "ok" => Ok(None),
+            Ok(problem) => Ok(Some(problem.chars().take(200).collect())),
+            Err(e) => {
+                let e = StoreError::from(e);
+                if is_corruption(&e) {
+                    Ok(Some(e.0))
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Writes a consistent copy of the SQLite database to `to` (`VACUUM INTO`, a read
+    /// transaction: the service keeps writing meanwhile), which must not exist yet.
+    pub async fn backup(&self, to: &Path) -> Result<(), StoreError> {
+        if self.file.is_none() {
+            return Err(StoreError(
+                "a PostgreSQL ledger is backed up by its server's tools (pg_dump)".into(),
+            ));
+        }
+        if to.exists() {
+            return Err(StoreError(format!("{} exists already", to.display())));
+        }
+        let target = to
+            .to_str()
+            .ok_or_else(|| StoreError(format!("{} is not UTF-8", to.display())))?;
+        sqlx::query("VACUUM INTO $1")
+            .bind(target.to_owned())
+            .execute(&self.pool())
+            .await?;
         Ok(())
     }
 
@@ -281,6 +345,12 @@ impl Store {
     }
 }
 
+/// Whether `e` is SQLite saying its file is corrupt (`SQLITE_CORRUPT`, "database disk
+/// image is malformed") or not a database at all (`SQLITE_NOTADB`).
+pub(super) fn is_corruption(e: &StoreError) -> bool {
+    e.0.contains("malformed") || e.0.contains("not a database")
+}
+
 /// A pool on `url`, its migrations applied.
 async fn connect(url: &str, driver: Driver) -> Result<AnyPool, StoreError> {
     sqlx::any::install_default_drivers();
@@ -291,6 +361,7 @@ async fn connect(url: &str, driver: Driver) -> Result<AnyPool, StoreError> {
             Box::pin(async move {
                 if driver == Driver::Sqlite {
                     conn.execute(SQLITE_PRAGMAS).await?;
+                    conn.execute(POOL_PRAGMAS).await?;
                 }
                 Ok(())
             })
@@ -551,6 +622,53 @@ mod tests {
             assert_eq!(read.questions, decision.questions, "{id}");
         }
         store.pool().close().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// `quick_check` finds a page overwritten in the middle of the file (a copy over it,
+    /// cut short), and passes the sound file and its `VACUUM INTO` backup.
+    #[tokio::test]
+    async fn quick_check_finds_an_overwritten_page_and_passes_a_backup() {
+        let dir = std::env::temp_dir().join(format!("ledger-store-{}", uuid::Uuid::new_v4()));
+        let path = dir.join("ledger.sqlite");
+        let store = Store::sqlite(&path).await.expect("opens");
+        let pool = store.pool();
+        sqlx::query("CREATE TABLE filler (t TEXT)")
+            .execute(&pool)
+            .await
+            .expect("creates");
+        for _ in 0..200 {
+            sqlx::query("INSERT INTO filler VALUES ($1)")
+                .bind("x".repeat(500))
+                .execute(&pool)
+                .await
+                .expect("inserts");
+        }
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&pool)
+            .await
+            .expect("checkpoints");
+        assert_eq!(store.quick_check().await.expect("checks"), None);
+        let copy = dir.join("backup.sqlite");
+        store.backup(&copy).await.expect("backs up");
+        assert!(store.backup(&copy).await.is_err(), "never over a file");
+        assert_eq!(
+            Store::sqlite(&copy)
+                .await
+                .expect("opens")
+                .quick_check()
+                .await
+                .expect("checks"),
+            None
+        );
+        pool.close().await;
+        let size = std::fs::metadata(&path).expect("size").len();
+        let mut bytes = std::fs::read(&path).expect("reads");
+        let middle = (size / 2) as usize;
+        bytes[middle..middle + 4096].fill(0x5a);
+        std::fs::write(&path, &bytes).expect("overwrites in place");
+        let problem = store.quick_check().await.expect("checks");
+        assert!(problem.is_some(), "the overwritten page is found");
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -215,7 +215,7 @@ impl Models {
                 Replica::new(
                     url,
                     read(url),
-                    Circuit::new(name, circuit),
+                    Circuit::replica(name, circuit),
                     Verifier::new(c.token_check_interval(), check_timeout),
                 )
             })

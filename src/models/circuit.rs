@@ -11,7 +11,16 @@
 //!   10,000-request run), and a rate judges them against the answers around them, while a
 //!   backend failing every request still opens it after `min_calls` of them. Outcomes that
 //!   say nothing about the backend's health (a protocol break, the caller's deadline, a
-//!   client-side 4xx) are not counted.
+//!   client-side 4xx) are not counted; a fleet counts a replica's protocol break as a
+//!   failure once another replica answered the same request (`engine::pipeline`).
+//! * **A replica's run of failures** ([`Circuit::replica`]): a replica of a fleet also
+//!   opens after `eject_after` failures in a row with no success between (Envoy's
+//!   consecutive gateway failures), so a hung replica is skipped after a few read
+//!   timeouts rather than after `min_calls` of them, however long the read timeout is
+//!   against the window. A run is not the rule for a model's own backend, where opening
+//!   refuses callers; for a replica it only moves its keys to the next in their order, and
+//!   the fleet spares the last replica still closed ([`Ticket::record_sparing`]), so a
+//!   stall that hits every replica at once cannot take them all out by this rule.
 //! * **Open**: every request is refused with 503 `system_one_circuit_open` and a
 //!   `Retry-After` until the cool-down ends, without contacting the backend. A model with a
 //!   `fallback` is served by the fallback meanwhile.
@@ -158,6 +167,8 @@ struct Inner {
     state: State,
     /// Outcomes while closed; cleared when the circuit opens.
     window: Window,
+    /// Failures in a row while closed, with no success between.
+    run: u32,
 }
 
 /// One backend's breaker.
@@ -167,6 +178,8 @@ pub struct Circuit {
     model: String,
     /// The rate, window and minimum that open it and how long it stays open.
     settings: CircuitSettings,
+    /// Failures in a row that open it (a replica's rule; 0: off).
+    run_limit: u32,
     /// The current state and window; never held across an await.
     inner: Mutex<Inner>,
 }
@@ -188,15 +201,26 @@ fn secs_until(until: Instant, now: Instant) -> u64 {
 }
 
 impl Circuit {
-    /// A closed circuit for `model`.
+    /// A closed circuit for `model`'s backend: the failure rate alone opens it.
     pub fn new(model: impl Into<String>, settings: CircuitSettings) -> Self {
         Circuit {
             model: model.into(),
             settings,
+            run_limit: 0,
             inner: Mutex::new(Inner {
                 state: State::Closed,
                 window: Window::new(settings.window, Instant::now()),
+                run: 0,
             }),
+        }
+    }
+
+    /// A closed circuit for one replica of a fleet: the failure rate, or `eject_after`
+    /// failures in a row, opens it.
+    pub fn replica(name: impl Into<String>, settings: CircuitSettings) -> Self {
+        Circuit {
+            run_limit: settings.eject_after,
+            ..Circuit::new(name, settings)
         }
     }
 
@@ -250,7 +274,7 @@ impl Circuit {
         }
     }
 
-    fn record(&self, probe: bool, health: Health) {
+    fn record(&self, probe: bool, health: Health, spared: bool) {
         if self.settings.failure_rate == 0 {
             return;
         }
@@ -259,6 +283,7 @@ impl Circuit {
         let next = match (inner.state, health) {
             (State::HalfOpen { .. }, Health::Success) if probe => {
                 tracing::info!(model = %self.model, "circuit closed: the probe succeeded");
+                inner.run = 0;
                 State::Closed
             }
             (State::HalfOpen { .. }, Health::Failure) if probe => {
@@ -271,18 +296,27 @@ impl Circuit {
                 State::HalfOpen { probing: false }
             }
             (State::Closed, Health::Success | Health::Failure) => {
-                let (calls, failures) = inner.window.count(now, health == Health::Failure);
-                if !self.trips(calls, failures) {
+                let failed = health == Health::Failure;
+                inner.run = if failed {
+                    inner.run.saturating_add(1)
+                } else {
+                    0
+                };
+                let (calls, failures) = inner.window.count(now, failed);
+                let by_run = !spared && self.run_limit > 0 && inner.run >= self.run_limit;
+                if !by_run && !self.trips(calls, failures) {
                     return;
                 }
+                let run = std::mem::take(&mut inner.run);
                 inner.window.clear();
                 tracing::warn!(
                     model = %self.model,
                     calls,
                     failures,
+                    failures_in_a_row = run,
                     window_secs = self.settings.window.as_secs_f64(),
                     cooldown_secs = self.settings.cooldown.as_secs_f64(),
-                    "circuit opened: the backend's failure rate reached the threshold"
+                    "circuit opened: the backend's failure rate, or a replica's failures in a row, reached the threshold"
                 );
                 State::Open {
                     until: now + self.settings.cooldown,
@@ -306,14 +340,21 @@ impl Ticket<'_> {
     /// Records how the request went.
     pub fn record(mut self, health: Health) {
         self.done = true;
-        self.circuit.record(self.probe, health);
+        self.circuit.record(self.probe, health, false);
+    }
+
+    /// Records how the request went, without letting a run of failures open the circuit
+    /// (the failure rate still may): the fleet's last replica still closed.
+    pub fn record_sparing(mut self, health: Health) {
+        self.done = true;
+        self.circuit.record(self.probe, health, true);
     }
 }
 
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.circuit.record(self.probe, Health::Neutral);
+            self.circuit.record(self.probe, Health::Neutral, false);
         }
     }
 }
@@ -339,6 +380,7 @@ mod tests {
             min_calls: 10,
             window: Duration::from_secs(10),
             cooldown: Duration::from_secs(10),
+            eject_after: 5,
         }
     }
 
@@ -530,5 +572,55 @@ mod tests {
         );
         (0..100).for_each(|_| fail(&c));
         assert_eq!(c.state(), CircuitState::Closed);
+    }
+
+    /// A replica's circuit opens after `eject_after` failures in a row, long before the
+    /// window holds `min_calls`; a success between breaks the run, neutral outcomes do not,
+    /// a model's own circuit has no such rule, and a spared replica (the fleet's last one
+    /// closed) is judged by the rate alone.
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_opens_after_a_run_of_failures() {
+        use CircuitState::{Closed, Open};
+        use Step::*;
+        let cases: Vec<(&str, Vec<Step>, CircuitState)> = vec![
+            ("five in a row open it", vec![Fail(5)], Open),
+            ("four do not", vec![Fail(4)], Closed),
+            (
+                "a success breaks the run",
+                vec![Fail(4), Succeed(1), Fail(4)],
+                Closed,
+            ),
+            (
+                "neutral outcomes do not break it",
+                vec![Fail(3), Neutral(10), Fail(2)],
+                Open,
+            ),
+            (
+                "a run counts across the window's slices",
+                vec![Fail(3), Wait(30_000), Fail(2)],
+                Open,
+            ),
+        ];
+        for (why, steps, want) in cases {
+            let c = Circuit::replica("m at a:1", settings());
+            run(&c, &steps).await;
+            assert_eq!(c.state(), want, "{why}");
+            let model = circuit();
+            run(&model, &steps).await;
+            assert_eq!(model.state(), Closed, "a model's circuit: {why}");
+        }
+        let spared = Circuit::replica("m at a:1", settings());
+        for _ in 0..9 {
+            spared
+                .admit()
+                .expect("admitted")
+                .record_sparing(Health::Failure);
+        }
+        assert_eq!(spared.state(), Closed, "spared: the rate alone judges it");
+        spared
+            .admit()
+            .expect("admitted")
+            .record_sparing(Health::Failure);
+        assert_eq!(spared.state(), Open, "the rate still opens a spared one");
     }
 }

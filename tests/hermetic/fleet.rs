@@ -2,15 +2,16 @@
 //! server on its own port: every read of a request goes to one replica, a state asked
 //! again goes back there, a replica past the bounded-load cap is passed over, one that
 //! refuses connections is skipped for the request, one whose tokenizer differs from the
-//! table is taken out (with the reason in `/readyz`), and every read carries the request's
-//! routing key in the routers' headers (never caller text, never the backend key).
+//! table is taken out (with the reason in `/readyz`), one that answers garbage or hangs is
+//! taken out by its circuit, and every read carries the request's routing key in the
+//! routers' headers (never caller text, never the backend key).
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::support::bodies::choices;
-use crate::support::fake_vllm::FakeVllm;
+use crate::support::fake_vllm::{FakeVllm, Fault};
 use crate::support::{ask, config, get, metrics, settled, start, until, Service};
 
 /// The model the test configuration serves.
@@ -363,4 +364,82 @@ async fn a_hot_state_moves_off_a_replica_loaded_past_the_factor() {
         home,
         "back home once it is free"
     );
+}
+
+/// `/readyz`'s `circuit` of each replica of the model.
+async fn circuits(service: &Service) -> Vec<String> {
+    let ready = get(service, "/readyz").await;
+    let replicas = ready.body["models"][0]["replicas"].as_array().cloned();
+    replicas
+        .unwrap_or_default()
+        .iter()
+        .map(|r| r["circuit"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+/// A replica that answers 200 with a body that is not a completion is taken out: each
+/// request it garbles goes on to the next replica (every caller is answered), its circuit
+/// counts the failures and opens, and its keys go to the other replica.
+#[tokio::test]
+async fn a_replica_answering_garbage_is_taken_out_and_its_requests_answered_elsewhere() {
+    let fakes = fakes(2).await;
+    fakes[1].set_fault(Fault::MalformedJson);
+    let service = fleet(&fakes, &["--circuit-cooldown-secs", "600"]).await;
+    for i in 0..40 {
+        answered(&ask(&service, &about(i)).await);
+    }
+    assert!(fakes[1].chat_requests() > 0, "no state went to the garbler");
+    assert_eq!(circuits(&service).await, ["closed", "open"]);
+    let reads = fakes[1].chat_requests();
+    for i in 40..60 {
+        answered(&ask(&service, &about(i)).await);
+    }
+    assert_eq!(
+        fakes[1].chat_requests(),
+        reads,
+        "keys stayed on the garbler"
+    );
+}
+
+/// A request that every replica answers with garbage may be the request's fault: the
+/// caller gets the 502, and no replica's circuit counts it, so requests no replica can
+/// answer cannot take the replicas out.
+#[tokio::test]
+async fn garbage_from_every_replica_opens_no_circuit() {
+    let fakes = fakes(2).await;
+    for fake in &fakes {
+        fake.set_fault(Fault::MalformedJson);
+    }
+    let service = fleet(&fakes, &[]).await;
+    for i in 0..30 {
+        ask(&service, &about(i))
+            .await
+            .assert_code(502, "system_one_upstream_protocol", "protocol");
+    }
+    assert_eq!(circuits(&service).await, ["closed", "closed"]);
+}
+
+/// A hung replica (it takes the request and never answers) is taken out after a few read
+/// timeouts with the default circuit flags: the requests of the first waves that landed on
+/// it wait for the read timeout (504), the later waves are answered by the others (at most
+/// one 504 each: the probe after the cool-down), and fewer than the window's minimum of
+/// calls (20) fail in all. Paused time: the 30 s read timeouts pass at once.
+#[tokio::test(start_paused = true)]
+async fn a_hung_replica_is_skipped_after_a_few_read_timeouts_with_the_default_flags() {
+    let fakes = fakes(3).await;
+    fakes[2].set_fault(Fault::Slow(Duration::from_secs(3600)));
+    let service = fleet(&fakes, &["--max-in-flight", "512"]).await;
+    let mut timeouts = Vec::new();
+    for wave in 0..5 {
+        let bodies: Vec<Value> = (0..30).map(|i| about(wave * 30 + i)).collect();
+        let replies = futures::future::join_all(bodies.iter().map(|b| ask(&service, b))).await;
+        for reply in replies.iter().filter(|r| r.status != 200) {
+            reply.assert_code(504, "system_one_upstream_timeout", "timeout");
+        }
+        timeouts.push(replies.iter().filter(|r| r.status == 504).count());
+    }
+    let total: usize = timeouts.iter().sum();
+    assert!(total > 0, "no state went to the hung replica: {timeouts:?}");
+    assert!(total < 20, "{timeouts:?}");
+    assert!(timeouts[3] <= 1 && timeouts[4] <= 1, "{timeouts:?}");
 }

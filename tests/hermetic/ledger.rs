@@ -7,7 +7,8 @@ use crate::support::ledger_suite::{
     an_answer_and_a_refusal_are_on_record, calibrate_from_the_ledger_fits_as_its_export,
     canaries_stay_out_of_the_ledger_logs_and_metrics, each_policy_does_what_it_says,
     every_answer_survives_kill_9, keys_read_and_annotate_their_own_records,
-    retention_deletes_old_records_in_the_background, the_prior_correction_is_on_record,
+    readiness_counts_what_a_store_away_loses, retention_deletes_old_records_in_the_background,
+    the_prior_correction_is_on_record,
 };
 
 #[tokio::test]
@@ -48,4 +49,9 @@ async fn sqlite_calibrate_from_the_ledger_fits_as_its_export() {
 #[tokio::test]
 async fn sqlite_the_prior_correction_is_on_record() {
     the_prior_correction_is_on_record(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn sqlite_readiness_counts_what_a_store_away_loses() {
+    readiness_counts_what_a_store_away_loses(Backend::Sqlite).await;
 }

@@ -8,12 +8,17 @@
 //! * the ledger's directory is removed: under `fail_closed` requests get 503
 //!   `system_one_ledger_unavailable` and `/readyz` says the ledger is unavailable (503);
 //!   once the directory is made again the ledger opens a new file there by itself (no
-//!   restart), requests are answered and recorded again and `/readyz` is 200.
+//!   restart), requests are answered and recorded again and `/readyz` is 200;
+//! * the live file overwritten in place (same inode, as `cp` over it does) with garbage or
+//!   with another ledger: the service notices at its next write, refuses under
+//!   `fail_closed` and says `integrity: corrupt` in `/readyz` (503);
+//! * `systemone ledger backup`, run while the service records, writes a copy that passes
+//!   `PRAGMA integrity_check` and holds every record.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::ledger::{Backend, LedgerDb};
+use crate::support::ledger::{run_binary, Backend, LedgerDb};
 use crate::support::ledger_suite::{request_id, service, three_questions};
 use crate::support::{ask, assert_error, get, metrics, Reply, Service};
 
@@ -125,4 +130,113 @@ async fn a_removed_directory_refuses_until_it_is_back_then_records_again() {
     let (status, ledger) = readyz_ledger(&service).await;
     assert_eq!(status, 200, "{ledger}");
     assert_eq!(ledger["available"], true, "{ledger}");
+}
+
+/// Overwrites the file at `path` in place, keeping its inode, with `bytes`.
+fn overwrite_in_place(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(path).expect("the file").ino();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .expect("opens for writing");
+    file.write_all(bytes).expect("writes");
+    file.sync_all().expect("syncs");
+    assert_eq!(std::fs::metadata(path).expect("the file").ino(), inode);
+}
+
+/// A copy over the live file, keeping its inode, is noticed at the next write: under
+/// `fail_closed` the request is refused, and `/readyz` is 503 with `integrity: corrupt`;
+/// with garbage as with another (sound) ledger, whose pages the service's WAL does not fit.
+#[tokio::test]
+async fn a_copy_over_the_live_file_is_noticed_and_refused_under_fail_closed() {
+    let other = LedgerDb::new(Backend::Sqlite).await;
+    let (_other_fake, other_service) = service(&other, &[]).await;
+    let body = three_questions("charged twice", "team", "bug", "Which team?");
+    assert_eq!(ask(&other_service, &body).await.status, 200);
+    let backup = other.file.clone().expect("a file").with_extension("copy");
+    run_binary(&[
+        "ledger",
+        "backup",
+        "--ledger",
+        &format!("sqlite:{}", other.file.clone().expect("a file").display()),
+        "--to",
+        &backup.display().to_string(),
+    ]);
+    let another_ledger = std::fs::read(&backup).expect("the copy");
+    for bytes in [vec![0x5a_u8; 64 * 1024], another_ledger] {
+        let db = LedgerDb::new(Backend::Sqlite).await;
+        let flags = [
+            "--ledger-policy",
+            "fail_closed",
+            "--ledger-timeout-ms",
+            "2000",
+        ];
+        let (_fake, service) = service(&db, &flags).await;
+        for _ in 0..3 {
+            assert_eq!(ask(&service, &body).await.status, 200);
+        }
+        assert_eq!(readyz_ledger(&service).await.1["integrity"], "ok");
+        overwrite_in_place(&db.file.clone().expect("a file"), &bytes);
+        let reply = ask(&service, &body).await;
+        assert_error(&reply, 503, "system_one_ledger_unavailable", "unavailable");
+        let (status, ledger) = readyz_ledger(&service).await;
+        assert_eq!(status, 503, "{ledger}");
+        assert_eq!(ledger["integrity"], "corrupt", "{ledger}");
+        assert_eq!(ledger["ready"], false, "{ledger}");
+        let again = ask(&service, &body).await;
+        assert_error(&again, 503, "system_one_ledger_unavailable", "unavailable");
+    }
+}
+
+/// `systemone ledger backup` run beside the live service writes a new file that passes
+/// `PRAGMA integrity_check` and holds every record answered before it; it never writes
+/// over an existing file.
+#[tokio::test]
+async fn a_backup_taken_while_the_service_runs_is_sound_and_whole() {
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let (_fake, service) = service(&db, &[]).await;
+    let body = three_questions("charged twice", "team", "bug", "Which team?");
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        let reply = ask(&service, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        ids.push(request_id(&reply));
+    }
+    let file = db.file.clone().expect("an SQLite file");
+    let copy = file.with_extension("backup");
+    let ledger = format!("sqlite:{}", file.display());
+    let to = copy.display().to_string();
+    let args = ["ledger", "backup", "--ledger", &ledger, "--to", &to];
+    let said = tokio::task::spawn_blocking({
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        move || run_binary(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .expect("the backup ran");
+    assert!(said.starts_with("20 records backed up"), "{said}");
+    let backup = LedgerDb {
+        backend: Backend::Sqlite,
+        target: format!("sqlite:{to}"),
+        file: Some(copy.clone()),
+    };
+    let mut conn = backup.connect().await;
+    let checked: String = sqlx::query_scalar("PRAGMA integrity_check")
+        .fetch_one(&mut conn)
+        .await
+        .expect("checks");
+    assert_eq!(checked, "ok");
+    assert_eq!(on_record(&backup, &ids).await, ids.len());
+    let again = crate::support::binary().args(args).output().expect("runs");
+    assert!(
+        !again.status.success(),
+        "a second backup wrote over the first"
+    );
+    assert_eq!(
+        ask(&service, &body).await.status,
+        200,
+        "the service records on"
+    );
 }

@@ -14,8 +14,8 @@ use crate::support::ledger_suite::{
     an_answer_and_a_refusal_are_on_record, calibrate_from_the_ledger_fits_as_its_export,
     canaries_stay_out_of_the_ledger_logs_and_metrics, each_policy_does_what_it_says,
     every_answer_survives_kill_9, keys_read_and_annotate_their_own_records,
-    retention_deletes_old_records_in_the_background, service, the_prior_correction_is_on_record,
-    three_questions,
+    readiness_counts_what_a_store_away_loses, retention_deletes_old_records_in_the_background,
+    service, the_prior_correction_is_on_record, three_questions,
 };
 use crate::support::{post, Service};
 use systemone::ledger::store::Store;
@@ -33,6 +33,11 @@ async fn postgres_canaries_stay_out_of_the_ledger_logs_and_metrics() {
 #[tokio::test]
 async fn postgres_each_policy_does_what_it_says() {
     each_policy_does_what_it_says(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn postgres_readiness_counts_what_a_store_away_loses() {
+    readiness_counts_what_a_store_away_loses(Backend::Postgres).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

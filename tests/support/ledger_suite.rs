@@ -15,6 +15,9 @@
 //!   `fail_open` answers 200 and counts the miss, and `/readyz` says the ledger is
 //!   unavailable (503 under `fail_closed`); once the lock is released both record again
 //!   and `/readyz` says it is available;
+//! * a store locked while more records arrive than the writer's queue holds, under
+//!   `fail_open`: `/readyz` counts the records given up (`lost`, as the metric does) and
+//!   those still queued, not only the backlog;
 //! * PostgreSQL stopped and restarted under 8 callers: `fail_closed` answers 503 while it
 //!   is down and every 200 is on record; `fail_open` keeps answering and counts what it
 //!   could not record;
@@ -302,6 +305,61 @@ pub async fn each_policy_does_what_it_says(backend: Backend) {
         );
         assert_ledger_readiness(&service, 200, true, policy).await;
     }
+}
+
+/// A refusal's record numbered `n`, as the service would make it.
+fn refusal(n: usize) -> Decision {
+    Decision {
+        request_id: format!("req_lost_{n}"),
+        at_ms: 1_700_000_000_000,
+        key: "anonymous".into(),
+        route: "/v1/systemone".into(),
+        status: 503,
+        code: Some("system_one_overloaded".into()),
+        model: None,
+        latency_ms: 1.0,
+        usage: Default::default(),
+        body_hash: None,
+        images: Vec::new(),
+        questions: Vec::new(),
+        hash_key_id: "test".into(),
+        inputs: None,
+    }
+}
+
+pub async fn readiness_counts_what_a_store_away_loses(backend: Backend) {
+    let db = LedgerDb::new(backend).await;
+    let flags = ["--ledger-policy", "fail_open", "--ledger-timeout-ms", "100"];
+    let (_fake, service) = service(&db, &flags).await;
+    let mut lock = lock_ledger(&db).await;
+    // More records than the writer's queue (4,096) holds while its first batch waits on
+    // the lock: the rest stop waiting for room and are given up.
+    let ledger = service.state.ledger.clone();
+    let commits = (0..5_000).map(|n| {
+        let ledger = ledger.clone();
+        async move { ledger.commit(refusal(n)).await }
+    });
+    let results = futures::future::join_all(commits).await;
+    assert!(results.iter().all(Result::is_ok), "fail_open answers");
+    let ready = super::get(&service, "/readyz").await;
+    let status = &ready.body["ledger"];
+    assert_eq!(status["ready"], true, "fail_open stays ready: {status}");
+    assert_eq!(status["available"], false, "{status}");
+    let lost = status["lost"].as_u64().expect("lost");
+    let queued = status["queued"].as_u64().expect("queued");
+    let backlog = status["backlog"].as_u64().expect("backlog");
+    assert!(lost > 0, "{status}");
+    assert!(lost > backlog, "the backlog alone understates it: {status}");
+    assert!(queued > 0 && lost + queued <= 5_000, "{status}");
+    let store = match backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    let metric =
+        format!("systemone_ledger_records_total{{result=\"lost\",store=\"{store}\"}} {lost}");
+    let metrics = super::metrics(&service).await;
+    assert!(metrics.contains(&metric), "{metric} in {metrics}");
+    lock.execute("ROLLBACK").await.expect("unlock");
 }
 
 /// The record of request `id`, once the store has it with `status` (bounded wait: an

@@ -735,10 +735,17 @@ pub(super) struct LedgerReadiness {
     policy: String,
     /// Whether the store took the last write or probe (for SQLite: on the files at its path).
     available: bool,
-    /// Available, or `fail_open`.
+    /// Available and sound, or `fail_open`.
     ready: bool,
+    /// `ok`, or `corrupt` (the SQLite file failed `quick_check`, a statement found it
+    /// malformed, or another process wrote it in place).
+    integrity: String,
     /// Records whose commit failed, waiting to be written again once the store is back.
     backlog: u64,
+    /// Records in the writer's queue.
+    queued: u64,
+    /// Records given up since the ledger opened, never on record.
+    lost: u64,
 }
 
 #[derive(Serialize, ToSchema)]
