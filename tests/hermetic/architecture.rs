@@ -1,4 +1,4 @@
-//! Two rules of the code's shape, checked on the source parsed by `syn`:
+//! The rules of the code's shape, checked on the source parsed by `syn`:
 //!
 //! * **Layers.** The folders of `src/` are layers, and every path into the crate (`crate::…`,
 //!   `super::…` resolved from the file's module, `use crate::{a::…, b}` groups, paths inside
@@ -17,6 +17,8 @@
 //!   re-exports, and at most the folder's one main type: outside test modules, at most one
 //!   `struct`, `enum`, `union` or `trait` definition, and no free function longer than
 //!   [`MOD_RS_MAX_FN_LINES`] lines.
+//! * **One home per module.** A module with a folder is that folder's `mod.rs`: no `x.rs`
+//!   beside an `x/` folder, where it would hold the folder's code without the `mod.rs` rule.
 //!
 //! Each rule is tested on planted violations too, so a blind spot in the check shows.
 
@@ -698,5 +700,49 @@ fn the_mod_rs_check_counts_types_and_long_free_functions() {
             "backend/mod.rs: 2 types, free functions over 5 lines: []",
             "request/mod.rs: 0 types, free functions over 5 lines: [long]",
         ],
+    );
+}
+
+/// Each `x.rs` that sits beside a folder `x/` of the same module.
+fn files_beside_their_folder(files: &[(PathBuf, String)]) -> Vec<String> {
+    let mut found: Vec<String> = files
+        .iter()
+        .filter_map(|(path, _)| {
+            let folder = path.with_extension("");
+            let beside = files
+                .iter()
+                .any(|(other, _)| other.parent() == Some(folder.as_path()));
+            (path.extension().is_some_and(|e| e == "rs") && beside).then(|| {
+                format!(
+                    "{} beside {}/: move it to {}/mod.rs",
+                    path.display(),
+                    folder.display(),
+                    folder.display()
+                )
+            })
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn no_file_sits_beside_its_own_folder() {
+    let found = files_beside_their_folder(&sources());
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_folder_check_catches_a_file_beside_its_folder() {
+    let files = planted(&[
+        ("http/auth.rs", "mod jwt;\n"),
+        ("http/auth/jwt.rs", "fn f() {}\n"),
+        ("engine/mod.rs", "mod a;\n"),
+        ("engine/a.rs", "fn f() {}\n"),
+        ("lib.rs", "mod engine;\n"),
+    ]);
+    assert_eq!(
+        files_beside_their_folder(&files),
+        ["http/auth.rs beside http/auth/: move it to http/auth/mod.rs"]
     );
 }

@@ -14,6 +14,8 @@
 //! routes = ["/v1/systemone", "/v1/usage"]  # absent: every route; "/v1/ledger" covers its sub-routes
 //! ```
 
+use std::num::NonZeroU32;
+
 use serde::Deserialize;
 
 use crate::quota::KeyLimits;
@@ -46,7 +48,7 @@ pub struct Tier {
 impl Tier {
     /// The tier of a spec, its limits checked as a key's are.
     pub(super) fn from_spec(spec: TierSpec) -> Result<Tier, String> {
-        let limits = super::limits_of(
+        let limits = limits_of(
             spec.requests_per_minute,
             spec.questions_per_minute,
             spec.daily_questions,
@@ -90,6 +92,30 @@ impl Tier {
             }),
         }
     }
+}
+
+/// Limits from their configured numbers (each optional; 0 is refused, naming the field).
+pub(super) fn limits_of(
+    requests_per_minute: Option<u32>,
+    questions_per_minute: Option<u32>,
+    daily_questions: Option<u64>,
+) -> Result<KeyLimits, String> {
+    let per_minute = |n: Option<u32>, what: &str| -> Result<Option<NonZeroU32>, String> {
+        n.map(|n| {
+            NonZeroU32::new(n).ok_or(format!(
+                "{what} must be at least 1 (leave it out for no limit)"
+            ))
+        })
+        .transpose()
+    };
+    if daily_questions == Some(0) {
+        return Err("daily_questions must be at least 1 (leave it out for no cap)".into());
+    }
+    Ok(KeyLimits {
+        requests_per_minute: per_minute(requests_per_minute, "requests_per_minute")?,
+        questions_per_minute: per_minute(questions_per_minute, "questions_per_minute")?,
+        daily_questions,
+    })
 }
 
 #[cfg(test)]

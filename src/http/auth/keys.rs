@@ -1,109 +1,26 @@
-//! API keys: who may call, and how much.
-//!
-//! Keys come from a TOML file (`--keys-file`) and/or `SYSTEMONE_API_KEYS` (comma-separated
-//! plaintext keys, named `key-1`, `key-2`, … in order). Only their sha256 digests are kept;
-//! a presented bearer is hashed and compared against every configured digest in constant
-//! time (`subtle`), so neither the match nor its position shows in the timing. With no key
-//! configured the service is open: any bearer value, or none, is accepted (the TypeSafe
-//! SDKs refuse to start without some key, so callers always send one).
-//!
-//! ```toml
-//! [[key]]
-//! name = "acme"                 # for logs and metrics; the key itself is never printed
-//! sha256 = "9f86d0…"            # hex digest of the key …
-//! requests_per_minute = 600     # optional, all three
-//! questions_per_minute = 6000
-//! daily_questions = 1000000
-//!
-//! [[key]]
-//! name = "ci"
-//! key_env = "CI_SYSTEMONE_KEY"  # … or the env variable holding the plaintext key
-//! ```
-//!
-//! Each key may carry limits: requests and questions per minute (GCRA; a 429
-//! `system_one_rate_limited` with `Retry-After` from the GCRA wait, capped at 60 s) and a
-//! cap on questions per UTC day (a 429 `system_one_daily_cap` whose `Retry-After` runs to
-//! the next UTC midnight, so a client does not retry before the cap resets). Requests are
-//! counted when the key is checked, before the body is read; questions after validation,
-//! before any upstream call. Where they are counted (this process, a `redb` file, or a
-//! Redis every replica shares) is [`crate::quota`]'s business; this file knows keys by
-//! digest and hands the store their configured names only.
-//!
-//! The same file may hold `[[tier]]`s ([`tier`]: limits, models and routes a key or token
-//! names), a `[jwt]` section ([`jwt`]: signed tokens beside the keys) and each key's
-//! `tier` and `scopes` ([`scope`]). A bearer with a JWT's shape goes to token verification
-//! when `[jwt]` is configured, anything else to the keys. A token caller is named by a hash
-//! of its issuer and subject (`sub-<32 hex>`), or by the configured name claim's value
-//! tagged with its issuer (`<value>@<8 hex>`), forms no key's name can take ([`names`]);
-//! its limits, usage and ledger records use that name. Metrics label it `token` (or
-//! `token:<tier>`), a bounded set, never per subject.
-//!
-//! Where the parts live: [`keys_file`] reads the configuration into [`Keys`]; this file
-//! matches a bearer to a caller; [`caller`] is what the routes ask of a [`Caller`] (names,
-//! tier, scopes, limits) and the extractor; [`refusal`] turns each refusal into its
-//! contract error.
+//! The configured keys, and the match of a bearer to a caller: a key by its digest in
+//! constant time, or a signed token by its verifier.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use axum::http::HeaderValue;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
-use crate::quota::{KeyLimits, KeyQuota};
-
-pub use crate::days::{secs_to_utc_midnight, DAY_SECS};
-pub use crate::quota::{LimitKind, MAX_RATE_RETRY_SECS};
-
-mod caller;
-mod jwks;
-pub mod jwt;
-mod keys_file;
-pub mod names;
-mod refusal;
-pub mod salt;
-pub mod scope;
-mod subjects;
-pub mod tier;
-
-pub(crate) use caller::count_rejection;
-pub use caller::CallerChecks;
-pub use jwks::JwksStatus;
-use jwt::{looks_like_jwt, JwtVerifier, TokenClaims};
-use names::{claim_name, subject_name};
-pub use refusal::AuthError;
-use scope::Scopes;
-use subjects::Subjects;
-use tier::Tier;
-
-/// The name logs and metrics use for callers of an open service (no keys configured).
-pub const ANONYMOUS: &str = "anonymous";
-
-/// Who an authenticated caller is: what logs, limits, usage and the ledger know it by, and
-/// what it may do. Never holds the key or the token.
-#[derive(Debug)]
-pub struct Identity {
-    /// The key's configured name, or a token caller's `sub-<hash>` (or `<name claim>@<tag>`):
-    /// the limit store's, the usage record's and the ledger's name for it.
-    name: String,
-    /// The metrics label: the key's name, or `token` / `token:<tier>` (bounded).
-    label: String,
-    /// Its limits (by name, as the limit store knows it) and their local state.
-    quota: Arc<KeyQuota>,
-    /// Its tier, if it names one.
-    tier: Option<Arc<Tier>>,
-    /// What it may do.
-    scopes: Scopes,
-}
+use super::jwt::{looks_like_jwt, JwtVerifier, TokenClaims};
+use super::names::{claim_name, subject_name};
+use super::subjects::Subjects;
+use super::tier::Tier;
+use super::{AuthError, Caller, Identity};
 
 /// One configured key: its digest and who it is.
-pub struct ApiKey {
+pub(super) struct ApiKey {
     /// sha256 of the key.
-    digest: [u8; 32],
+    pub(super) digest: [u8; 32],
     /// The caller it authenticates.
-    identity: Arc<Identity>,
+    pub(super) identity: Arc<Identity>,
 }
 
 impl fmt::Debug for ApiKey {
@@ -126,16 +43,16 @@ impl fmt::Debug for ApiKey {
 #[derive(Default)]
 pub struct Keys {
     /// In configuration order (file first, then env).
-    keys: Vec<Arc<ApiKey>>,
+    pub(super) keys: Vec<Arc<ApiKey>>,
     /// `keys[i]`'s digest as four words, packed together so that comparing a bearer with
     /// every key is one pass over contiguous memory.
-    digests: Vec<[u64; 4]>,
+    pub(super) digests: Vec<[u64; 4]>,
     /// The `[[tier]]`s by name.
-    tiers: HashMap<String, Arc<Tier>>,
+    pub(super) tiers: HashMap<String, Arc<Tier>>,
     /// The `[jwt]` section's verifier, when tokens are accepted.
-    jwt: Option<JwtVerifier>,
+    pub(super) jwt: Option<JwtVerifier>,
     /// Token callers' limit state.
-    subjects: Subjects,
+    pub(super) subjects: Subjects,
 }
 
 impl fmt::Debug for Keys {
@@ -150,7 +67,7 @@ impl fmt::Debug for Keys {
 }
 
 /// A digest as four native-endian words.
-fn words(digest: &[u8; 32]) -> [u64; 4] {
+pub(super) fn words(digest: &[u8; 32]) -> [u64; 4] {
     let mut out = [0u64; 4];
     for (word, chunk) in out.iter_mut().zip(digest.chunks_exact(8)) {
         let mut bytes = [0u8; 8];
@@ -158,35 +75,6 @@ fn words(digest: &[u8; 32]) -> [u64; 4] {
         *word = u64::from_ne_bytes(bytes);
     }
     out
-}
-
-/// Who is calling: a configured key or a verified token, or anyone when the service is
-/// open.
-#[derive(Debug, Clone)]
-pub struct Caller(Option<Arc<Identity>>);
-
-/// Limits from their configured numbers (each optional; 0 is refused, naming the field).
-fn limits_of(
-    requests_per_minute: Option<u32>,
-    questions_per_minute: Option<u32>,
-    daily_questions: Option<u64>,
-) -> Result<KeyLimits, String> {
-    let per_minute = |n: Option<u32>, what: &str| -> Result<Option<NonZeroU32>, String> {
-        n.map(|n| {
-            NonZeroU32::new(n).ok_or(format!(
-                "{what} must be at least 1 (leave it out for no limit)"
-            ))
-        })
-        .transpose()
-    };
-    if daily_questions == Some(0) {
-        return Err("daily_questions must be at least 1 (leave it out for no cap)".into());
-    }
-    Ok(KeyLimits {
-        requests_per_minute: per_minute(requests_per_minute, "requests_per_minute")?,
-        questions_per_minute: per_minute(questions_per_minute, "questions_per_minute")?,
-        daily_questions,
-    })
 }
 
 /// The bearer of an `Authorization` header: a missing header, another scheme or an empty
@@ -330,7 +218,8 @@ impl Keys {
 mod tests {
     use std::time::Duration;
 
-    use super::keys_file::KeySpec;
+    use super::super::keys_file::KeySpec;
+    use super::super::{secs_to_utc_midnight, LimitKind, ANONYMOUS, DAY_SECS};
     use super::*;
     use crate::config::ConfigError;
     use crate::error::{ApiError, Code};
