@@ -6,13 +6,16 @@
 //! * `native`: forwards a request whole to a model's native System One upstream instead;
 //! * [`context_window`]: refuses reads that cannot fit the backend's context window;
 //! * [`decode`]: log-probabilities become option mass and calibrated probabilities;
-//! * `outcome`: what a run gives, its answers and token accounting or why it failed.
+//! * `outcome`: what a run gives, its answers and token accounting or why it failed;
+//! * `tenant`: who a request is run for (its cache salt, its position prior).
 
 pub mod context_window;
 pub mod decode;
 mod native;
 mod outcome;
 pub mod pipeline;
+mod tenant;
 
 pub use outcome::{Answers, PipelineError, TokenUsage};
 pub use pipeline::Pipeline;
+pub use tenant::Tenant;

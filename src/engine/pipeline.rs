@@ -23,6 +23,7 @@ use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 
 use super::outcome::{Answers, PipelineError, TokenUsage};
+use super::tenant::Tenant;
 
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage, Routing};
 use crate::calibration::prior;
@@ -46,6 +47,7 @@ use crate::request::ValidRequest;
 /// a single-read request's reads ([`prior`]).
 fn decode_question(
     req: &ValidRequest,
+    tenant: &str,
     q: usize,
     orders: &[OrderRead],
 ) -> Result<Decoded, PipelineError> {
@@ -61,7 +63,7 @@ fn decode_question(
     } else {
         Vec::new()
     };
-    let correction = learn_prior(req, q, &reads);
+    let correction = learn_prior(req, q, prior_shape(req, tenant, q), &reads);
     let mut decoded = match profile {
         Some(p) => p.apply(decode(orders, 1.0)?),
         None => {
@@ -80,19 +82,19 @@ fn decode_question(
 }
 
 /// Feeds a question read in two or more orders (`reads`: shift and log-probabilities by
-/// position per order; empty for one order) to the model's prior, and returns the
-/// correction a single-read request's question gets (none when the request or model
-/// turned it off, or the prior declined).
+/// position per order; empty for one order) to the model's prior of its `shape`, and
+/// returns the correction a single-read request's question gets (none when the request
+/// or model turned it off, or the prior declined).
 fn learn_prior(
     req: &ValidRequest,
     q: usize,
+    shape: prior::PriorShape,
     reads: &[(usize, Vec<f64>)],
 ) -> Option<prior::Correction> {
     if !req.prior_correction() {
         return None;
     }
     let book = &req.model().prior;
-    let shape = prior_shape(req, q);
     if !reads.is_empty() {
         book.observe(shape.clone(), reads);
     }
@@ -101,13 +103,15 @@ fn learn_prior(
         .flatten()
 }
 
-/// Question `q`'s shape for the prior: type, option count and layout, nothing it says.
-fn prior_shape(req: &ValidRequest, q: usize) -> prior::PriorShape {
+/// Question `q`'s shape for the prior: type, option count, layout and the `tenant` it is
+/// asked for, nothing it says.
+fn prior_shape(req: &ValidRequest, tenant: &str, q: usize) -> prior::PriorShape {
     let question = &req.questions()[q];
     prior::PriorShape {
         kind: question.kind.as_str(),
         options: question.options.len(),
         layout: req.layout().as_str().to_string(),
+        tenant: tenant.to_string(),
     }
 }
 
@@ -187,33 +191,34 @@ impl Pipeline {
         req: &ValidRequest,
         ticket: Ticket<'_>,
     ) -> Result<Answers, PipelineError> {
-        self.run_counting(req, ticket, &AtomicU64::new(0), None)
+        self.run_counting(req, ticket, &AtomicU64::new(0), &Tenant::default())
             .await
     }
 
     /// [`Pipeline::run`], counting in `sent` every upstream read it started (whatever its
     /// end), so a caller can tell a failure that sent nothing (and refund it); every read
-    /// carries `cache_salt`, the caller's tenant salt, to a dialect that sends one.
+    /// carries the `tenant`'s salt to a dialect that sends one, and the tenant's own
+    /// position prior learns from and corrects its reads.
     pub async fn run_counting(
         &self,
         req: &ValidRequest,
         ticket: Ticket<'_>,
         sent: &AtomicU64,
-        cache_salt: Option<&str>,
+        tenant: &Tenant,
     ) -> Result<Answers, PipelineError> {
         let result = match &req.model().serving {
             // A native upstream answers the whole request: its own timeout is the deadline.
             Serving::Forwards(upstream) => self.forward(upstream, req, sent).await,
             Serving::Reads(backend) => {
                 let routing = routing(req);
-                let via = Via::direct(backend.as_ref(), routing.as_ref(), cache_salt);
+                let via = Via::direct(backend.as_ref(), routing.as_ref(), tenant);
                 timeout(self.request_timeout, self.run_unbounded(req, via, sent))
                     .await
                     .unwrap_or(Err(PipelineError::Deadline))
             }
             Serving::Fleet(fleet) => timeout(
                 self.request_timeout,
-                self.run_fleet(req, fleet, sent, cache_salt),
+                self.run_fleet(req, fleet, sent, tenant),
             )
             .await
             .unwrap_or(Err(PipelineError::Deadline)),
@@ -233,7 +238,7 @@ impl Pipeline {
         req: &ValidRequest,
         fleet: &Fleet,
         sent: &AtomicU64,
-        cache_salt: Option<&str>,
+        tenant: &Tenant,
     ) -> Result<Answers, PipelineError> {
         let key = req.head_key();
         let routing = Routing::new(&req.model().routing_headers, &key.hex());
@@ -258,7 +263,8 @@ impl Pipeline {
                 replica: Some((&req.model().name, replica)),
                 routing: routing.as_ref(),
                 answered: Some(&answered),
-                cache_salt,
+                cache_salt: tenant.cache_salt.as_deref(),
+                tenant: &tenant.prior,
             };
             let result = self.run_unbounded(req, via, sent).await;
             record(ticket, &result);
@@ -287,7 +293,7 @@ impl Pipeline {
         sent: &AtomicU64,
     ) -> Result<Answers, PipelineError> {
         let backend = via.backend;
-        let sampled = sample(req);
+        let sampled = sample(req, via.tenant);
         let req = sampled.as_ref().unwrap_or(req);
         // The model's upkeep (token-table check, host probe) runs in the background; a
         // pipeline used without a router starts it here.
@@ -307,7 +313,7 @@ impl Pipeline {
                 answers.push(certain());
                 continue;
             };
-            answers.push(decode_question(req, q, &r.orders)?);
+            answers.push(decode_question(req, via.tenant, q, &r.orders)?);
             usage.add(&r.usage);
             model = model.or(r.model);
         }
@@ -460,12 +466,12 @@ impl Pipeline {
 
 /// The request asked once more in rotated orders, when the model's prior takes it as a
 /// sample (a share of single-read requests, [`prior::PriorBook::take_sample`]).
-fn sample(req: &ValidRequest) -> Option<ValidRequest> {
+fn sample(req: &ValidRequest, tenant: &str) -> Option<ValidRequest> {
     let wanted = req.prior_correction() && req.permutations() == 1;
     let shapes = || -> Vec<prior::PriorShape> {
         (0..req.questions().len())
             .filter(|q| req.questions()[*q].options.len() >= 2)
-            .map(|q| prior_shape(req, q))
+            .map(|q| prior_shape(req, tenant, q))
             .collect()
     };
     (wanted && req.model().prior.take_sample(&shapes()))
@@ -506,21 +512,20 @@ struct Via<'a> {
     answered: Option<&'a AtomicU64>,
     /// The caller's tenant salt, for a dialect that sends one (`http/auth/salt.rs`).
     cache_salt: Option<&'a str>,
+    /// The caller's id in the model's position prior.
+    tenant: &'a str,
 }
 
 impl<'a> Via<'a> {
     /// Straight to a model's one backend.
-    fn direct(
-        backend: &'a dyn Backend,
-        routing: Option<&'a Routing>,
-        cache_salt: Option<&'a str>,
-    ) -> Self {
+    fn direct(backend: &'a dyn Backend, routing: Option<&'a Routing>, tenant: &'a Tenant) -> Self {
         Via {
             backend,
             replica: None,
             routing,
             answered: None,
-            cache_salt,
+            cache_salt: tenant.cache_salt.as_deref(),
+            tenant: &tenant.prior,
         }
     }
 }
