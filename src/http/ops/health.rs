@@ -24,7 +24,8 @@ pub(in crate::http) async fn healthz() -> Json<serde_json::Value> {
 /// `"checking"`. The limit store and the ledger, when unavailable, make it 503 under
 /// `fail_closed`; the ledger's line is what its writer last found. With `[jwt]`, `tokens`
 /// says how many keys are cached, how old they are and whether the last fetch failed
-/// (`stale`: they still serve); unready once they expired.
+/// (`stale`: they still serve); unready once they expired. `prior` is the position priors'
+/// store: whether it last synced and what it set aside as unreadable.
 pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     let models: Vec<(bool, serde_json::Value)> =
         state.models.iter().map(|m| model_readiness(m)).collect();
@@ -38,6 +39,8 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     // The token keys (`null`: no `[jwt]`): unready once the cached keys expired unrenewed.
     let tokens = state.keys.jwt().map(|j| j.status());
     ready &= tokens.as_ref().is_none_or(|t| t.ready);
+    // The position priors' store (`null`: none): shown, never unready (see `PriorStatus`).
+    let prior = state.models.prior_status();
     let status = if ready {
         StatusCode::OK
     } else {
@@ -48,7 +51,7 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
         status,
         Json(serde_json::json!({
             "ready": ready, "models": models, "limits": limits, "ledger": ledger,
-            "tokens": tokens,
+            "tokens": tokens, "prior": prior,
         })),
     )
         .into_response()
