@@ -47,6 +47,7 @@ mod llamacpp_fake;
 mod openai_fake;
 mod prior_correction;
 mod prior_offline;
+mod prior_stores;
 mod prior_tenants;
 mod profiles;
 mod reference_pages;

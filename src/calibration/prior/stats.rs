@@ -154,7 +154,10 @@ impl PositionStats {
         });
         e <= self.count as f64 * (n * n * n) as f64
             && within(self.sum_sq, 0.0, e * MAX_DIFFERENCE * MAX_DIFFERENCE)
-            && self.rhs.iter().all(|r| within(*r, -e * MAX_DIFFERENCE, e * MAX_DIFFERENCE))
+            && self
+                .rhs
+                .iter()
+                .all(|r| within(*r, -e * MAX_DIFFERENCE, e * MAX_DIFFERENCE))
             && links
     }
 

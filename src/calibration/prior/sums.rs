@@ -135,7 +135,8 @@ mod tests {
         }
         // Reads far apart add at most the cap to a sum: what they make is read back.
         let mut far = ShapeSums::new(2);
-        far.stats.observe(&[(0, vec![0.0, -500.0]), (1, vec![0.0, -500.0])]);
+        far.stats
+            .observe(&[(0, vec![0.0, -500.0]), (1, vec![0.0, -500.0])]);
         let v: Vec<f64> = far.fields().iter().map(|(_, v)| *v).collect();
         assert_eq!(ShapeSums::from_values(2, &v), Some(far));
     }

@@ -164,7 +164,10 @@ fn add(table: &mut Table<'_>, model: &str, added: &Sums) -> Result<(), Failure> 
 }
 
 /// `model`'s readable rows, and the labels of the shapes whose rows are not.
-fn read(table: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>, model: &str) -> Result<(Sums, Vec<String>), Failure> {
+fn read(
+    table: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    model: &str,
+) -> Result<(Sums, Vec<String>), Failure> {
     let (mut sums, mut bad) = (Vec::new(), Vec::new());
     for row in table.range((model, "")..)? {
         let (key, value) = row?;
@@ -216,10 +219,8 @@ mod tests {
     }
 
     fn temp_path(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "systemone-prior-{name}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("systemone-prior-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir.join(FILE_NAME)
     }
@@ -231,7 +232,11 @@ mod tests {
         let full = std::fs::read(&path).expect("the file");
         let random: Vec<u8> = (0..full.len()).map(|i| (i * 7919 % 251) as u8).collect();
         // Half a file makes the database panic on open; garbage makes it say so.
-        for bytes in [full[..full.len() / 2].to_vec(), random, full[..100].to_vec()] {
+        for bytes in [
+            full[..full.len() / 2].to_vec(),
+            random,
+            full[..100].to_vec(),
+        ] {
             std::fs::write(&path, &bytes).expect("written");
             let done = guarded(&path, "a", &vec![(shape(), learned(2.0))]).expect("afresh");
             assert_eq!(done.sums, vec![(shape(), learned(2.0))], "nothing old");
@@ -259,7 +264,10 @@ mod tests {
         values[3 + 4] = 13_158.0; // `rhs:0`, one sample
         values[3 + 5] = -13_158.0;
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let nan: Vec<u8> = [f64::NAN; 40].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let nan: Vec<u8> = [f64::NAN; 40]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         for bad in [bytes, nan, vec![1, 2, 3]] {
             {
                 let db = Database::create(&path).expect("open");
@@ -285,10 +293,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("systemone-prior-{}", std::process::id()));
         let path = dir.join(FILE_NAME);
         let _ = std::fs::remove_file(&path);
-        let first = exchange(&path, "a", &vec![(shape(), learned(1.0))]).expect("written").sums;
+        let first = exchange(&path, "a", &vec![(shape(), learned(1.0))])
+            .expect("written")
+            .sums;
         assert_eq!(first, vec![(shape(), learned(1.0))]);
         exchange(&path, "b", &vec![(shape(), learned(2.0))]).expect("written");
-        let again = exchange(&path, "a", &vec![(shape(), learned(1.0))]).expect("written").sums;
+        let again = exchange(&path, "a", &vec![(shape(), learned(1.0))])
+            .expect("written")
+            .sums;
         let mut twice = learned(1.0);
         twice.merge(&learned(1.0));
         assert_eq!(again, vec![(shape(), twice)], "model b's sums are b's");

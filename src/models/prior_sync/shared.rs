@@ -167,7 +167,8 @@ mod tests {
     fn a_shape_holding_what_samples_cannot_make_is_refused_by_reason() {
         let shape = PriorShape::parse("noul/2/accuracy").expect("a shape");
         let mut sums = ShapeSums::new(2);
-        sums.stats.observe(&[(0, vec![1.0, -1.0]), (1, vec![0.0, 0.0])]);
+        sums.stats
+            .observe(&[(0, vec![1.0, -1.0]), (1, vec![0.0, 0.0])]);
         let row: Vec<Option<String>> = sums
             .fields()
             .iter()
@@ -185,6 +186,10 @@ mod tests {
         // `rhs:0` and `rhs:1` of a +/-13,158 prior from one sample.
         assert_eq!(with(7, "13158"), Err(IMPLAUSIBLE));
         assert_eq!(with(0, "-5"), Err(IMPLAUSIBLE), "a negative count");
-        assert_eq!(with(12, "1e300"), Err(IMPLAUSIBLE), "a gain no question makes");
+        assert_eq!(
+            with(12, "1e300"),
+            Err(IMPLAUSIBLE),
+            "a gain no question makes"
+        );
     }
 }
