@@ -23,7 +23,8 @@ async fn spoiled_state_dir(fake: &FakeVllm, flags: &[&str], spoil: impl Fn(&[u8]
 async fn a_prior_file_that_cannot_be_read_is_reported_moved_aside_and_learned_afresh() {
     let fake = FakeVllm::start().await;
     plant_two(&fake);
-    let spoils: [(&str, fn(&[u8]) -> Vec<u8>); 2] = [
+    type Spoil = fn(&[u8]) -> Vec<u8>;
+    let spoils: [(&str, Spoil); 2] = [
         ("truncated", |b| b[..b.len() / 2].to_vec()),
         ("random", |b| {
             (0..b.len()).map(|i| (i * 7919 % 251) as u8).collect()

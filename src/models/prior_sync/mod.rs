@@ -12,11 +12,13 @@
 //! Keys hold the model's configured name and the shape label (type/options/layout), never
 //! anything a caller sent. Without either store the priors live in memory only.
 
+mod exchanged;
 mod file;
 mod shared;
 mod store;
 mod task;
 
+pub use exchanged::{Exchanged, SetAside, IMPLAUSIBLE, NOT_A_NUMBER, UNREADABLE};
 pub use file::FILE_NAME;
 pub use store::PriorStore;
 pub use task::{PriorStatus, PriorSync};
@@ -25,30 +27,3 @@ use crate::calibration::prior::{PriorShape, ShapeSums};
 
 /// Sums by shape, as the stores trade them.
 pub type Sums = Vec<(PriorShape, ShapeSums)>;
-
-/// What one exchange gives back: the merged sums, and what the store held that could not
-/// be served (set aside, so the shape learns afresh from every replica's next sums).
-#[derive(Debug, Default, PartialEq)]
-pub struct Exchanged {
-    /// Every readable shape's merged sums.
-    pub sums: Sums,
-    /// What was set aside, and why.
-    pub set_aside: Vec<SetAside>,
-}
-
-/// [`SetAside::reason`]: a field that is not a finite number.
-pub const NOT_A_NUMBER: &str = "not_a_number";
-/// [`SetAside::reason`]: sums no samples could make.
-pub const IMPLAUSIBLE: &str = "implausible";
-/// [`SetAside::reason`]: a store file that cannot be opened or read.
-pub const UNREADABLE: &str = "unreadable";
-
-/// Something the store held that could not be read, moved out of the way.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SetAside {
-    /// `not_a_number` (a field that is not a finite number), `implausible` (sums no
-    /// samples could make) or `unreadable` (the whole file).
-    pub reason: &'static str,
-    /// The shape's label, or the file's name, and where it went.
-    pub what: String,
-}
