@@ -109,6 +109,9 @@ pub struct Metrics {
     prior_weight: GaugeVec,
     /// Exchanges of the position priors with their store, by store and outcome.
     prior_syncs: IntCounterVec,
+    /// What a position priors' store held that could not be read, set aside, by store and
+    /// reason.
+    prior_set_aside: IntCounterVec,
 }
 
 /// The `status` label of `request_duration_seconds` by `status / 100`.
@@ -197,6 +200,7 @@ impl Metrics {
                 PRIOR_WEIGHT.labels,
             )),
             prior_syncs: r.counters(&PRIOR_SYNCS),
+            prior_set_aside: r.counters(&PRIOR_SET_ASIDE),
             requests_shed: r.register(prometheus::IntCounter::new(
                 "requests_shed_total",
                 "Requests refused over the concurrent-request cap",
@@ -432,6 +436,14 @@ impl Metrics {
         self.prior_syncs.with_label_values(&[store, outcome]).inc();
     }
 
+    /// Counts one thing `store` held that could not be read and was set aside (`reason`:
+    /// `not_a_number`, `implausible`, `unreadable`).
+    pub fn prior_set_aside(&self, store: &str, reason: &str) {
+        self.prior_set_aside
+            .with_label_values(&[store, reason])
+            .inc();
+    }
+
     /// The text exposition, with the state-mirroring gauges set first from `models` and
     /// the slots in use.
     pub fn render<'a>(
@@ -643,6 +655,13 @@ const PRIOR_SYNCS: Family = Family {
     name: "prior_syncs_total",
     help: "Exchanges of a model's position prior with its store (state-dir file or Redis), by store and outcome (ok, failed)",
     labels: &["store", "outcome"],
+};
+
+/// `prior_store_set_aside_total`.
+const PRIOR_SET_ASIDE: Family = Family {
+    name: "prior_store_set_aside_total",
+    help: "What a position prior's store held that could not be read, set aside (a shape's sums not a finite number or beyond what samples make, or the whole file), by store and reason (not_a_number, implausible, unreadable)",
+    labels: &["store", "reason"],
 };
 
 /// `limit_store_errors_total`.

@@ -8,7 +8,8 @@
 //! * [`decode`]: log-probabilities become option mass and calibrated probabilities;
 //! * [`position_prior`]: which requests learn from and are corrected by the model's
 //!   position prior, and which are asked once more as its sample;
-//! * `outcome`: what a run gives, its answers and token accounting or why it failed.
+//! * `outcome`: what a run gives, its answers and token accounting or why it failed;
+//! * `tenant`: who a request is run for (its cache salt, its position prior).
 
 pub mod context_window;
 pub mod decode;
@@ -16,6 +17,8 @@ mod native;
 mod outcome;
 pub mod pipeline;
 pub mod position_prior;
+mod tenant;
 
 pub use outcome::{Answers, PipelineError, TokenUsage};
 pub use pipeline::Pipeline;
+pub use tenant::Tenant;

@@ -24,6 +24,7 @@ use tokio::time::{timeout, Instant};
 
 use super::outcome::{Answers, PipelineError, TokenUsage};
 use super::position_prior;
+use super::tenant::Tenant;
 
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage, Routing};
 use crate::calibration::prior;
@@ -47,6 +48,7 @@ use crate::request::ValidRequest;
 /// a single-read request's reads ([`prior`]).
 fn decode_question(
     req: &ValidRequest,
+    tenant: &str,
     q: usize,
     orders: &[OrderRead],
 ) -> Result<Decoded, PipelineError> {
@@ -62,7 +64,7 @@ fn decode_question(
     } else {
         Vec::new()
     };
-    let correction = position_prior::learn(req, q, &reads);
+    let correction = position_prior::learn(req, q, tenant, &reads);
     let mut decoded = match profile {
         Some(p) => p.apply(decode(orders, 1.0)?),
         None => {
@@ -156,33 +158,34 @@ impl Pipeline {
         req: &ValidRequest,
         ticket: Ticket<'_>,
     ) -> Result<Answers, PipelineError> {
-        self.run_counting(req, ticket, &AtomicU64::new(0), None)
+        self.run_counting(req, ticket, &AtomicU64::new(0), &Tenant::default())
             .await
     }
 
     /// [`Pipeline::run`], counting in `sent` every upstream read it started (whatever its
     /// end), so a caller can tell a failure that sent nothing (and refund it); every read
-    /// carries `cache_salt`, the caller's tenant salt, to a dialect that sends one.
+    /// carries the `tenant`'s salt to a dialect that sends one, and the tenant's own
+    /// position prior learns from and corrects its reads.
     pub async fn run_counting(
         &self,
         req: &ValidRequest,
         ticket: Ticket<'_>,
         sent: &AtomicU64,
-        cache_salt: Option<&str>,
+        tenant: &Tenant,
     ) -> Result<Answers, PipelineError> {
         let result = match &req.model().serving {
             // A native upstream answers the whole request: its own timeout is the deadline.
             Serving::Forwards(upstream) => self.forward(upstream, req, sent).await,
             Serving::Reads(backend) => {
                 let routing = routing(req);
-                let via = Via::direct(backend.as_ref(), routing.as_ref(), cache_salt);
+                let via = Via::direct(backend.as_ref(), routing.as_ref(), tenant);
                 timeout(self.request_timeout, self.run_unbounded(req, via, sent))
                     .await
                     .unwrap_or(Err(PipelineError::Deadline))
             }
             Serving::Fleet(fleet) => timeout(
                 self.request_timeout,
-                self.run_fleet(req, fleet, sent, cache_salt),
+                self.run_fleet(req, fleet, sent, tenant),
             )
             .await
             .unwrap_or(Err(PipelineError::Deadline)),
@@ -203,7 +206,7 @@ impl Pipeline {
         req: &ValidRequest,
         fleet: &Fleet,
         sent: &AtomicU64,
-        cache_salt: Option<&str>,
+        tenant: &Tenant,
     ) -> Result<Answers, PipelineError> {
         let key = req.head_key();
         let routing = Routing::new(&req.model().routing_headers, &key.hex());
@@ -229,7 +232,8 @@ impl Pipeline {
                 replica: Some((&req.model().name, replica)),
                 routing: routing.as_ref(),
                 answered: Some(&answered),
-                cache_salt,
+                cache_salt: tenant.cache_salt.as_deref(),
+                tenant: &tenant.prior,
             };
             let result = self.run_unbounded(req, via, sent).await;
             if result.as_ref().is_err_and(PipelineError::is_garbled) {
@@ -257,7 +261,7 @@ impl Pipeline {
         sent: &AtomicU64,
     ) -> Result<Answers, PipelineError> {
         let backend = via.backend;
-        let sampled = position_prior::sample(req);
+        let sampled = position_prior::sample(req, via.tenant);
         let req = sampled.as_ref().unwrap_or(req);
         // The model's upkeep (token-table check, host probe) runs in the background; a
         // pipeline used without a router starts it here.
@@ -277,7 +281,7 @@ impl Pipeline {
                 answers.push(certain());
                 continue;
             };
-            answers.push(decode_question(req, q, &r.orders)?);
+            answers.push(decode_question(req, via.tenant, q, &r.orders)?);
             usage.add(&r.usage);
             model = model.or(r.model);
         }
@@ -520,21 +524,20 @@ struct Via<'a> {
     answered: Option<&'a AtomicU64>,
     /// The caller's tenant salt, for a dialect that sends one (`http/auth/salt.rs`).
     cache_salt: Option<&'a str>,
+    /// The caller's id in the model's position prior.
+    tenant: &'a str,
 }
 
 impl<'a> Via<'a> {
     /// Straight to a model's one backend.
-    fn direct(
-        backend: &'a dyn Backend,
-        routing: Option<&'a Routing>,
-        cache_salt: Option<&'a str>,
-    ) -> Self {
+    fn direct(backend: &'a dyn Backend, routing: Option<&'a Routing>, tenant: &'a Tenant) -> Self {
         Via {
             backend,
             replica: None,
             routing,
             answered: None,
-            cache_salt,
+            cache_salt: tenant.cache_salt.as_deref(),
+            tenant: &tenant.prior,
         }
     }
 }

@@ -20,12 +20,12 @@ pub fn enabled(req: &ValidRequest) -> bool {
 /// The request asked once more in the order rotated by one, written in its own layout, when
 /// the model's prior takes it as a sample (a share of single-read requests,
 /// [`prior::PriorBook::take_sample`]).
-pub fn sample(req: &ValidRequest) -> Option<ValidRequest> {
+pub fn sample(req: &ValidRequest, tenant: &str) -> Option<ValidRequest> {
     let wanted = enabled(req) && req.permutations() == 1;
     let shapes = || -> Vec<prior::PriorShape> {
         (0..req.questions().len())
             .filter(|q| req.questions()[*q].options.len() >= 2)
-            .map(|q| shape(req, q))
+            .map(|q| shape(req, tenant, q))
             .collect()
     };
     (wanted && req.model().prior.take_sample(&shapes()))
@@ -34,19 +34,20 @@ pub fn sample(req: &ValidRequest) -> Option<ValidRequest> {
 }
 
 /// Feeds a question read in two or more orders (`reads`: shift and log-probabilities by
-/// position per order; empty for one order) to the model's prior, and returns the
+/// position per order; empty for one order) to the `tenant`'s prior of the model, and returns the
 /// correction a single-read request's question gets (none when the request or model
 /// turned it off, or the prior declined).
 pub fn learn(
     req: &ValidRequest,
     q: usize,
+    tenant: &str,
     reads: &[(usize, Vec<f64>)],
 ) -> Option<prior::Correction> {
     if !enabled(req) {
         return None;
     }
     let book = &req.model().prior;
-    let shape = shape(req, q);
+    let shape = shape(req, tenant, q);
     if !reads.is_empty() {
         book.observe(shape.clone(), reads);
     }
@@ -55,12 +56,14 @@ pub fn learn(
         .flatten()
 }
 
-/// Question `q`'s shape for the prior: type, option count and layout, nothing it says.
-fn shape(req: &ValidRequest, q: usize) -> prior::PriorShape {
+/// Question `q`'s shape for the prior: type, option count, layout and the `tenant` it is
+/// asked for, nothing it says.
+fn shape(req: &ValidRequest, tenant: &str, q: usize) -> prior::PriorShape {
     let question = &req.questions()[q];
     prior::PriorShape {
         kind: question.kind.as_str(),
         options: question.options.len(),
         layout: req.layout().as_str().to_string(),
+        tenant: tenant.to_string(),
     }
 }

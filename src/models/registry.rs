@@ -73,6 +73,11 @@ impl Models {
         }
     }
 
+    /// The position priors' store's line of `/readyz` (`None`: no store).
+    pub fn prior_status(&self) -> Option<super::prior_sync::PriorStatus> {
+        self.prior_sync.as_ref().map(|s| s.status())
+    }
+
     /// The calibration profiles requests may name.
     pub fn profiles(&self) -> &Profiles {
         &self.profiles

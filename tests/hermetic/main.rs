@@ -48,6 +48,8 @@ mod openai_fake;
 mod prior_correction;
 mod prior_offline;
 mod prior_sample_layouts;
+mod prior_stores;
+mod prior_tenants;
 mod profiles;
 mod reference_pages;
 mod rerank_validation;

@@ -748,7 +748,9 @@ fn burst_fault(state: &FakeState, period: usize, run: usize) -> Fault {
 /// the prompt's state names the true option (`{"truth": <label>, "seed": k}`). Option `i`'s
 /// logit is `clarity` for the truth, plus a noise fixed per (seed, label) (the model's own
 /// view of the question, the same in every order), plus `bias[p]` at position `p`, plus
-/// `read_noise` times a noise fixed per prompt (so each order reads a little differently).
+/// `read_noise` times a noise fixed per prompt (so each order reads a little differently),
+/// plus the state's `lure` (0 when absent) at the first position: a question written to
+/// pull the model to whatever option is shown first, in every order.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(dead_code)]
 pub struct Planted {
@@ -769,6 +771,7 @@ impl Planted {
         let object: Value = serde_json::from_str(last).ok()?;
         let truth = object["state"]["truth"].as_str()?;
         let seed = object["state"]["seed"].as_u64()?;
+        let lure = object["state"]["lure"].as_f64().unwrap_or(0.0);
         let options = object["options"].as_array()?;
         if options.len() != support.len() || self.bias.len() != support.len() {
             return None;
@@ -782,6 +785,7 @@ impl Planted {
                 signal
                     + logistic(&format!("{seed}/{label}"))
                     + self.bias[p]
+                    + if p == 0 { lure } else { 0.0 }
                     + self.read_noise * logistic(&format!("{content}/{p}"))
             })
             .collect();

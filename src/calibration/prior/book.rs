@@ -12,6 +12,10 @@ use crate::config::DEFAULT_PRIOR_SAMPLE_SHARE;
 /// Samples a shape takes from every single-read request before the share applies.
 pub const WARMUP_SAMPLES: u64 = 4;
 
+/// Shapes one book holds (tenants times frames): a new one past this is neither sampled
+/// nor learned, so callers with ever new names cannot grow the book without bound.
+pub const MAX_SHAPES: usize = 4096;
+
 /// A model's settings for the correction.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PriorSettings {
@@ -42,8 +46,10 @@ pub struct Correction {
 /// One shape's state, for `/metrics` and tests.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShapeReport {
-    /// The shape's label (`noul/2/accuracy`).
+    /// The shape's label without its tenant (`noul/2/accuracy`).
     pub shape: String,
+    /// The tenant's id (empty: an open service's one caller).
+    pub tenant: String,
     /// Questions learned from.
     pub samples: u64,
     /// The prior by position.
@@ -100,6 +106,20 @@ struct BookState {
     due: f64,
 }
 
+impl BookState {
+    /// `shape`'s estimate, made when the book has room for it.
+    fn entry(&mut self, shape: PriorShape) -> Option<&mut ShapePrior> {
+        let room = self.shapes.len() < MAX_SHAPES;
+        let n = shape.options;
+        match self.shapes.entry(shape) {
+            std::collections::btree_map::Entry::Occupied(e) => Some(e.into_mut()),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                room.then(|| e.insert(ShapePrior::new(n)))
+            }
+        }
+    }
+}
+
 impl PriorBook {
     /// An empty book with `settings`.
     pub fn new(settings: PriorSettings) -> Self {
@@ -122,11 +142,10 @@ impl PriorBook {
     /// more to learn from: always while one of them is warming up, else at the share.
     pub fn take_sample(&self, shapes: &[PriorShape]) -> bool {
         let mut state = self.state();
-        let warming = shapes.iter().any(|s| {
-            state
-                .shapes
-                .get(s)
-                .is_none_or(|e| e.sums.stats.count < WARMUP_SAMPLES)
+        let room = state.shapes.len() < MAX_SHAPES;
+        let warming = shapes.iter().any(|s| match state.shapes.get(s) {
+            Some(e) => e.sums.stats.count < WARMUP_SAMPLES,
+            None => room,
         });
         if warming {
             return true;
@@ -145,10 +164,9 @@ impl PriorBook {
     pub fn observe(&self, shape: PriorShape, orders: &[(usize, Vec<f64>)]) {
         let n = shape.options;
         let mut state = self.state();
-        let entry = state
-            .shapes
-            .entry(shape)
-            .or_insert_with(|| ShapePrior::new(n));
+        let Some(entry) = state.entry(shape) else {
+            return;
+        };
         let mut one = ShapeSums {
             stats: PositionStats::new(n),
             fit: StrengthFit::default(),
@@ -200,11 +218,9 @@ impl PriorBook {
             if sums.options() != shape.options {
                 continue;
             }
-            let n = shape.options;
-            let entry = state
-                .shapes
-                .entry(shape)
-                .or_insert_with(|| ShapePrior::new(n));
+            let Some(entry) = state.entry(shape) else {
+                continue;
+            };
             sums.merge(&entry.pending);
             entry.prior = sums.stats.prior();
             entry.sums = sums;
@@ -229,7 +245,8 @@ impl PriorBook {
             .shapes
             .iter()
             .map(|(shape, e)| ShapeReport {
-                shape: shape.to_string(),
+                shape: shape.frame(),
+                tenant: shape.tenant.clone(),
                 samples: e.sums.stats.count,
                 prior: e.prior.clone(),
                 strength: e.sums.fit.strength(),
@@ -241,6 +258,37 @@ impl PriorBook {
     }
 }
 
+/// Each frame's reports over its tenants, in frame order (for `/metrics`: tenants are not
+/// a bounded label): samples and scored questions summed; the weight, prior, strength and
+/// gain of the tenant whose single reads are corrected most.
+pub fn by_frame(reports: Vec<ShapeReport>) -> Vec<ShapeReport> {
+    let mut frames: BTreeMap<String, ShapeReport> = BTreeMap::new();
+    for r in reports {
+        match frames.get_mut(&r.shape) {
+            None => {
+                frames.insert(
+                    r.shape.clone(),
+                    ShapeReport {
+                        tenant: String::new(),
+                        ..r
+                    },
+                );
+            }
+            Some(f) => {
+                let (samples, scored) = (f.samples + r.samples, f.scored + r.scored);
+                if r.weight > f.weight {
+                    *f = ShapeReport {
+                        tenant: String::new(),
+                        ..r
+                    };
+                }
+                (f.samples, f.scored) = (samples, scored);
+            }
+        }
+    }
+    frames.into_values().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +298,7 @@ mod tests {
             kind: "noul",
             options: 2,
             layout: "accuracy".into(),
+            tenant: String::new(),
         }
     }
 
@@ -315,6 +364,43 @@ mod tests {
         );
         assert_eq!(one.take_pending()[0].1.stats.count, 1);
         assert!(one.correction(&shape()).is_some());
+    }
+
+    #[test]
+    fn each_tenant_learns_and_is_corrected_by_its_own_samples_within_a_bound() {
+        let book = PriorBook::default();
+        let theirs = PriorShape {
+            tenant: super::super::shape::tenant_id(Some("lure")),
+            ..shape()
+        };
+        for q in 0..40 {
+            let x = if q % 2 == 0 { 1.0 } else { -1.0 };
+            book.observe(
+                theirs.clone(),
+                &[(0, vec![x + 3.0, -x - 3.0]), (1, vec![-x + 3.0, x - 3.0])],
+            );
+        }
+        assert!(book.correction(&theirs).is_some());
+        assert_eq!(
+            book.correction(&shape()),
+            None,
+            "another tenant's book is empty"
+        );
+        assert!(book.take_sample(&[shape()]), "and warms up on its own");
+        let frames = by_frame(book.report());
+        assert_eq!((frames.len(), frames[0].samples), (1, 40));
+        assert_eq!(frames[0].tenant, "", "no tenant in a metric");
+        let full = PriorBook::default();
+        for t in 0..MAX_SHAPES {
+            let s = PriorShape {
+                tenant: format!("{t:016x}"),
+                ..shape()
+            };
+            full.observe(s, &[(0, vec![0.0, 0.0]), (1, vec![0.0, 0.0])]);
+        }
+        assert!(!full.take_sample(&[shape()]), "no room: not sampled");
+        full.observe(shape(), &[(0, vec![0.0, 0.0]), (1, vec![0.0, 0.0])]);
+        assert_eq!(full.report().len(), MAX_SHAPES, "nor learned");
     }
 
     #[test]

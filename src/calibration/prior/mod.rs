@@ -5,7 +5,8 @@
 //! the order rotated by one), and taken out of single-read answers in log space before the
 //! temperature.
 //!
-//! * [`shape`]: the key (type, option count, layout; never the caller's text);
+//! * [`shape`]: the key (type, option count, layout, the tenant's id; never the caller's
+//!   text): each tenant's samples teach and correct that tenant's reads only;
 //! * [`stats`]: the estimator's sufficient statistics (least squares on order differences);
 //! * [`strength`]: how much of it to take out, fitted on held-out samples (0: declined);
 //! * [`apply`]: the correction of one read;
@@ -26,6 +27,8 @@ pub mod strength;
 pub mod sums;
 
 pub use apply::correct;
-pub use book::{Correction, PriorBook, PriorSettings, ShapeReport, WARMUP_SAMPLES};
+pub use book::{
+    by_frame, Correction, PriorBook, PriorSettings, ShapeReport, MAX_SHAPES, WARMUP_SAMPLES,
+};
 pub use shape::PriorShape;
 pub use sums::ShapeSums;

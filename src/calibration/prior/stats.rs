@@ -23,6 +23,12 @@ pub struct PositionStats {
     equations: u64,
 }
 
+/// The largest difference one equation adds, in nats: a label read more than this apart
+/// in two orders (a probability ratio of e³⁰) tells no more about a position than this
+/// does, and the cap bounds what any number of samples can sum to
+/// ([`PositionStats::from_values`] refuses sums beyond it).
+pub const MAX_DIFFERENCE: f64 = 30.0;
+
 /// A small ridge on the normal equations: positions no pair linked (a shift that shares a
 /// factor with `n`) get no prior rather than an arbitrary one.
 const RIDGE: f64 = 1e-9;
@@ -69,7 +75,7 @@ impl PositionStats {
             if pa == pb {
                 continue;
             }
-            let d = cb[pb] - ca[pa];
+            let d = (cb[pb] - ca[pa]).clamp(-MAX_DIFFERENCE, MAX_DIFFERENCE);
             self.normal[pa * n + pa] += 1.0;
             self.normal[pb * n + pb] += 1.0;
             self.normal[pa * n + pb] -= 1.0;
@@ -117,19 +123,42 @@ impl PositionStats {
     }
 
     /// The statistics of `n` options from [`PositionStats::to_values`]'s layout; `None`
-    /// for the wrong length or a value that is not finite (counts are rounded, never
-    /// negative).
+    /// for the wrong length, a value that is not finite, or sums no samples could make
+    /// ([`PositionStats::plausible`]).
     pub fn from_values(n: usize, v: &[f64]) -> Option<Self> {
         if v.len() != 3 + n * n + n || v.iter().any(|x| !x.is_finite()) {
             return None;
         }
-        Some(PositionStats {
+        let stats = PositionStats {
             count: v[0].max(0.0).round() as u64,
             equations: v[1].max(0.0).round() as u64,
             sum_sq: v[2],
             normal: v[3..3 + n * n].to_vec(),
             rhs: v[3 + n * n..].to_vec(),
-        })
+        };
+        (v[0] > -0.5 && v[1] > -0.5 && stats.plausible()).then_some(stats)
+    }
+
+    /// Whether samples could have made these sums: at most `n³` equations a question
+    /// (every pair of at most `n` orders, `n` options each), each adding one to two
+    /// diagonal links, minus one to two off-diagonal ones, at most
+    /// [`MAX_DIFFERENCE`] to the right-hand side and its square to `sum_sq`.
+    fn plausible(&self) -> bool {
+        let n = self.options();
+        let e = self.equations as f64;
+        let slack = 1e-6 * (1.0 + e);
+        let within = |x: f64, lo: f64, hi: f64| x >= lo - slack && x <= hi + slack;
+        let links = (0..n * n).all(|k| match k / n == k % n {
+            true => within(self.normal[k], 0.0, e),
+            false => within(self.normal[k], -e, 0.0),
+        });
+        e <= self.count as f64 * (n * n * n) as f64
+            && within(self.sum_sq, 0.0, e * MAX_DIFFERENCE * MAX_DIFFERENCE)
+            && self
+                .rhs
+                .iter()
+                .all(|r| within(*r, -e * MAX_DIFFERENCE, e * MAX_DIFFERENCE))
+            && links
     }
 
     /// How much of `prior` (this estimate) to trust: `B / (B + V)` with `B = Σ b²` and `V`

@@ -9,7 +9,7 @@
 //! loss; `0` means the correction does not make single reads agree better with the
 //! rotation average than no correction: the service declines.
 
-use super::stats::centre;
+use super::stats::{centre, MAX_DIFFERENCE};
 
 /// The strengths tried: `0, 0.1, …, 1`.
 pub const GRID: usize = 11;
@@ -84,10 +84,21 @@ impl StrengthFit {
         v
     }
 
-    /// The sums from [`StrengthFit::to_values`]'s layout; `None` for the wrong length or a
-    /// value that is not finite.
-    pub fn from_values(v: &[f64]) -> Option<Self> {
-        if v.len() != 1 + 2 * GRID || v.iter().any(|x| !x.is_finite()) {
+    /// The sums of a shape of `n` options from [`StrengthFit::to_values`]'s layout; `None`
+    /// for the wrong length, a value that is not finite, or gains beyond what `scored`
+    /// questions can make: each of at most `n` reads moves by at most twice the largest
+    /// prior, itself at most `n` times [`MAX_DIFFERENCE`].
+    pub fn from_values(n: usize, v: &[f64]) -> Option<Self> {
+        if v.len() != 1 + 2 * GRID || v.iter().any(|x| !x.is_finite()) || v[0] < -0.5 {
+            return None;
+        }
+        let per_question = 2.0 * (n * n) as f64 * MAX_DIFFERENCE;
+        let bound = v[0].max(0.0).round() * per_question * (1.0 + 1e-9);
+        let gains_fit = v[1..1 + GRID].iter().all(|g| g.abs() <= bound)
+            && v[1 + GRID..]
+                .iter()
+                .all(|g| (0.0..=bound * per_question).contains(g));
+        if !gains_fit {
             return None;
         }
         let mut fit = StrengthFit {

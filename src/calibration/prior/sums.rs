@@ -54,7 +54,8 @@ impl ShapeSums {
 
     /// The sums of `n` options from a value per [`field_names`] name, in that order (a
     /// missing field is 0: a store that never had it added); `None` when a value is not
-    /// finite.
+    /// finite or the sums are beyond what samples can make (a store's garbage is never
+    /// served).
     pub fn from_values(n: usize, values: &[f64]) -> Option<Self> {
         let split = 3 + n * n + n;
         if values.len() != split + 1 + 2 * GRID {
@@ -62,7 +63,7 @@ impl ShapeSums {
         }
         Some(ShapeSums {
             stats: PositionStats::from_values(n, &values[..split])?,
-            fit: StrengthFit::from_values(&values[split..])?,
+            fit: StrengthFit::from_values(n, &values[split..])?,
         })
     }
 }
@@ -106,5 +107,37 @@ mod tests {
         );
         assert!(ShapeSums::new(3).is_empty() && !one.is_empty());
         assert_eq!(ShapeSums::from_values(3, &values), None);
+    }
+
+    #[test]
+    fn sums_no_samples_make_are_refused() {
+        let reads = [(0, vec![-0.2, -1.8]), (1, vec![-0.3, -1.4])];
+        let mut one = ShapeSums::new(2);
+        one.fit.score(&reads, &[0.0, 0.0]);
+        one.stats.observe(&reads);
+        let values: Vec<f64> = one.fields().iter().map(|(_, v)| *v).collect();
+        let names = field_names(2);
+        let at = |name: &str| names.iter().position(|n| n == name).expect(name);
+        for (name, value) in [
+            ("rhs:0", 13_158.0),
+            ("sum_sq", -1.0),
+            ("sum_sq", 1e9),
+            ("equations", 1e6),
+            ("normal:0:1", 5.0),
+            ("count", -3.0),
+            ("gain:10", 1e9),
+            ("gain_sq:10", -1.0),
+            ("scored", f64::NAN),
+        ] {
+            let mut v = values.clone();
+            v[at(name)] = value;
+            assert_eq!(ShapeSums::from_values(2, &v), None, "{name} = {value}");
+        }
+        // Reads far apart add at most the cap to a sum: what they make is read back.
+        let mut far = ShapeSums::new(2);
+        far.stats
+            .observe(&[(0, vec![0.0, -500.0]), (1, vec![0.0, -500.0])]);
+        let v: Vec<f64> = far.fields().iter().map(|(_, v)| *v).collect();
+        assert_eq!(ShapeSums::from_values(2, &v), Some(far));
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use tokio::time::Instant;
 
-use crate::engine::{Answers, PipelineError, TokenUsage};
+use crate::engine::{Answers, PipelineError, Tenant, TokenUsage};
 use crate::error::{ApiError, Code};
 use crate::http::AppState;
 use crate::models::escalation::Escalation;
@@ -50,12 +50,12 @@ pub(super) async fn escalate(
     requests: &[ValidRequest],
     outcomes: &mut [Answers],
     started: Instant,
-    cache_salt: Option<&str>,
+    tenant: &Tenant,
 ) -> Result<Report, ApiError> {
     let steps = requests
         .iter()
         .zip(outcomes.iter_mut())
-        .map(|(request, outcome)| escalate_one(state, request, outcome, started, cache_salt));
+        .map(|(request, outcome)| escalate_one(state, request, outcome, started, tenant));
     let mut report = Report::default();
     for step in join_all(steps).await {
         match step? {
@@ -79,7 +79,7 @@ async fn escalate_one(
     request: &ValidRequest,
     outcome: &mut Answers,
     started: Instant,
-    cache_salt: Option<&str>,
+    tenant: &Tenant,
 ) -> Result<Step, ApiError> {
     let Some(escalation) = request.model().escalation.as_ref() else {
         return Ok(Step::NotConfigured);
@@ -92,9 +92,7 @@ async fn escalate_one(
     }
     let (from, to) = (request.model().name.as_str(), escalation.to.as_str());
     let sent = AtomicU64::new(0);
-    let again = ask_again(
-        state, request, &unsure, escalation, started, &sent, cache_salt,
-    );
+    let again = ask_again(state, request, &unsure, escalation, started, &sent, tenant);
     match again.await {
         Ok(again) => {
             let name: Arc<str> = Arc::from(to);
@@ -139,7 +137,7 @@ async fn ask_again(
     escalation: &Escalation,
     started: Instant,
     sent: &AtomicU64,
-    cache_salt: Option<&str>,
+    tenant: &Tenant,
 ) -> Result<Answers, ApiError> {
     let target = state
         .models
@@ -154,9 +152,7 @@ async fn ask_again(
         return Err(PipelineError::Deadline.into());
     }
     let ticket = target.circuit.admit()?;
-    let run = state
-        .pipeline
-        .run_counting(&again, ticket, sent, cache_salt);
+    let run = state.pipeline.run_counting(&again, ticket, sent, tenant);
     Ok(tokio::time::timeout(left, run)
         .await
         .unwrap_or(Err(PipelineError::Deadline))?)

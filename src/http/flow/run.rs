@@ -7,7 +7,8 @@ use futures::future::try_join_all;
 
 use super::escalate::{escalate, Report};
 use super::{ledger_step, Answered};
-use crate::engine::{Answers, PipelineError, TokenUsage};
+use crate::calibration::prior::shape::tenant_id;
+use crate::engine::{Answers, PipelineError, Tenant, TokenUsage};
 use crate::error::{ApiError, Code};
 use crate::http::auth::{count_rejection, Caller};
 use crate::http::context::RequestContext;
@@ -35,8 +36,7 @@ pub(in crate::http) async fn run(
             .iter()
             .flat_map(|r| r.questions().iter().map(|q| q.options.len())),
     );
-    let salt = tier_and_salt(state, caller, requests)?;
-    let salt = salt.as_deref();
+    let tenant = tier_and_tenant(state, caller, requests)?;
     let ticket = first.model().circuit.admit()?;
     let admission = caller
         .admit_questions(&state.quotas, questions)
@@ -45,10 +45,10 @@ pub(in crate::http) async fn run(
     let sent: Vec<AtomicU64> = requests.iter().map(|_| AtomicU64::new(0)).collect();
     let ran = if requests.len() == 1 {
         // The pipeline bounds one request by the deadline itself: no second timer.
-        run_all(state, requests, ticket, &sent, salt).await
+        run_all(state, requests, ticket, &sent, &tenant).await
     } else {
         let deadline = state.pipeline.request_timeout();
-        tokio::time::timeout(deadline, run_all(state, requests, ticket, &sent, salt))
+        tokio::time::timeout(deadline, run_all(state, requests, ticket, &sent, &tenant))
             .await
             .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))
     };
@@ -59,7 +59,7 @@ pub(in crate::http) async fn run(
             return Err(e);
         }
     };
-    let escalated = escalate(state, requests, &mut outcomes, started, salt).await;
+    let escalated = escalate(state, requests, &mut outcomes, started, &tenant).await;
     let (total, escalation) = account(
         state, context, caller, requests, questions, &outcomes, escalated,
     )
@@ -73,20 +73,23 @@ pub(in crate::http) async fn run(
     Ok(answered)
 }
 
-/// Refuses a model the caller's tier lacks; else the caller's tenant salt for vLLM reads
-/// (of its key's name or hashed subject, keyed: never the name), when salting is on.
-fn tier_and_salt(
+/// Refuses a model the caller's tier lacks; else the caller's tenant: its salt for vLLM
+/// reads (of its key's name or hashed subject, keyed: never the name) when salting is on,
+/// and its own position prior (an open service's one caller: the model's).
+fn tier_and_tenant(
     state: &AppState,
     caller: &Caller,
     requests: &[ValidRequest],
-) -> Result<Option<String>, ApiError> {
+) -> Result<Tenant, ApiError> {
     for request in requests {
         let model = request.model();
         caller.allow_model(&model.name, model.aliases.iter().map(String::as_str))?;
     }
-    Ok((!caller.is_anonymous())
-        .then(|| state.cache_salt.of(caller.name()))
-        .flatten())
+    let named = (!caller.is_anonymous()).then(|| caller.name());
+    Ok(Tenant {
+        cache_salt: named.and_then(|name| state.cache_salt.of(name)),
+        prior: tenant_id(named),
+    })
 }
 
 /// The first request alone under `ticket`, then the rest together, each under its own
@@ -96,18 +99,18 @@ async fn run_all(
     requests: &[ValidRequest],
     ticket: Ticket<'_>,
     sent: &[AtomicU64],
-    salt: Option<&str>,
+    tenant: &Tenant,
 ) -> Result<Vec<Answers>, ApiError> {
     let pipeline = &state.pipeline;
     let first = pipeline
-        .run_counting(&requests[0], ticket, &sent[0], salt)
+        .run_counting(&requests[0], ticket, &sent[0], tenant)
         .await?;
     let rest = requests[1..]
         .iter()
         .zip(&sent[1..])
         .map(|(request, sent)| async move {
             let ticket = request.model().circuit.admit()?;
-            Ok::<_, ApiError>(pipeline.run_counting(request, ticket, sent, salt).await?)
+            Ok::<_, ApiError>(pipeline.run_counting(request, ticket, sent, tenant).await?)
         });
     let mut outcomes = vec![first];
     outcomes.extend(try_join_all(rest).await?);

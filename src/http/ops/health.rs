@@ -26,6 +26,8 @@ pub(in crate::http) async fn healthz() -> Json<serde_json::Value> {
 /// says how many keys are cached, how old they are and when they were fetched, whether the
 /// last fetch failed (`stale`: they still serve) and how many since, and when the
 /// background fetch tries next; unready until keys are fetched, and once they expired.
+/// `prior` is the position priors' store: whether it last synced and what it set aside as
+/// unreadable.
 pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     let models: Vec<(bool, serde_json::Value)> =
         state.models.iter().map(|m| model_readiness(m)).collect();
@@ -39,6 +41,8 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     // The token keys (`null`: no `[jwt]`): unready once the cached keys expired unrenewed.
     let tokens = state.keys.jwt().map(|j| j.status());
     ready &= tokens.as_ref().is_none_or(|t| t.ready);
+    // The position priors' store (`null`: none): shown, never unready (see `PriorStatus`).
+    let prior = state.models.prior_status();
     let status = if ready {
         StatusCode::OK
     } else {
@@ -49,7 +53,7 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
         status,
         Json(serde_json::json!({
             "ready": ready, "models": models, "limits": limits, "ledger": ledger,
-            "tokens": tokens,
+            "tokens": tokens, "prior": prior,
         })),
     )
         .into_response()

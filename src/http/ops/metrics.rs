@@ -22,7 +22,7 @@ pub(in crate::http) async fn render(State(state): State<AppState>) -> Response {
         }
     }
     for model in state.models.iter() {
-        for shape in model.prior.report() {
+        for shape in crate::calibration::prior::by_frame(model.prior.report()) {
             state.metrics.set_prior(
                 &model.name,
                 &shape.shape,

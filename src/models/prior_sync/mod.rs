@@ -12,14 +12,16 @@
 //! Keys hold the model's configured name and the shape label (type/options/layout), never
 //! anything a caller sent. Without either store the priors live in memory only.
 
+mod exchanged;
 mod file;
 mod shared;
 mod store;
 mod task;
 
+pub use exchanged::{Exchanged, SetAside, IMPLAUSIBLE, NOT_A_NUMBER, UNREADABLE};
 pub use file::FILE_NAME;
 pub use store::PriorStore;
-pub use task::PriorSync;
+pub use task::{PriorStatus, PriorSync};
 
 use crate::calibration::prior::{PriorShape, ShapeSums};
 

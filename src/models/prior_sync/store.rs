@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::file::FileStore;
 use super::shared::SharedStore;
-use super::Sums;
+use super::{Exchanged, Sums};
 use crate::config::ConfigError;
 use crate::secret::Secret;
 
@@ -43,15 +43,15 @@ impl PriorStore {
         }
     }
 
-    /// Adds `added` to `model`'s sums and returns every shape's merged sums, within
-    /// `timeout`. On an error nothing is known to be added (a timed-out Redis write may
+    /// Adds `added` to `model`'s sums and returns every shape's merged sums (and what the
+    /// store held that could not be read, set aside), within `timeout`. On an error nothing is known to be added (a timed-out Redis write may
     /// still land: its samples then count once more, which a sum of hundreds shrugs off).
     pub async fn exchange(
         &self,
         model: &str,
         added: &Sums,
         timeout: Duration,
-    ) -> Result<Sums, String> {
+    ) -> Result<Exchanged, String> {
         let call = async {
             match self {
                 PriorStore::File(f) => f.exchange(model, added).await,

@@ -1,10 +1,11 @@
 //! The background task that exchanges every model's priors with the store.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use super::store::PriorStore;
+use super::SetAside;
 use crate::metrics::Metrics;
 use crate::models::Model;
 
@@ -23,6 +24,24 @@ pub struct PriorSync {
     started: AtomicBool,
     /// Whether the last exchange failed: the first failure is a warning, the rest debug.
     failing: AtomicBool,
+    /// What `/readyz` shows.
+    status: Mutex<PriorStatus>,
+}
+
+/// The store's line of `/readyz`: the service is ready whatever it says (the priors are
+/// kept here while the store fails, and learn afresh after it held garbage), so an
+/// operator sees there what `/metrics` counts.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct PriorStatus {
+    /// `file` or `redis`.
+    pub store: &'static str,
+    /// Whether the last exchange went through (`None`: none yet).
+    pub synced: Option<bool>,
+    /// Things the store held that could not be read and were set aside, since start.
+    pub set_aside: u64,
+    /// The last of them: its reason and what it was (a shape label or the file's name,
+    /// and where it went).
+    pub last_set_aside: Option<String>,
 }
 
 impl PriorSync {
@@ -34,6 +53,29 @@ impl PriorSync {
             metrics,
             started: AtomicBool::new(false),
             failing: AtomicBool::new(false),
+            status: Mutex::new(PriorStatus::default()),
+        }
+    }
+
+    /// The store's line of `/readyz`.
+    pub fn status(&self) -> PriorStatus {
+        let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        PriorStatus {
+            store: self.store.kind(),
+            ..status.clone()
+        }
+    }
+
+    /// Counts, logs and shows what the store set aside.
+    fn note(&self, model: &str, synced: bool, set_aside: &[SetAside]) {
+        let store = self.store.kind();
+        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        status.synced = Some(synced);
+        for s in set_aside {
+            tracing::warn!(%model, store, reason = s.reason, what = %s.what, "the position prior's store held what cannot be served: set aside, that shape learns afresh");
+            self.metrics.prior_set_aside(store, s.reason);
+            status.set_aside += 1;
+            status.last_set_aside = Some(format!("{}: {}", s.reason, s.what));
         }
     }
 
@@ -81,12 +123,14 @@ impl PriorSync {
             .await
         {
             Ok(merged) => {
-                book.install(merged);
+                book.install(merged.sums);
+                self.note(&model.name, true, &merged.set_aside);
                 self.failing.store(false, Ordering::Release);
                 "ok"
             }
             Err(e) => {
                 book.restore_pending(&taken);
+                self.note(&model.name, false, &[]);
                 let (model, store) = (&model.name, self.store.kind());
                 if self.failing.swap(true, Ordering::AcqRel) {
                     tracing::debug!(%model, store, error = %e, "cannot sync the position prior yet");
