@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts: `with_progress WHAT CMD...` runs CMD and, while it runs, prints
 # "WHAT: still working (N s)" on stderr every 30 s (SYSTEMONE_PROGRESS_SECS), so a long
 # quiet step (a llama.cpp build, a release build, a vLLM install) is never mistaken for a
