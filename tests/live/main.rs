@@ -1,6 +1,7 @@
 //! The live tier: the suites that need what `scripts/test.sh` fetches and starts (a real
 //! llama-server and vLLM serving Gemma 3 270M, redis-server, PostgreSQL, headless Chromium,
-//! the official Python and npm SDKs, the real tokenizers, the SpamAssassin sample). Each
+//! the official Python and npm SDKs, the real tokenizers, the SpamAssassin sample), and the
+//! preflight that says which of them this machine can run (`scripts/preflight.sh`). Each
 //! test fails at once, naming the script that provides what it lacks, when its environment
 //! variable is not set (`setup::require`); none skips.
 
@@ -40,6 +41,7 @@ mod native_upstream;
 mod openai_llama;
 mod openapi;
 mod playground_browser;
+mod preflight;
 mod prior_shared;
 mod profiles;
 mod sdk_token;

