@@ -20,7 +20,8 @@
 //!               (auth: API keys, signed tokens, tiers, scopes, cache salts),
 //!               body extraction, wire types, the shared state, the edge (serving, graceful shutdown),
 //!               the playground page
-//! engine/       the orchestrator (fan-out, staging, in-flight cap, timeouts) and decoding
+//! engine/       the orchestrator (fan-out, staging, in-flight cap, timeouts), decoding and the
+//!               position prior's step (position_prior.rs: sample reads, learning, correction)
 //! quota/        beside engine/: per-key limits, daily caps and usage behind one LimitStore
 //!               (memory, an embedded redb file, or Redis shared by replicas) and its failure policy
 //! ledger/       beside engine/: the decision ledger (a record per answer or refusal, keyed
@@ -31,7 +32,9 @@
 //! backend/      the trait, the shared OpenAI chat wire types, one file per dialect, the native
 //!               upstream (systemone/: a model either reads or forwards, `models::Serving`)
 //! calibration/  temperatures, profiles (apply, prediction sets), the calibrated answer; fit/:
-//!               the fitting maths (optimisers, temperature fits, conformal sets, metrics)
+//!               the fitting maths (optimisers, temperature fits, conformal sets, metrics); prior/:
+//!               the position prior's estimator (per model, tenant and question shape), kept
+//!               and shared by models/prior_sync/ (a redb file or Redis)
 //! question.rs   the domain vocabulary: lowering questions to numbered options, the preamble
 //! config/       serve flags (one file per flag group), one model's config, the TOML registry
 //! days.rs error.rs in_flight.rs json.rs metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
@@ -67,12 +70,18 @@
 //! 4. The pipeline first settles what the byte estimate could not: a request it put over
 //!    a token limit is counted with the backend's tokenizer and refused only on that count,
 //!    and a prompt longer than the backend's context window is counted against it
-//!    ([`engine::context_window`]). Then it renders each (question, option order) with [`request::prompt::plan`],
+//!    ([`engine::context_window`]). Where the model learns a position prior, a share of
+//!    single-read requests is asked once more in the order rotated by one, in the request's
+//!    own layout, as the prior's sample ([`engine::position_prior`]). Then it renders each
+//!    (question, option order) with [`request::prompt::plan`],
 //!    sends one read per node of the question's [`request::trie::ReadPlan`] (one node for
 //!    single-token labels, a trie for multi-token ones) and slice of ≤128 ids through the
 //!    model's [`backend::Backend`] while holding an in-flight permit ([`in_flight`]), and
 //!    joins them into one log-probability per option.
-//! 5. [`engine::decode`] turns log-probabilities into answers calibrated by
+//! 5. A question read in two or more orders teaches the caller's (tenant's) position prior;
+//!    a single read has the learned position bias taken out, when the prior's held-out check
+//!    says it helps ([`engine::position_prior`], [`calibration::prior`]). Then
+//!    [`engine::decode`] turns log-probabilities into answers calibrated by
 //!    [`calibration`] (the model's temperature formula, or a named profile).
 //! 6. The door writes the answers in its own client's shape (its `Door::respond`;
 //!    `http/wire.rs` for `/v1/systemone`: question order, full `f64` precision; a noul is
@@ -109,6 +118,9 @@
 //!   answer; a named profile (fitted on labelled rows) replaces it when asked for.
 //! - **ledger record** and **outcome**: the ledger keeps a record per answer or refusal; an
 //!   outcome is the ground truth a caller posts later for a recorded decision.
+//! - **position prior**: how much a model favours each label position, learned per model,
+//!   tenant and question shape from questions read in several orders, and taken out of
+//!   single reads (`calibration/prior/`, `engine/position_prior.rs`).
 //! - **edge**: the listener in front of the router: connection caps, header and body
 //!   deadlines, graceful shutdown (`http/edge/`).
 
