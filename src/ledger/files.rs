@@ -15,8 +15,10 @@ use std::path::{Path, PathBuf};
 /// One file's device and inode.
 type FileId = (u64, u64);
 
-/// When the database file last changed and its size: its change time (`ctime`, which no
-/// one can set back) moves on every write to it, the writer's own checkpoints included.
+/// When the database file's content last changed and its size: its modification time
+/// (`mtime`) moves on every write to it, the writer's own checkpoints included, and not on
+/// a `chmod`, `chown` or a new hard link, which change no byte (they move `ctime`, and
+/// would read as a copy over the file).
 pub(super) type FileStamp = (i64, i64, u64);
 
 /// The database file and its WAL, as found at their paths at one moment.
@@ -62,10 +64,10 @@ impl SqliteFile {
         })
     }
 
-    /// The database file's change time and size now.
+    /// The database file's modification time and size now.
     pub(super) fn stamp(&self) -> io::Result<FileStamp> {
         let m = std::fs::metadata(&self.path)?;
-        Ok((m.ctime(), m.ctime_nsec(), m.size()))
+        Ok((m.mtime(), m.mtime_nsec(), m.size()))
     }
 
     /// Whether the file's directory (the storage it lives on) is there: the ledger is

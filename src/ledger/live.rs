@@ -34,7 +34,7 @@ pub(super) struct LiveConnection {
     /// The files were found replaced or removed: the store must be opened again before
     /// another connection is.
     stale: bool,
-    /// The database file's change time and size after the last write the store took
+    /// The database file's modification time and size after the last write the store took
     /// (`None`: none yet on these files).
     stamp: Option<FileStamp>,
 }

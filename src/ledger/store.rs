@@ -138,7 +138,7 @@ impl Store {
         Ok(())
     }
 
-    /// The SQLite database file's change time and size now (`None`: PostgreSQL, or the
+    /// The SQLite database file's modification time and size now (`None`: PostgreSQL, or the
     /// file is missing).
     pub(super) fn stamp_now(&self) -> Option<super::files::FileStamp> {
         self.file.as_ref().and_then(|f| f.stamp().ok())

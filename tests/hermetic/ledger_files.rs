@@ -191,6 +191,30 @@ async fn a_copy_over_the_live_file_is_noticed_and_refused_under_fail_closed() {
     }
 }
 
+/// A `chmod` of the live file changes no byte (only its `ctime`): it is not taken for a copy
+/// over the file, and answers keep being recorded.
+#[tokio::test]
+async fn a_chmod_of_the_live_file_is_not_taken_for_a_copy() {
+    use std::os::unix::fs::PermissionsExt;
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let flags = ["--ledger-policy", "fail_closed"];
+    let (_fake, service) = service(&db, &flags).await;
+    let body = three_questions("charged twice", "team", "bug", "Which team?");
+    assert_eq!(ask(&service, &body).await.status, 200);
+    let file = db.file.clone().expect("a file");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    for _ in 0..3 {
+        let reply = ask(&service, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    let (status, ledger) = readyz_ledger(&service).await;
+    assert_eq!(
+        (status, &ledger["integrity"]),
+        (200, &"ok".into()),
+        "{ledger}"
+    );
+}
+
 /// `systemone ledger backup` run beside the live service writes a new file that passes
 /// `PRAGMA integrity_check` and holds every record answered before it; it never writes
 /// over an existing file.
