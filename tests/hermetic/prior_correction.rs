@@ -223,14 +223,7 @@ async fn the_prior_survives_a_restart_in_the_state_dir() {
     plant_two(&fake);
     let dir = std::env::temp_dir().join(format!("systemone-prior-{}", unique_prefix()));
     let dir_flag = dir.to_str().expect("utf-8");
-    let flags = [
-        "--prior-correction",
-        "true",
-        "--state-dir",
-        dir_flag,
-        "--prior-sync-ms",
-        "20",
-    ];
+    let flags = crate::support::prior::syncing(&["--state-dir", dir_flag]);
     let config = support::config(&fake.base_url(), &flags);
     let first = Stoppable::start(systemone::build_state(&config).expect("state")).await;
     let next = learn_until_corrected(&first.service, 0).await;
@@ -324,14 +317,7 @@ async fn without_its_redis_the_prior_is_learned_and_kept_here() {
     use crate::support::prior::{learn_until_corrected, plant_two, samples, sync_failed};
     let fake = FakeVllm::start().await;
     plant_two(&fake);
-    let flags = [
-        "--prior-correction",
-        "true",
-        "--redis-url",
-        "redis://127.0.0.1:1",
-        "--prior-sync-ms",
-        "20",
-    ];
+    let flags = crate::support::prior::syncing(&["--redis-url", "redis://127.0.0.1:1"]);
     let service = support::start(support::config(&fake.base_url(), &flags)).await;
     learn_until_corrected(&service, 0).await;
     let learned = samples(&service);

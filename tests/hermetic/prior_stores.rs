@@ -6,15 +6,20 @@ use crate::support::fake_vllm::FakeVllm;
 use crate::support::prior::{learn_until_corrected, plant_two, samples, synced};
 use crate::support::replicas::{unique_prefix, Stoppable};
 
-/// What a service learned into `dir`, then `spoil` applied to its file.
-async fn spoiled_state_dir(fake: &FakeVllm, flags: &[&str], spoil: impl Fn(&[u8]) -> Vec<u8>) {
+/// What a service started with `flags` learned into `dir` (its `--state-dir`), then `spoil`
+/// applied to its file.
+async fn spoiled_state_dir(
+    fake: &FakeVllm,
+    flags: &[&str],
+    dir: &std::path::Path,
+    spoil: impl Fn(&[u8]) -> Vec<u8>,
+) {
     let config = support::config(&fake.base_url(), flags);
     let first = Stoppable::start(systemone::build_state(&config).expect("state")).await;
     learn_until_corrected(&first.service, 0).await;
     synced(&first.service, "file").await;
     first.stop().await;
-    let dir = flags[3];
-    let path = std::path::Path::new(dir).join("prior.redb");
+    let path = dir.join("prior.redb");
     let bytes = std::fs::read(&path).expect("the prior's file");
     std::fs::write(&path, spoil(&bytes)).expect("spoiled");
 }
@@ -33,15 +38,8 @@ async fn a_prior_file_that_cannot_be_read_is_reported_moved_aside_and_learned_af
     for (what, spoil) in spoils {
         let dir = std::env::temp_dir().join(format!("systemone-prior-{}", unique_prefix()));
         let dir_flag = dir.to_str().expect("utf-8");
-        let flags = [
-            "--prior-correction",
-            "true",
-            "--state-dir",
-            dir_flag,
-            "--prior-sync-ms",
-            "20",
-        ];
-        spoiled_state_dir(&fake, &flags, spoil).await;
+        let flags = crate::support::prior::syncing(&["--state-dir", dir_flag]);
+        spoiled_state_dir(&fake, &flags, &dir, spoil).await;
 
         let config = support::config(&fake.base_url(), &flags);
         let again = Stoppable::start(systemone::build_state(&config).expect("starts")).await;

@@ -22,16 +22,12 @@ async fn two_replicas_share_one_prior_through_redis() {
     let prefix = unique_prefix();
     let fake = FakeVllm::start().await;
     plant_two(&fake);
-    let flags = [
-        "--prior-correction",
-        "true",
+    let flags = crate::support::prior::syncing(&[
         "--redis-url",
         url.as_str(),
         "--redis-prefix",
         prefix.as_str(),
-        "--prior-sync-ms",
-        "20",
-    ];
+    ]);
     let one = support::start(support::config(&fake.base_url(), &flags)).await;
     let other = support::start(support::config(&fake.base_url(), &flags)).await;
     let next = learn_until_corrected(&one, 0).await;
@@ -80,14 +76,7 @@ async fn what_a_replica_learned_while_redis_was_down_reaches_redis() {
     server.kill();
     let fake = FakeVllm::start().await;
     plant_two(&fake);
-    let flags = [
-        "--prior-correction",
-        "true",
-        "--redis-url",
-        url.as_str(),
-        "--prior-sync-ms",
-        "20",
-    ];
+    let flags = crate::support::prior::syncing(&["--redis-url", url.as_str()]);
     let service = support::start(support::config(&fake.base_url(), &flags)).await;
     learn_until_corrected(&service, 0).await;
     let learned = samples(&service);
@@ -162,16 +151,12 @@ async fn sums_redis_holds_that_no_samples_make_are_set_aside_and_counted() {
         clarity: 1.5,
         read_noise: 0.3,
     }));
-    let flags = [
-        "--prior-correction",
-        "true",
+    let flags = crate::support::prior::syncing(&[
         "--redis-url",
         url.as_str(),
         "--redis-prefix",
         prefix.as_str(),
-        "--prior-sync-ms",
-        "20",
-    ];
+    ]);
     let service = support::start(support::config(&fake.base_url(), &flags)).await;
     synced(&service, "redis").await;
     for i in 0..20 {

@@ -103,3 +103,11 @@ pub async fn synced(service: &Service, store: &str) {
     }
     panic!("two exchanges with the {store} store did not happen within 30 s");
 }
+
+/// The flags of a service that learns the position prior and exchanges it every 20 ms with
+/// the store `store` names (`--state-dir DIR`, or `--redis-url URL` and its prefix).
+pub fn syncing<'a>(store: &[&'a str]) -> Vec<&'a str> {
+    let mut flags = vec!["--prior-correction", "true", "--prior-sync-ms", "20"];
+    flags.extend_from_slice(store);
+    flags
+}
