@@ -57,6 +57,7 @@ use key::LedgerKey;
 use open::Open;
 use record::Decision;
 use retention::start_retention;
+use store::StoreError;
 use store::{Store, StoredRow};
 
 pub use clock::now_ms;
@@ -184,9 +185,25 @@ impl Ledger {
         })
     }
 
-    /// The database, when on (for reads).
+    /// The database, when on (for reads). A read that fails is told to
+    /// [`Ledger::read_failed`], so a corrupt file a read finds is flagged as one a write
+    /// finds is.
     pub fn store(&self) -> Option<&Store> {
         self.open.as_ref().map(|o| &o.store)
+    }
+
+    /// A read of the store failed with `e`: when SQLite says the file is corrupt, the
+    /// ledger takes it for corrupt (`/readyz` says so, `fail_closed` refuses, nothing is
+    /// acknowledged into it) until its files are replaced by sound ones, as when a write
+    /// finds it.
+    pub fn read_failed(&self, e: &StoreError) {
+        let Some(open) = &self.open else {
+            return;
+        };
+        if store::is_corruption(e) && !open.health.corrupt() {
+            tracing::error!(error = %e, "a read found the ledger's file corrupt: nothing is acknowledged into it until it is replaced by a sound file; restore a backup made with `systemone ledger backup`");
+            open.health.set_corrupt(true);
+        }
     }
 
     /// Recomputes the outcome figures per model into `/metrics` (the background task's
@@ -202,7 +219,10 @@ impl Ledger {
                         .set_ledger_quality(&model, q.count, q.accuracy, q.brier);
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "the ledger's outcome figures could not be read"),
+            Err(e) => {
+                tracing::warn!(error = %e, "the ledger's outcome figures could not be read");
+                self.read_failed(&e);
+            }
         }
     }
 

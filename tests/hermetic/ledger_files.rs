@@ -12,6 +12,8 @@
 //! * the live file overwritten in place (same inode, as `cp` over it does) with garbage or
 //!   with another ledger: the service notices at its next write, refuses under
 //!   `fail_closed` and says `integrity: corrupt` in `/readyz` (503);
+//! * the same found by a read (a listing) before any write: the read gets 503, `/readyz`
+//!   says `integrity: corrupt` at once, and `fail_closed` refuses the next answer;
 //! * `systemone ledger backup`, run while the service records, writes a copy that passes
 //!   `PRAGMA integrity_check` and holds every record.
 
@@ -189,6 +191,44 @@ async fn a_copy_over_the_live_file_is_noticed_and_refused_under_fail_closed() {
         let again = ask(&service, &body).await;
         assert_error(&again, 503, "system_one_ledger_unavailable", "unavailable");
     }
+}
+
+/// A corrupt file found by a read (a listing, before any write notices it) is taken for
+/// corrupt as a write would take it: the listing is 503, `/readyz` says `integrity:
+/// corrupt`, and under `fail_closed` the next answer is refused.
+#[tokio::test]
+async fn a_corrupt_file_found_by_a_listing_is_flagged_before_any_write() {
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let flags = ["--ledger-policy", "fail_closed"];
+    let (_fake, service) = service(&db, &flags).await;
+    let body = three_questions("charged twice", "team", "bug", "Which team?");
+    for _ in 0..3 {
+        assert_eq!(ask(&service, &body).await.status, 200);
+    }
+    // Every page into the file and the WAL emptied (as SQLite's own checkpoints do), then
+    // every page after the header overwritten in place: the records are only in the file.
+    let mut conn = db.connect().await;
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut conn)
+        .await
+        .expect("checkpoints");
+    drop(conn);
+    let path = db.file.clone().expect("a file");
+    let mut bytes = std::fs::read(&path).expect("the file");
+    bytes[4096..].fill(0x5a);
+    overwrite_in_place(&path, &bytes);
+    let listing = get(&service, "/v1/ledger/decisions").await;
+    assert_error(
+        &listing,
+        503,
+        "system_one_ledger_unavailable",
+        "unavailable",
+    );
+    let (status, ledger) = readyz_ledger(&service).await;
+    assert_eq!(status, 503, "{ledger}");
+    assert_eq!(ledger["integrity"], "corrupt", "{ledger}");
+    let reply = ask(&service, &body).await;
+    assert_error(&reply, 503, "system_one_ledger_unavailable", "unavailable");
 }
 
 /// A `chmod` of the live file changes no byte (only its `ctime`): it is not taken for a copy

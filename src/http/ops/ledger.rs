@@ -59,8 +59,9 @@ fn bad(message: String) -> ApiError {
     ApiError::new(Code::BadLedgerQuery, message)
 }
 
-fn unavailable(e: StoreError) -> ApiError {
+fn unavailable(state: &AppState, e: StoreError) -> ApiError {
     tracing::warn!(error = %e, "the ledger could not be read");
+    state.ledger.read_failed(&e);
     ApiError::new(
         Code::LedgerUnavailable,
         "the decision ledger cannot be read right now",
@@ -96,9 +97,15 @@ pub(in crate::http) async fn list(
     if !is_admin(&state, &caller) {
         filter.key = Some(caller.name().to_owned());
     }
-    let page = store.decisions(&filter).await.map_err(unavailable)?;
+    let page = store
+        .decisions(&filter)
+        .await
+        .map_err(|e| unavailable(&state, e))?;
     let ids: Vec<&str> = page.iter().map(|d| d.request_id.as_str()).collect();
-    let outcomes = store.outcomes(&ids).await.map_err(unavailable)?;
+    let outcomes = store
+        .outcomes(&ids)
+        .await
+        .map_err(|e| unavailable(&state, e))?;
     let decisions = within_page_bytes(page.iter().map(|d| render(d, &outcomes, &names)));
     let full = decisions.len() == filter.limit as usize || decisions.len() < page.len();
     let next = full
@@ -153,7 +160,10 @@ pub(in crate::http) async fn one(
     let (store, key) = open(&state)?;
     let (_, names) = parse_query(&pairs(query)?, key)?;
     let decision = own_decision(&state, &caller, store, &request_id).await?;
-    let outcomes = store.outcomes(&[&request_id]).await.map_err(unavailable)?;
+    let outcomes = store
+        .outcomes(&[&request_id])
+        .await
+        .map_err(|e| unavailable(&state, e))?;
     Ok(Json(render(&decision, &outcomes, &names)))
 }
 
@@ -184,7 +194,10 @@ async fn own_decision(
     store: &Store,
     request_id: &str,
 ) -> Result<Decision, ApiError> {
-    let found = store.decision(request_id).await.map_err(unavailable)?;
+    let found = store
+        .decision(request_id)
+        .await
+        .map_err(|e| unavailable(&state, e))?;
     found
         .filter(|d| is_admin(state, caller) || d.key == caller.name())
         .ok_or_else(|| {
@@ -373,7 +386,7 @@ pub(in crate::http) async fn add_outcome(
                 "this question of this decision already has an outcome; send \"replace\": true to replace it (the old one is kept as history)",
             ))
         }
-        Err(OutcomeError::Store(e)) => return Err(unavailable(e)),
+        Err(OutcomeError::Store(e)) => return Err(unavailable(&state, e)),
     }
     let answer = json!({
         "request_id": request_id,
