@@ -197,7 +197,7 @@ async fn own_decision(
     let found = store
         .decision(request_id)
         .await
-        .map_err(|e| unavailable(&state, e))?;
+        .map_err(|e| unavailable(state, e))?;
     found
         .filter(|d| is_admin(state, caller) || d.key == caller.name())
         .ok_or_else(|| {
