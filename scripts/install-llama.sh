@@ -23,8 +23,11 @@ cache="${SYSTEMONE_CACHE:-$HOME/.cache/systemone}"
 CMAKE_FLAGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
 # A CPU without one of those (this machine's, from /proc/cpuinfo) gets a build with each
 # instruction set it has and none it lacks: slower reads, a separate cached wheel.
+# The prebuilt wheel is built for the same four, so such a CPU gets the source build by default.
 cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2 || true) "
+default_mode=prebuilt
 if [[ "$cpu_flags" != *" avx2 "* || "$cpu_flags" != *" fma "* || "$cpu_flags" != *" f16c "* || "$cpu_flags" != *" bmi2 "* ]]; then
+  default_mode=source
   CMAKE_FLAGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DGGML_NATIVE=OFF"
   for f in avx avx2 fma f16c bmi2; do
     on=OFF
@@ -32,13 +35,7 @@ if [[ "$cpu_flags" != *" avx2 "* || "$cpu_flags" != *" fma "* || "$cpu_flags" !=
     CMAKE_FLAGS="$CMAKE_FLAGS -DGGML_${f^^}=$on"
   done
 fi
-mode="${SYSTEMONE_LLAMA:-}"
-if [ -z "$mode" ]; then
-  mode=prebuilt
-  for f in avx2 fma f16c bmi2; do
-    if [[ "$cpu_flags" != *" $f "* ]]; then mode=source; fi
-  done
-fi
+mode="${SYSTEMONE_LLAMA:-$default_mode}"
 case "$mode" in
   prebuilt | source) ;;
   *) echo "install-llama: SYSTEMONE_LLAMA must be prebuilt or source, not '$mode'" >&2; exit 1 ;;

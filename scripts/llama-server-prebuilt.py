@@ -14,6 +14,21 @@ import threading
 import xllamacpp
 
 
+# llama-server's flags that take a number, and the parameter each sets.
+INT_FLAGS = {
+    "--port": "port",
+    "-np": "n_parallel",
+    "--parallel": "n_parallel",
+    "-c": "n_ctx",
+    "--ctx-size": "n_ctx",
+    "--cache-ram": "cache_ram_mib",
+    "-b": "n_batch",
+    "--batch-size": "n_batch",
+    "-ub": "n_ubatch",
+    "--ubatch-size": "n_ubatch",
+}
+
+
 def parse(argv):
     """llama-server's flags as start-llama.sh uses them -> xllamacpp.CommonParams."""
     p = xllamacpp.CommonParams()
@@ -40,18 +55,8 @@ def parse(argv):
             p.model_alias = {v}
         elif a == "--host":
             p.hostnames = [v]
-        elif a == "--port":
-            p.port = int(v)
-        elif a in ("-np", "--parallel"):
-            p.n_parallel = int(v)
-        elif a in ("-c", "--ctx-size"):
-            p.n_ctx = int(v)
-        elif a == "--cache-ram":
-            p.cache_ram_mib = int(v)
-        elif a in ("-b", "--batch-size"):
-            p.n_batch = int(v)
-        elif a in ("-ub", "--ubatch-size"):
-            p.n_ubatch = int(v)
+        elif a in INT_FLAGS:
+            setattr(p, INT_FLAGS[a], int(v))
         elif a in ("-t", "--threads"):
             threads = int(v)
         else:

@@ -57,8 +57,7 @@ use key::LedgerKey;
 use open::Open;
 use record::Decision;
 use retention::start_retention;
-use store::StoreError;
-use store::{Store, StoredRow};
+use store::{Store, StoreError, StoredRow};
 
 pub use clock::now_ms;
 pub use unrecorded::Unrecorded;
