@@ -97,6 +97,11 @@ pub struct CalibrateArgs {
     /// `DIR/prior.redb` for `serve --state-dir DIR` (a new directory).
     #[arg(long, requires = "from_ledger", conflicts_with_all = ["profile", "check"])]
     pub prior: bool,
+    /// With `--prior`: fit one tenant's prior (a key's name, or a token caller's name as
+    /// the ledger records it) from that caller's records only, and seed it as that
+    /// tenant's, the prior a service with keys or tokens corrects its single reads by.
+    #[arg(long, requires = "prior")]
+    pub tenant: Option<String>,
 }
 
 /// One input line.
@@ -478,6 +483,7 @@ pub fn run(args: &CalibrateArgs) -> Result<String, String> {
             model: &args.model,
             since: args.since.as_deref(),
             seed: args.out.as_deref(),
+            tenant: args.tenant.as_deref(),
         });
     }
     let (data_file, bytes) = read_rows(args)?;
@@ -651,6 +657,7 @@ mod tests {
             check: Vec::new(),
             layout: Layout::Accuracy,
             prior: false,
+            tenant: None,
         }
     }
 
