@@ -11,7 +11,7 @@
 //! The service is a running one (`--url`) or, without it, one built in-process from the
 //! `serve` flags and called without a network hop (its backend still over HTTP). The
 //! in-process one records in a ledger only when `--ledger` names one, so a run with
-//! `--permutations 2` can feed `systemone calibrate --prior`.
+//! `--permutations 2` can feed `systemone calibrate prior`.
 //!
 //! `--raw-out` writes one `{"question_group", "probabilities", "label", "type", "labels"}`
 //! line per scored answer: the input of `systemone calibrate`.

@@ -26,7 +26,7 @@ pub(super) enum Target {
 
 /// The in-process service. It records in a ledger only when `--ledger` names one
 /// (`sqlite:PATH`, `postgres://…`), not in the default one a `serve` would open: then its
-/// questions read in several orders can feed `calibrate --prior`.
+/// questions read in several orders can feed `calibrate prior`.
 async fn in_process_state(args: &EvalArgs) -> Result<crate::AppState, String> {
     let mut state = crate::build_state(&args.service).map_err(|e| e.to_string())?;
     let settings = &args.service.ledger;
