@@ -17,6 +17,7 @@ mod architecture;
 mod auto_table;
 mod body_memory;
 mod book_examples;
+mod calibrate_jobs;
 mod cli_errors;
 mod context_window;
 mod decisions_validation;

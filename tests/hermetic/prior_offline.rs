@@ -1,4 +1,4 @@
-//! `systemone calibrate --prior`: the position prior fitted again offline from the per-order
+//! `systemone calibrate prior`: the position prior fitted again offline from the per-order
 //! reads a ledger keeps. It finds the bias the fake plants, declines where none is
 //! planted, and the state directory it seeds starts a service that corrects its first
 //! answer at one read.
@@ -40,13 +40,7 @@ async fn calibrate(flags: Vec<String>) -> Result<String, String> {
 }
 
 fn prior_flags(ledger: &str, out: Option<&str>) -> Vec<String> {
-    let mut flags = vec![
-        "--prior",
-        "--from-ledger",
-        ledger,
-        "--model",
-        "glm-5.3-flash",
-    ];
+    let mut flags = vec!["prior", "--from-ledger", ledger, "--model", "glm-5.3-flash"];
     if let Some(dir) = out {
         flags.extend(["--out", dir]);
     }
