@@ -45,7 +45,7 @@ pub struct Decoded {
     pub prior: Option<f64>,
     /// A question read in two or more orders: each order's shift and log-probabilities by
     /// position, before any correction (empty for one order). They are what the position
-    /// prior learns from; the ledger keeps them so `systemone calibrate --prior` can fit the
+    /// prior learns from; the ledger keeps them so `systemone calibrate prior` can fit the
     /// prior again offline.
     pub orders: Vec<(usize, Vec<f64>)>,
     /// A native upstream's answer: the fields it wrote besides its probabilities and

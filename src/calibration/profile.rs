@@ -3,7 +3,7 @@
 //! the model's default temperature, plus a conformal `prediction_set` and an `automate`
 //! flag.
 //!
-//! A profile is fitted by `systemone calibrate --profile` for one task: one model and one
+//! A profile is fitted by `systemone calibrate profile` for one task: one model and one
 //! question shape (type plus lowered option labels, e.g. a `noul` is `["no", "yes"]`). It
 //! covers a question when the model answering is the profile's model and the question's
 //! type and options are the profile's, in the same order. Anything else in the request
@@ -70,7 +70,7 @@ struct ProfileFile {
     bias: Vec<f64>,
     conformal: ConformalFile,
     automation: AutomationFile,
-    /// The layout its rows were asked in (`calibrate --layout`); absent: the reference's
+    /// The layout its rows were asked in (`calibrate formula|profile --layout`); absent: the reference's
     /// bytes (`accuracy`, `cost`), as every profile before the `compact` layout.
     #[serde(default)]
     layout: Option<Layout>,

@@ -47,7 +47,7 @@ impl Calibration {
 
     /// The formula for a model configured without a calibration file, in this order: the
     /// file `calibration/<model>.json` under the working directory when there is one (what
-    /// `systemone calibrate --model <model>` writes), else the shipped file of that name,
+    /// `systemone calibrate formula --model <model>` writes), else the shipped file of that name,
     /// else [`DEFAULT_FORMULA`]. Returns where it came from, for the startup log.
     pub fn for_model(model: &str) -> Result<(Self, FormulaSource), String> {
         Self::for_model_in(std::path::Path::new("calibration"), model)
@@ -73,7 +73,7 @@ impl Calibration {
     }
 
     /// The formula a model's `compact` layout is calibrated by, fitted on that layout's
-    /// prompts (`systemone calibrate --layout compact`): `<dir>/<model>.compact.json`, else
+    /// prompts (`systemone calibrate formula --layout compact`): `<dir>/<model>.compact.json`, else
     /// the shipped `<model>.compact`; `None` without either (the model's own formula was
     /// fitted on another prompt and does not carry over).
     pub fn compact_for_model_in(
@@ -259,7 +259,7 @@ mod tests {
             (other, from.to_string().as_str()),
             (DEFAULT_FORMULA, "default (glm-5.3-flash)")
         );
-        // What `systemone calibrate --model toy` writes is picked up by name.
+        // What `systemone calibrate formula --model toy` writes is picked up by name.
         std::fs::write(dir.join("toy.json"), r#"{"a": 0.5, "b": 0.1}"#).expect("write");
         let (toy, from) = Calibration::for_model_in(&dir, "toy").expect("local");
         assert_eq!((toy.a, toy.b), (0.5, 0.1));

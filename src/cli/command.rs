@@ -15,9 +15,9 @@ pub enum Command {
     /// Build or check token tables from a HuggingFace `tokenizer.json`.
     #[command(subcommand)]
     Tokens(tokens::TokensCommand),
-    /// Fit a model's temperature formula from labelled raw probabilities (JSON lines) and
-    /// write its calibration file.
-    Calibrate(calibrate::CalibrateArgs),
+    /// Fit from labelled raw probabilities (JSON lines) or a ledger: a model's temperature
+    /// `formula`, a task's `profile`, a model's position `prior`, or `check` formulas.
+    Calibrate(Box<calibrate::CalibrateCommand>),
     /// Score labelled System One requests against a service (running, or in-process), with
     /// raw probabilities or a named calibration profile.
     Eval(Box<eval::EvalArgs>),

@@ -38,7 +38,7 @@ pub struct ServeConfig {
     #[command(flatten)]
     pub model: ModelConfig,
 
-    /// Directory of calibration profiles (`*.json` from `systemone calibrate --profile`)
+    /// Directory of calibration profiles (`*.json` from `systemone calibrate profile`)
     /// that requests may name with `"calibration"`, beside the shipped ones.
     #[arg(long, env = "SYSTEMONE_PROFILES_DIR")]
     pub profiles_dir: Option<PathBuf>,

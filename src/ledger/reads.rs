@@ -1,6 +1,6 @@
 //! The ledger as the source of the position prior's evidence: every recorded question read
 //! in two or more option orders, with its reads by position, oldest first (the order the
-//! service learned them in), for `systemone calibrate --prior` to fit the prior again.
+//! service learned them in), for `systemone calibrate prior` to fit the prior again.
 //! Records hold no caller text here either: a type, an option count, a layout's name and
 //! log-probabilities.
 

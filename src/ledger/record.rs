@@ -89,7 +89,7 @@ pub struct QuestionRecord {
     pub prior_correction: Option<f64>,
     /// The reads of a question read in two or more orders (a request's `permutations`, or
     /// the position prior's own sample), by position and before any correction: what the
-    /// prior learns from, so `systemone calibrate --prior` can fit it again offline.
+    /// prior learns from, so `systemone calibrate prior` can fit it again offline.
     /// `None` for a question read once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads: Option<OrderedReads>,

@@ -18,6 +18,7 @@ mod auto_table;
 mod batches;
 mod body_memory;
 mod book_examples;
+mod calibrate_jobs;
 mod cli_errors;
 mod context_window;
 mod decisions_validation;

@@ -1,4 +1,4 @@
-//! `systemone calibrate --prior`: the position prior fitted again offline from the per-order
+//! `systemone calibrate prior`: the position prior fitted again offline from the per-order
 //! reads a ledger keeps. It finds the bias the fake plants, declines where none is
 //! planted, and the state directory it seeds starts a service that corrects its first
 //! answer at one read.

@@ -1,4 +1,4 @@
-//! `systemone eval` and `systemone calibrate --profile` end to end against the real local
+//! `systemone eval` and `systemone calibrate profile` end to end against the real local
 //! backend: llama-server with Gemma 3 270M at `SYSTEMONE_LLAMA_URL` (scripts/test.sh starts
 //! it). A small labelled file is scored in-process with raw probabilities (report, diagram,
 //! raw rows), a profile is fitted on the raw rows, and the same file is scored again over

@@ -121,12 +121,16 @@ pub fn assert_family(report: &Value, family: &str, kind: &str, n: u64) {
     assert!(mass > 0.0 && mass <= 1.0, "{family}: {mass}");
 }
 
-/// `systemone calibrate` with these flags, parsed.
-pub fn calibrate_args(flags: &[&str]) -> systemone::cli::calibrate::CalibrateArgs {
+/// `systemone calibrate` with these flags (a job's subcommand and its flags, or the old
+/// flag form), parsed into the job it runs.
+pub fn calibrate_args(flags: &[&str]) -> systemone::cli::calibrate::Job {
     let mut args = vec!["systemone", "calibrate"];
     args.extend_from_slice(flags);
     match parse(&args) {
-        Command::Calibrate(a) => a,
+        Command::Calibrate(c) => match c.job {
+            Some(job) => job,
+            None => c.flags.job().expect("the flags name a job"),
+        },
         other => panic!("not calibrate: {other:?}"),
     }
 }
