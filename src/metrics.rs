@@ -101,6 +101,10 @@ pub struct Metrics {
     escalations: IntCounterVec,
     /// Answers replaced by an escalation, by the same model pair.
     escalated_answers: IntCounterVec,
+    /// Batch lines finished, by endpoint and outcome (`answered`, `refused`).
+    batch_lines: IntCounterVec,
+    /// Batches that reached each status.
+    batches: IntCounterVec,
     /// Questions the position prior learned from, per model and shape.
     prior_samples: IntGaugeVec,
     /// The position prior (log space), per model, shape and position.
@@ -192,6 +196,8 @@ impl Metrics {
             connections_closed: r.counters(&CONNECTIONS_CLOSED),
             escalations: r.counters(&ESCALATIONS),
             escalated_answers: r.counters(&ESCALATED_ANSWERS),
+            batch_lines: r.counters(&BATCH_LINES),
+            batches: r.counters(&BATCHES),
             prior_samples: r.gauges(&PRIOR_SAMPLES),
             prior: r.register(GaugeVec::new(
                 Opts::new(PRIOR.name, PRIOR.help),
@@ -389,6 +395,19 @@ impl Metrics {
     /// A request refused over the concurrent-request cap.
     pub fn count_request_shed(&self) {
         self.requests_shed.inc();
+    }
+
+    /// One batch line finished through the door at `endpoint` (a fixed route).
+    pub fn count_batch_line(&self, endpoint: &str, answered: bool) {
+        let outcome = if answered { "answered" } else { "refused" };
+        self.batch_lines
+            .with_label_values(&[endpoint, outcome])
+            .inc();
+    }
+
+    /// A batch reached `status` (one of OpenAI's batch statuses).
+    pub fn count_batch(&self, status: &str) {
+        self.batches.with_label_values(&[status]).inc();
     }
 
     /// One escalation from model `from` to model `to` (configured names) and its outcome
@@ -712,6 +731,21 @@ const LIMIT_STORE_UP: Family = Family {
     name: "limit_store_up",
     help: "1 when the per-key limit store answered its last call, else 0",
     labels: &["store"],
+};
+
+/// `batch_lines_total`.
+const BATCH_LINES: Family = Family {
+    name: "batch_lines_total",
+    help: "Batch lines finished, by endpoint and outcome (answered, refused)",
+    labels: &["endpoint", "outcome"],
+};
+
+/// `batches_total`.
+const BATCHES: Family = Family {
+    name: "batches_total",
+    help:
+        "Batches that reached each status (in_progress, completed, expired, cancelling, cancelled)",
+    labels: &["status"],
 };
 
 /// `escalations_total`.

@@ -9,6 +9,7 @@
 //! One file per flag group: [`serve`] flattens them into [`ServeConfig`]; [`model`] is one
 //! model's flags and registry keys, [`registry`] the file that lists several.
 
+mod batches;
 mod dialect;
 mod edge;
 mod error;
@@ -23,6 +24,7 @@ mod registry;
 mod serve;
 mod upstream;
 
+pub use batches::BatchSettings;
 pub use dialect::{BackendKind, Flavor};
 pub use edge::EdgeSettings;
 pub use error::ConfigError;

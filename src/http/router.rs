@@ -8,6 +8,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 
+use super::batches::{self, files, jobs};
 use super::doors::{self, decisions::Decisions, rerank::Rerank, systemone::SystemOne};
 use super::middleware::request_context;
 use super::ops::{health, ledger, metrics, models, usage};
@@ -20,11 +21,18 @@ pub fn router(state: AppState) -> Router {
     if let Some(jwt) = state.keys.jwt() {
         jwt.start();
     }
+    batches::resume(&state);
     let api = Router::new()
         .route("/v1/systemone", post(doors::serve::<SystemOne>))
         .route("/v1/decisions", post(doors::serve::<Decisions>))
         .route("/v2/rerank", post(doors::serve::<Rerank>))
         .route("/v1/rerank", post(doors::serve::<Rerank>))
+        .route("/v1/files", post(files::upload).get(files::list))
+        .route("/v1/files/{id}", get(files::get).delete(files::delete))
+        .route("/v1/files/{id}/content", get(files::content))
+        .route("/v1/batches", post(jobs::create).get(jobs::list))
+        .route("/v1/batches/{id}", get(jobs::get))
+        .route("/v1/batches/{id}/cancel", post(jobs::cancel))
         .route("/v1/models", get(models::list))
         .route("/v1/usage", get(usage::handle))
         .route("/v1/ledger/decisions", get(ledger::list))

@@ -15,6 +15,7 @@ mod support;
 
 mod architecture;
 mod auto_table;
+mod batches;
 mod body_memory;
 mod book_examples;
 mod calibrate_jobs;

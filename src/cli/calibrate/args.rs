@@ -128,7 +128,7 @@ pub struct PriorArgs {
     pub out: Option<PathBuf>,
     /// Fit one tenant's prior (a key's name, or a token caller's name as the ledger records
     /// it) from that caller's records only, and seed it as that tenant's: the prior a
-    /// service with keys or tokens corrects its single reads by.
+    /// service with keys or tokens corrects that tenant's single reads by.
     #[arg(long)]
     pub tenant: Option<String>,
 }
