@@ -37,8 +37,9 @@
 //!               and shared by models/prior_sync/ (a redb file or Redis)
 //! question.rs   the domain vocabulary: lowering questions to numbered options, the preamble
 //! config/       serve flags (one file per flag group), one model's config, the TOML registry
-//! days.rs error.rs in_flight.rs json.rs metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
-//!               day numbers and dates; in_flight.rs: the cap on upstream requests in flight)
+//! days.rs error.rs in_flight.rs json/ metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
+//!               day numbers and dates; in_flight.rs: the cap on upstream requests in flight;
+//!               json/: a caller's body parsed strictly, values written as Python's bytes)
 //! ```
 //!
 //! # Request lifecycle
