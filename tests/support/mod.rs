@@ -15,7 +15,7 @@ pub(crate) use crate::fake_vllm;
 
 pub mod answers;
 pub mod bodies;
-/// The hermetic tier turns every lever of it (tests/hermetic/tokens.rs); the live tier signs
+/// The hermetic tier turns every lever of it (tests/hermetic/signed_tokens.rs); the live tier signs
 /// one token for the SDK, so the rest goes unused there.
 #[allow(dead_code)]
 pub mod fake_jwks;
