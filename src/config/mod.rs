@@ -9,10 +9,10 @@
 //! One file per flag group: [`serve`] flattens them into [`ServeConfig`]; [`model`] is one
 //! model's flags and registry keys, [`registry`] the file that lists several.
 
+mod admission;
 mod dialect;
 mod edge;
 mod error;
-mod gateway;
 mod ledger;
 mod limit_store;
 mod limits;
@@ -23,10 +23,10 @@ mod registry;
 mod serve;
 mod upstream;
 
+pub use admission::{AdmissionSettings, CircuitSettings};
 pub use dialect::{BackendKind, Flavor};
 pub use edge::EdgeSettings;
 pub use error::ConfigError;
-pub use gateway::{CircuitSettings, GatewaySettings};
 pub use ledger::{LedgerInputs, LedgerSettings, LedgerTarget, LEDGER_RETENTION_EVERY};
 pub use limit_store::{FailurePolicy, LimitStoreSettings};
 pub use limits::Limits;

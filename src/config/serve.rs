@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use super::admission::AdmissionSettings;
 use super::edge::EdgeSettings;
 use super::error::ConfigError;
-use super::gateway::GatewaySettings;
 use super::ledger::LedgerSettings;
 use super::limit_store::LimitStoreSettings;
 use super::limits::Limits;
@@ -75,7 +75,7 @@ pub struct ServeConfig {
     pub upstream: UpstreamSettings,
 
     #[command(flatten)]
-    pub gateway: GatewaySettings,
+    pub admission: AdmissionSettings,
 
     #[command(flatten)]
     pub edge: EdgeSettings,
