@@ -36,6 +36,8 @@
 //!               the position prior's estimator (per model, tenant and question shape), kept
 //!               and shared by models/prior_sync/ (a redb file or Redis)
 //! question.rs   the domain vocabulary: lowering questions to numbered options, the preamble
+//! stores/       the setup the limits (quota/) and the prior (models/prior_sync/) share: a
+//!               Redis client for `--redis-url`, a redb file under `--state-dir`
 //! config/       serve flags (one file per flag group), one model's config, the TOML registry
 //! days.rs error.rs in_flight.rs json/ metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
 //!               day numbers and dates; in_flight.rs: the cap on upstream requests in flight;
@@ -148,6 +150,7 @@ pub mod quota;
 pub mod request;
 pub mod secret;
 pub mod shipped;
+pub mod stores;
 
 pub use http::edge::{serve, Edge};
 pub use http::state::{build_state, upstream_client, AppState};
