@@ -6,13 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::future::try_join_all;
 
 use super::escalate::{escalate, Report};
-use super::{ledger_step, Answered};
+use super::{ledger_step, usage, Answered};
 use crate::calibration::prior::shape::tenant_id;
 use crate::engine::{Answers, PipelineError, Tenant, TokenUsage};
 use crate::error::{ApiError, Code};
 use crate::http::auth::{count_rejection, Caller};
 use crate::http::context::RequestContext;
-use crate::http::ops::usage;
 use crate::http::AppState;
 use crate::models::circuit::Ticket;
 use crate::quota::Admission;
