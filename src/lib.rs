@@ -106,9 +106,14 @@
 //! - **dialect**: how one kind of host is asked for a read (`backend/vllm.rs`,
 //!   `llamacpp.rs`, `openai/`); a model either reads through a dialect or forwards whole
 //!   requests to a native System One upstream ([`models::Serving`]).
+//! - **call**: one HTTP request to a door; it holds one validated request, or several
+//!   (rerank: one per batch of documents).
 //! - **answers** ([`engine::Answers`]) and **token usage** ([`engine::TokenUsage`]): what
-//!   the pipeline returns for one request; **usage** (`quota/usage.rs`) is a key's running
-//!   count of requests, questions and tokens.
+//!   the pipeline returns for one request (the wire's `AnswersWire` writes them, the
+//!   ledger's `RequestAnswers` borrows them); an **answered call** (`http/flow/`'s
+//!   `AnsweredCall`, borrowed by `ledger/draft.rs`'s) is every request's answers and their
+//!   usage summed; **usage** (`quota/usage.rs`) is a key's running count of requests,
+//!   questions and tokens.
 //! - **limits**: [`config::Limits`] are the size limits of one request; per-key rates and
 //!   caps live in `quota/`; the in-flight cap ([`in_flight`]) bounds upstream requests for
 //!   the whole process.
@@ -120,7 +125,8 @@
 //! - **profile** and **formula**: a temperature formula by option count calibrates every
 //!   answer; a named profile (fitted on labelled rows) replaces it when asked for.
 //! - **ledger record** and **outcome**: the ledger keeps a record per answer or refusal; an
-//!   outcome is the ground truth a caller posts later for a recorded decision.
+//!   outcome is the ground truth a caller posts later for a recorded decision, and nothing
+//!   else (what a run of `eval` finds is its **evaluation**).
 //! - **position prior**: how much a model favours each label position, learned per model,
 //!   tenant and question shape from questions read in several orders, and taken out of
 //!   single reads (`calibration/prior/`, `engine/position_prior.rs`).

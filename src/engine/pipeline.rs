@@ -22,7 +22,7 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 
-use super::outcome::{Answers, PipelineError, TokenUsage};
+use super::answers::{Answers, PipelineError, TokenUsage};
 use super::position_prior;
 use super::tenant::Tenant;
 

@@ -7,14 +7,14 @@
 //! Building a record hashes the caller's text (HMAC-SHA256, a few ns a byte): a large
 //! request is hashed on the blocking pool, like its validation.
 
-use super::Answered;
+use super::AnsweredCall;
 use crate::engine::TokenUsage;
 use crate::error::{ApiError, Code};
 use crate::http::auth::Caller;
 use crate::http::blocking::{self, Weight};
 use crate::http::context::RequestContext;
 use crate::http::AppState;
-use crate::ledger::draft::{self, Answers};
+use crate::ledger::draft::{self, RequestAnswers};
 use crate::ledger::record::{Decision, Tokens};
 use crate::request::ValidRequest;
 
@@ -28,7 +28,7 @@ pub(super) async fn answered(
     context: &RequestContext,
     caller: &Caller,
     requests: &[ValidRequest],
-    answered: &Answered,
+    answered: &AnsweredCall,
 ) -> Result<(), ApiError> {
     let Some(key) = state.ledger.key() else {
         return Ok(());
@@ -57,11 +57,12 @@ pub(super) async fn answered(
         .map(|r| r.state_json().len() + r.images().iter().map(|i| i.len()).sum::<usize>())
         .sum();
     let decision = if bytes <= blocking::INLINE_LIGHT_BYTES {
-        build(key, who, &model, requests, &answered.outcomes, usage, full)
+        build(key, who, &model, requests, &answered.answers, usage, full)
     } else {
-        let (key, requests, outcomes) = (key.clone(), requests.to_vec(), answered.outcomes.clone());
+        let (key, requests, all_answers) =
+            (key.clone(), requests.to_vec(), answered.answers.clone());
         blocking::run(bytes, Weight::Light, move || {
-            build(&key, who, &model, &requests, &outcomes, usage, full)
+            build(&key, who, &model, &requests, &all_answers, usage, full)
         })
         .await?
     };
@@ -84,13 +85,13 @@ fn build(
     who: draft::Identity,
     model: &str,
     requests: &[ValidRequest],
-    outcomes: &[crate::engine::Answers],
+    all_answers: &[crate::engine::Answers],
     usage: Tokens,
     full_inputs: bool,
 ) -> Decision {
-    let answers: Vec<Answers<'_>> = outcomes
+    let answers: Vec<RequestAnswers<'_>> = all_answers
         .iter()
-        .map(|o| Answers {
+        .map(|o| RequestAnswers {
             decoded: &o.answers,
             model: &o.model,
         })
@@ -98,7 +99,7 @@ fn build(
     draft::answered(
         key,
         who,
-        draft::Answered {
+        draft::AnsweredCall {
             model,
             requests,
             answers: &answers,

@@ -2,7 +2,7 @@
 //! does with the validated requests its body became, so that a new step is added once.
 //!
 //! A door parses and translates its body into [`crate::request::ValidRequest`]s (rerank: one per batch of
-//! documents), hands them to [`run()`], and writes the [`Answered`] outcomes in its client's
+//! documents), hands them to [`run()`], and writes the [`AnsweredCall`]'s answers in its client's
 //! shape, with the [`headers`] on the response. The flow owns the rest,
 //! in this order:
 //!
@@ -29,5 +29,5 @@ pub(super) mod ledger_step;
 mod run;
 mod usage;
 
-pub(super) use answered::Answered;
+pub(super) use answered::AnsweredCall;
 pub(super) use run::run;
