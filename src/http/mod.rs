@@ -25,6 +25,7 @@ pub mod openapi;
 mod ops;
 mod playground;
 mod router;
+mod routes;
 pub mod state;
 mod summary;
 mod wire;

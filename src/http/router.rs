@@ -11,6 +11,7 @@ use axum::Router;
 use super::doors::{self, decisions::Decisions, rerank::Rerank, systemone::SystemOne};
 use super::middleware::request_context;
 use super::ops::{health, ledger, metrics, models, usage};
+use super::routes::DOORS;
 use super::{openapi, playground, AppState};
 use crate::error::{ApiError, Code};
 
@@ -20,11 +21,12 @@ pub fn router(state: AppState) -> Router {
     if let Some(jwt) = state.keys.jwt() {
         jwt.start();
     }
+    let [systemone, decisions, rerank, rerank_v1] = DOORS;
     let api = Router::new()
-        .route("/v1/systemone", post(doors::serve::<SystemOne>))
-        .route("/v1/decisions", post(doors::serve::<Decisions>))
-        .route("/v2/rerank", post(doors::serve::<Rerank>))
-        .route("/v1/rerank", post(doors::serve::<Rerank>))
+        .route(systemone, post(doors::serve::<SystemOne>))
+        .route(decisions, post(doors::serve::<Decisions>))
+        .route(rerank, post(doors::serve::<Rerank>))
+        .route(rerank_v1, post(doors::serve::<Rerank>))
         .route("/v1/models", get(models::list))
         .route("/v1/usage", get(usage::handle))
         .route("/v1/ledger/decisions", get(ledger::list))

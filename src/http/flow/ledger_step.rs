@@ -13,13 +13,11 @@ use crate::error::{ApiError, Code};
 use crate::http::auth::Caller;
 use crate::http::blocking::{self, Weight};
 use crate::http::context::RequestContext;
+use crate::http::routes::DOORS;
 use crate::http::AppState;
 use crate::ledger::draft::{self, RequestAnswers};
 use crate::ledger::record::{Decision, Tokens};
 use crate::request::ValidRequest;
-
-/// The routes whose requests the ledger records: the front doors.
-const DOORS: &[&str] = &["/v1/systemone", "/v1/decisions", "/v2/rerank", "/v1/rerank"];
 
 /// Commits the record of an answered call; under `fail_closed`, a record that is not
 /// committed in time refuses the call (503 `system_one_ledger_unavailable`).
