@@ -20,6 +20,7 @@ mod context;
 mod doors;
 pub mod edge;
 mod flow;
+mod ledger_note;
 mod middleware;
 pub mod openapi;
 mod ops;

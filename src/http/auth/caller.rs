@@ -165,6 +165,7 @@ impl<S: CallerChecks> FromRequestParts<S> for Caller {
             .await?;
         let context = RequestContext::of(parts)?;
         context.summary.note_key(caller.name());
+        context.ledger.note_key(caller.name());
         caller.allow_route(&context.route)?;
         state.metrics().count_key_request(caller.label());
         caller

@@ -64,7 +64,7 @@ pub(super) async fn answered(
         })
         .await?
     };
-    context.summary.note_recorded();
+    context.ledger.note_recorded();
     state
         .ledger
         .commit_answer(decision, withheld)
@@ -133,7 +133,7 @@ pub(super) async fn failed(
         usage: tokens(usage),
         ..refused
     };
-    context.summary.note_recorded();
+    context.ledger.note_recorded();
     let _ = state.ledger.commit(decision).await;
 }
 
@@ -149,17 +149,17 @@ pub(in crate::http) async fn refused(
     let Some(key) = state.ledger.key() else {
         return;
     };
-    let fields = context.summary.fields();
-    if fields.recorded || status < 400 || !DOORS.contains(&context.route.as_str()) {
+    let noted = context.ledger.noted();
+    if noted.recorded || status < 400 || !DOORS.contains(&context.route.as_str()) {
         return;
     }
-    let name = fields.key.as_deref().unwrap_or("");
+    let name = noted.key.as_deref().unwrap_or("");
     let decision = draft::refused(
         key,
         identity(context, name),
         status,
         code.map(Code::as_str),
-        fields.model.as_deref(),
+        noted.model.as_deref(),
     );
     let _ = state.ledger.commit(decision).await;
 }

@@ -30,6 +30,7 @@ pub(in crate::http) async fn run(
         .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
     let questions: usize = requests.iter().map(|r| r.questions().len()).sum();
     context.summary.note_model(&first.model().name, questions);
+    context.ledger.note_model(&first.model().name);
     state.metrics.observe_request(
         requests
             .iter()
