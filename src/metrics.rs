@@ -101,6 +101,10 @@ pub struct Metrics {
     escalations: IntCounterVec,
     /// Answers replaced by an escalation, by the same model pair.
     escalated_answers: IntCounterVec,
+    /// Batch lines finished, by endpoint and outcome (`answered`, `refused`).
+    batch_lines: IntCounterVec,
+    /// Batches that reached each status.
+    batches: IntCounterVec,
     /// Questions the position prior learned from, per model and shape.
     prior_samples: IntGaugeVec,
     /// The position prior (log space), per model, shape and position.
@@ -112,6 +116,8 @@ pub struct Metrics {
     /// What a position priors' store held that could not be read, set aside, by store and
     /// reason.
     prior_set_aside: IntCounterVec,
+    /// Single reads answered raw because the position prior declined, by reason.
+    prior_declined: IntCounterVec,
 }
 
 /// The `status` label of `request_duration_seconds` by `status / 100`.
@@ -190,6 +196,8 @@ impl Metrics {
             connections_closed: r.counters(&CONNECTIONS_CLOSED),
             escalations: r.counters(&ESCALATIONS),
             escalated_answers: r.counters(&ESCALATED_ANSWERS),
+            batch_lines: r.counters(&BATCH_LINES),
+            batches: r.counters(&BATCHES),
             prior_samples: r.gauges(&PRIOR_SAMPLES),
             prior: r.register(GaugeVec::new(
                 Opts::new(PRIOR.name, PRIOR.help),
@@ -201,6 +209,7 @@ impl Metrics {
             )),
             prior_syncs: r.counters(&PRIOR_SYNCS),
             prior_set_aside: r.counters(&PRIOR_SET_ASIDE),
+            prior_declined: r.counters(&PRIOR_DECLINED),
             requests_shed: r.register(prometheus::IntCounter::new(
                 "requests_shed_total",
                 "Requests refused over the concurrent-request cap",
@@ -388,6 +397,19 @@ impl Metrics {
         self.requests_shed.inc();
     }
 
+    /// One batch line finished through the door at `endpoint` (a fixed route).
+    pub fn count_batch_line(&self, endpoint: &str, answered: bool) {
+        let outcome = if answered { "answered" } else { "refused" };
+        self.batch_lines
+            .with_label_values(&[endpoint, outcome])
+            .inc();
+    }
+
+    /// A batch reached `status` (one of OpenAI's batch statuses).
+    pub fn count_batch(&self, status: &str) {
+        self.batches.with_label_values(&[status]).inc();
+    }
+
     /// One escalation from model `from` to model `to` (configured names) and its outcome
     /// (`answered` or `failed`), with the answers it replaced.
     pub fn count_escalation(&self, from: &str, to: &str, outcome: &'static str, answers: usize) {
@@ -442,6 +464,25 @@ impl Metrics {
         self.prior_set_aside
             .with_label_values(&[store, reason])
             .inc();
+    }
+
+    /// Counts one single read answered raw because the position prior declined (`reason`:
+    /// [`crate::calibration::prior::Declined::as_str`]; never a tenant or model).
+    pub fn prior_declined(&self, reason: &str) {
+        self.prior_declined.with_label_values(&[reason]).inc();
+    }
+
+    /// The reads answered raw so far by each of `reasons` (for `/readyz`).
+    pub fn prior_declined_counts(
+        &self,
+        reasons: impl Iterator<Item = &'static str>,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        reasons
+            .map(|r| {
+                let n = self.prior_declined.with_label_values(&[r]).get();
+                (r.to_string(), n.into())
+            })
+            .collect()
     }
 
     /// The text exposition, with the state-mirroring gauges set first from `models` and
@@ -664,6 +705,13 @@ const PRIOR_SET_ASIDE: Family = Family {
     labels: &["store", "reason"],
 };
 
+/// `prior_declined_total`.
+const PRIOR_DECLINED: Family = Family {
+    name: "prior_declined_total",
+    help: "Single reads answered raw because the position prior declined, by reason (too_few_scored: under 4 questions scored; no_gain: no held-out gain over 2 standard errors; flips_answers: the corrected reads agree with the rotation average less often than the raw reads)",
+    labels: &["reason"],
+};
+
 /// `limit_store_errors_total`.
 const LIMIT_STORE_ERRORS: Family = Family {
     name: "limit_store_errors_total",
@@ -683,6 +731,21 @@ const LIMIT_STORE_UP: Family = Family {
     name: "limit_store_up",
     help: "1 when the per-key limit store answered its last call, else 0",
     labels: &["store"],
+};
+
+/// `batch_lines_total`.
+const BATCH_LINES: Family = Family {
+    name: "batch_lines_total",
+    help: "Batch lines finished, by endpoint and outcome (answered, refused)",
+    labels: &["endpoint", "outcome"],
+};
+
+/// `batches_total`.
+const BATCHES: Family = Family {
+    name: "batches_total",
+    help:
+        "Batches that reached each status (in_progress, completed, expired, cancelling, cancelled)",
+    labels: &["status"],
 };
 
 /// `escalations_total`.

@@ -10,6 +10,7 @@
 //! model's flags and registry keys, [`registry`] the file that lists several.
 
 mod admission;
+mod batches;
 mod dialect;
 mod edge;
 mod error;
@@ -24,6 +25,7 @@ mod serve;
 mod upstream;
 
 pub use admission::{AdmissionSettings, CircuitSettings};
+pub use batches::BatchSettings;
 pub use dialect::{BackendKind, Flavor};
 pub use edge::EdgeSettings;
 pub use error::ConfigError;

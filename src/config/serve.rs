@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::admission::AdmissionSettings;
+use super::batches::BatchSettings;
 use super::edge::EdgeSettings;
 use super::error::ConfigError;
 use super::ledger::LedgerSettings;
@@ -85,6 +86,9 @@ pub struct ServeConfig {
 
     #[command(flatten)]
     pub ledger: LedgerSettings,
+
+    #[command(flatten)]
+    pub batches: BatchSettings,
 
     /// Log format (`text` for people, `json` for collectors). Level via `RUST_LOG`.
     #[arg(long, env = "SYSTEMONE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]

@@ -114,6 +114,45 @@ pub(super) async fn read_request(
     }
 }
 
+/// An upload's bytes (`multipart/form-data`, the batch files' transport) of at most
+/// `max_bytes` after decompression, with the form's boundary, inside a share of `budget`
+/// that stays with the bytes: the wire bytes and, for a compressed body, the most they can
+/// decode to are reserved before decoding, and decoding stops one byte past the limit, so a
+/// gzip bomb is a 413 without ever holding more than the limit.
+pub(super) async fn read_upload(
+    headers: &HeaderMap,
+    body: Body,
+    max_bytes: usize,
+    budget: &BodyBudget,
+) -> Result<(Bytes, String, Share), ApiError> {
+    let Kind::Multipart(boundary) = content_kind(headers)? else {
+        return Err(ApiError::new(
+            Code::UnsupportedMediaType,
+            "Content-Type must be multipart/form-data, with a `file` part and a `purpose` part",
+        ));
+    };
+    let encoding = content_encoding(headers)?;
+    let bytes = collect(body, max_bytes).await?;
+    let reserve = match encoding {
+        Encoding::Identity => bytes.len(),
+        _ => bytes
+            .len()
+            .saturating_add(decoded_bound(encoding, bytes.len(), max_bytes)),
+    };
+    let mut share = budget.share(reserve).await?;
+    let bytes = match encoding {
+        Encoding::Identity => bytes,
+        _ => Bytes::from(
+            blocking::run(bytes.len(), Weight::Heavy, move || {
+                decompress(encoding, bytes, max_bytes)
+            })
+            .await??,
+        ),
+    };
+    share.shrink_to(bytes.len());
+    Ok((bytes, boundary, share))
+}
+
 /// What a body of `text` bytes most likely holds while parsed: the text, a value of about
 /// its size (a long string is one), and the parse's steps of asking for more (two, so the
 /// few bytes of keys and slots beyond the text never make it ask, and so never refuse).

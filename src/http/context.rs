@@ -65,6 +65,15 @@ impl RequestContext {
         }
     }
 
+    /// A batch line through the door at `route`, starting now, with its own `request_id`
+    /// (the same every time the line runs: see `crate::batch::ids`).
+    pub(super) fn batch_line(route: &str, request_id: String) -> Self {
+        RequestContext {
+            id: RequestId(request_id),
+            ..RequestContext::arriving(route.to_string())
+        }
+    }
+
     /// The context of the request `parts` belong to; the middleware made it before any
     /// handler runs, so missing it is a bug (refused as an internal error).
     pub(super) fn of(parts: &Parts) -> Result<&Self, ApiError> {

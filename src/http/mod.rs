@@ -4,6 +4,8 @@
 //! - `flow/`: the steps every door shares once its body is validated (`flow::run`: circuit,
 //!   quotas, pipeline, refunds, escalation, usage, metrics, the ledger) and the headers it
 //!   sets;
+//! - `batches/`: batch jobs' routes (`/v1/files`, `/v1/batches`) and their runner, each line
+//!   through its door's own handler in this process;
 //! - `ops/`: the operations routes (health, metrics, models, usage, the ledger's reads);
 //! - the plumbing: the router, the request middleware, API keys, body extraction, the body
 //!   memory budget, the blocking pool, the summary line, the shared state, the wire types,
@@ -13,6 +15,7 @@
 //! client's shape; every error goes out through [`crate::error::ApiError`].
 
 pub mod auth;
+mod batches;
 mod blocking;
 mod body;
 pub mod budget;

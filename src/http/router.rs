@@ -8,6 +8,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 
+use super::batches::{self, files, jobs};
 use super::doors::{self, decisions::Decisions, rerank::Rerank, systemone::SystemOne};
 use super::middleware::request_context;
 use super::ops::{health, ledger, metrics, models, usage};
@@ -21,12 +22,19 @@ pub fn router(state: AppState) -> Router {
     if let Some(jwt) = state.keys.jwt() {
         jwt.start();
     }
+    batches::resume(&state);
     let [systemone, decisions, rerank, rerank_v1] = DOORS;
     let api = Router::new()
         .route(systemone, post(doors::serve::<SystemOne>))
         .route(decisions, post(doors::serve::<Decisions>))
         .route(rerank, post(doors::serve::<Rerank>))
         .route(rerank_v1, post(doors::serve::<Rerank>))
+        .route("/v1/files", post(files::upload).get(files::list))
+        .route("/v1/files/{id}", get(files::get).delete(files::delete))
+        .route("/v1/files/{id}/content", get(files::content))
+        .route("/v1/batches", post(jobs::create).get(jobs::list))
+        .route("/v1/batches/{id}", get(jobs::get))
+        .route("/v1/batches/{id}/cancel", post(jobs::cancel))
         .route("/v1/models", get(models::list))
         .route("/v1/usage", get(usage::handle))
         .route("/v1/ledger/decisions", get(ledger::list))

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::batch::Batches;
 use crate::calibration::profile::{Profiles, Served};
 use crate::config::{ConfigError, EdgeSettings, Limits, ServeConfig, UpstreamSettings};
 use crate::engine::Pipeline;
@@ -41,6 +42,8 @@ pub struct AppState {
     /// The decision ledger. Off in the state [`build_state`] makes (which needs no
     /// runtime); `serve` opens the configured one ([`crate::ledger::Ledger::open`]).
     pub ledger: Ledger,
+    /// Batch jobs: their store (opened on first use) and the batches running here.
+    pub batches: Arc<Batches>,
 }
 
 impl CallerChecks for AppState {
@@ -108,6 +111,11 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
             config.edge.body_read_timeout(),
         )),
         ledger: Ledger::off(),
+        batches: Arc::new(Batches::new(
+            config.batches.clone(),
+            config.limit_store.state_dir.clone(),
+            config.upstream.max_in_flight,
+        )),
     })
 }
 

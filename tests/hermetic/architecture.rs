@@ -36,7 +36,7 @@ use syn::visit::Visit;
 const LAYERS: &[&[&str]] = &[
     &["cli"],
     &["http"],
-    &["engine", "quota", "ledger"],
+    &["engine", "quota", "ledger", "batch"],
     &["request"],
     &["models"],
     &["backend", "calibration"],

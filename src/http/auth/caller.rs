@@ -73,7 +73,7 @@ impl Caller {
     }
 
     /// `Ok` when the caller's tier may call `route`.
-    fn allow_route(&self, route: &str) -> Result<(), AuthError> {
+    pub(in crate::http) fn allow_route(&self, route: &str) -> Result<(), AuthError> {
         match self.tier() {
             Some(tier) if !tier.allows_route(route) => Err(AuthError::TierRoute {
                 tier: tier.name.clone(),

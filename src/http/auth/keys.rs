@@ -161,6 +161,34 @@ impl Keys {
         }
     }
 
+    /// The caller named `name` as it was when it made a batch that outlived the process:
+    /// the configured key of that name, or else a token caller of that name and `tier`
+    /// (with the scope to ask and its tier's limits); `None` for a name neither can be
+    /// (a key since removed, a tier since renamed), whose batch then cannot run.
+    pub fn caller_named(&self, name: &str, tier: Option<&str>) -> Option<Caller> {
+        if self.is_open() {
+            return Some(Caller(None));
+        }
+        if let Some(key) = self.keys.iter().find(|k| k.identity.name == name) {
+            return Some(Caller(Some(key.identity.clone())));
+        }
+        self.jwt.as_ref()?;
+        let tier = match tier {
+            Some(t) => Some(self.tiers.get(t).cloned()?),
+            None => None,
+        };
+        let limits = tier.as_ref().map(|t| t.limits).unwrap_or_default();
+        Some(Caller(Some(Arc::new(Identity {
+            quota: self.subjects.quota(name, limits),
+            name: name.to_owned(),
+            label: tier
+                .as_ref()
+                .map_or_else(|| "token".to_owned(), |t| format!("token:{}", t.name)),
+            tier,
+            scopes: super::scope::Scopes::of([super::scope::Scope::Ask]),
+        }))))
+    }
+
     /// The caller a verified token names: its name (hashed subject, or the name claim), its
     /// tier and its limit state.
     fn token_caller(&self, claims: TokenClaims) -> Result<Caller, AuthError> {

@@ -1,5 +1,5 @@
 //! [`Scope`]s: what a caller may do beyond being who it is. Keys and tokens carry the same
-//! five; the doors and the ops routes each ask for theirs.
+//! six; the doors and the ops routes each ask for theirs.
 //!
 //! A key without `scopes` has [`Scopes::KEY_DEFAULT`] (every scope but `usage:all`: what every
 //! key could do before scopes existed, so no deployment changes behaviour); the admin key
@@ -24,16 +24,20 @@ pub enum Scope {
     UsageOwn,
     /// Read every caller's usage (`GET /v1/usage` without or with another `key`).
     UsageAll,
+    /// Upload batch files and run, read and cancel its own batches (`/v1/files`,
+    /// `/v1/batches`); each line still needs `ask`.
+    Batches,
 }
 
 impl Scope {
     /// Every scope, in the order the docs list them.
-    pub const ALL: [Scope; 5] = [
+    pub const ALL: [Scope; 6] = [
         Scope::Ask,
         Scope::LedgerRead,
         Scope::OutcomesWrite,
         Scope::UsageOwn,
         Scope::UsageAll,
+        Scope::Batches,
     ];
 
     /// The name in the keys file and in a token's scope claim.
@@ -44,6 +48,7 @@ impl Scope {
             Scope::OutcomesWrite => "outcomes:write",
             Scope::UsageOwn => "usage:own",
             Scope::UsageAll => "usage:all",
+            Scope::Batches => "batches",
         }
     }
 
@@ -63,9 +68,9 @@ pub struct Scopes(u8);
 
 impl Scopes {
     /// Every scope (an open service's callers).
-    pub const ALL: Scopes = Scopes(0b1_1111);
+    pub const ALL: Scopes = Scopes(0b11_1111);
     /// A key without `scopes`: everything but `usage:all`.
-    pub const KEY_DEFAULT: Scopes = Scopes(0b0_1111);
+    pub const KEY_DEFAULT: Scopes = Scopes(0b10_1111);
 
     /// The set of `scopes`.
     pub fn of(scopes: impl IntoIterator<Item = Scope>) -> Self {

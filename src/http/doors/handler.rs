@@ -33,6 +33,31 @@ pub(in crate::http) async fn serve<D: Door>(
     answered.unwrap_or_else(D::refuse)
 }
 
+/// Door `D`'s answer to `body` (JSON text) from `caller`, in this process: the same steps
+/// and the same bytes as the route's, for a batch line. The caller's `ask` scope is checked
+/// and its tier's routes as the route checks them; its requests per minute are not counted (the batch was one
+/// request), its questions per minute and per day are, line by line.
+pub(in crate::http) async fn serve_in_process<D: Door>(
+    state: &AppState,
+    context: &RequestContext,
+    caller: &Caller,
+    body: String,
+) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    let allowed = caller
+        .require(Scope::Ask)
+        .and_then(|()| caller.allow_route(&context.route).map_err(ApiError::from));
+    let answered = match allowed {
+        Ok(()) => answer::<D>(state, context, caller, &headers, Body::from(body)).await,
+        Err(e) => Err(e),
+    };
+    answered.unwrap_or_else(D::refuse)
+}
+
 /// Body → the door's plan (on the blocking pool when heavy) → [`flow::run`] → the door's
 /// answer, with the model that served and what escalation did.
 async fn answer<D: Door>(

@@ -10,7 +10,7 @@ mod handler;
 pub(super) mod rerank;
 pub(super) mod systemone;
 
-pub(super) use handler::serve;
+pub(super) use handler::{serve, serve_in_process};
 
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;

@@ -5,6 +5,7 @@
 //! served and that real answers match their schemas, and CI runs Schemathesis from this
 //! description.
 
+mod batches;
 mod document;
 mod operations;
 mod refusals;
@@ -13,6 +14,7 @@ mod security;
 
 use utoipa::OpenApi;
 
+use batches::*;
 pub use document::document;
 pub(super) use document::handle;
 use operations::*;
@@ -36,6 +38,15 @@ use security::BearerKeys;
         ledger_decisions,
         ledger_decision,
         ledger_outcomes,
+        files_upload,
+        files_list,
+        files_get,
+        files_delete,
+        files_content,
+        batches_create,
+        batches_list,
+        batches_get,
+        batches_cancel,
         healthz,
         readyz,
         metrics,

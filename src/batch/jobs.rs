@@ -1,0 +1,88 @@
+//! [`Batches`]: the batch store (opened on first use, so building the service's state needs
+//! no runtime), its group-commit writer, the settings, and the batches running in this
+//! process with the lever that cancels each.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{Notify, OnceCell, Semaphore};
+
+use super::progress::Progress;
+use super::store::Store;
+use crate::config::BatchSettings;
+
+/// The batch jobs of one process.
+#[derive(Debug)]
+pub struct Batches {
+    /// The flags.
+    pub settings: BatchSettings,
+    /// Where `batches.sqlite` is (`None`: in memory).
+    dir: Option<PathBuf>,
+    opened: OnceCell<(Store, Progress)>,
+    /// The batches running here, by id, each with its cancel lever.
+    running: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Lines of every batch running at once.
+    pub lines: Arc<Semaphore>,
+}
+
+impl Batches {
+    /// The batch jobs of a service with these settings, under `dir`; `in_flight_cap` is the
+    /// upstream in-flight cap, of which batch lines take at most their share.
+    pub fn new(settings: BatchSettings, dir: Option<PathBuf>, in_flight_cap: usize) -> Self {
+        let share = (settings.batch_share * in_flight_cap as f64).floor() as usize;
+        let lines = share.clamp(1, settings.batch_max_concurrency as usize);
+        Batches {
+            settings,
+            dir,
+            opened: OnceCell::new(),
+            running: Mutex::default(),
+            lines: Arc::new(Semaphore::new(lines)),
+        }
+    }
+
+    /// The store and its writer, opened on first use.
+    pub async fn open(&self) -> Result<&(Store, Progress), String> {
+        self.opened
+            .get_or_try_init(|| async {
+                let store = Store::open(self.dir.as_deref()).await?;
+                let wait = Duration::from_millis(self.settings.batch_commit_ms);
+                let progress = Progress::start(
+                    store.clone(),
+                    self.settings.batch_commit_lines as usize,
+                    wait,
+                );
+                Ok::<_, String>((store, progress))
+            })
+            .await
+    }
+
+    /// Whether the store outlives the process (a state directory).
+    pub fn durable(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// Marks `id` running here; its cancel lever, or `None` when it already runs.
+    pub fn start_running(&self, id: &str) -> Option<Arc<Notify>> {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if running.contains_key(id) {
+            return None;
+        }
+        let lever = Arc::new(Notify::new());
+        running.insert(id.to_string(), lever.clone());
+        Some(lever)
+    }
+
+    /// `id` no longer runs here.
+    pub fn stop_running(&self, id: &str) {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running.remove(id);
+    }
+
+    /// Pulls `id`'s cancel lever; whether it runs here.
+    pub fn cancel(&self, id: &str) -> bool {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running.get(id).map(|lever| lever.notify_one()).is_some()
+    }
+}

@@ -1,0 +1,61 @@
+//! [`BatchSettings`]: how batch jobs (`/v1/batches`) share the service with online callers,
+//! and how their progress is committed.
+
+use clap::Args;
+
+use super::parse::clap_defaults;
+
+/// Batch jobs' limits and scheduling.
+#[derive(Debug, Clone, Args)]
+pub struct BatchSettings {
+    /// Share of the upstream in-flight cap (`--max-in-flight`) batch lines may hold, and
+    /// only while online requests leave it free: a batch line starts only when fewer than
+    /// `(1 - share) × cap` permits are held by others, so online callers keep the rest.
+    #[arg(long, env = "SYSTEMONE_BATCH_SHARE", default_value_t = 0.5, value_parser = share)]
+    pub batch_share: f64,
+
+    /// Lines of one batch run at once, at most.
+    #[arg(long, env = "SYSTEMONE_BATCH_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub batch_concurrency: u32,
+
+    /// Lines of every batch together run at once, at most.
+    #[arg(long, env = "SYSTEMONE_BATCH_MAX_CONCURRENCY", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub batch_max_concurrency: u32,
+
+    /// Largest batch input file, in MB (after decompression), as OpenAI's 200 MB.
+    #[arg(long, env = "SYSTEMONE_BATCH_MAX_FILE_MB", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=2048))]
+    pub batch_max_file_mb: u64,
+
+    /// Finished lines committed together, at most: a group commit is one transaction (one
+    /// fsync) for up to this many lines' progress and outputs.
+    #[arg(long, env = "SYSTEMONE_BATCH_COMMIT_LINES", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub batch_commit_lines: u32,
+
+    /// Milliseconds a finished line may wait for others to share its commit.
+    #[arg(long, env = "SYSTEMONE_BATCH_COMMIT_MS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub batch_commit_ms: u64,
+}
+
+impl Default for BatchSettings {
+    /// The flags' defaults.
+    fn default() -> Self {
+        clap_defaults()
+    }
+}
+
+impl BatchSettings {
+    /// Most bytes of an input file.
+    pub fn max_file_bytes(&self) -> usize {
+        usize::try_from(self.batch_max_file_mb.saturating_mul(1_000_000)).unwrap_or(usize::MAX)
+    }
+}
+
+/// A share in (0, 1].
+fn share(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not in (0, 1]"))
+    }
+}
