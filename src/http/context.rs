@@ -74,6 +74,19 @@ impl RequestContext {
         }
     }
 
+    /// Notes the caller's key name, for the summary line and the ledger.
+    pub(super) fn note_key(&self, name: &str) {
+        self.summary.note_key(name);
+        self.ledger.note_key(name);
+    }
+
+    /// Notes the model that serves, for the summary line (with the question count) and the
+    /// ledger.
+    pub(super) fn note_model(&self, name: &str, questions: usize) {
+        self.summary.note_model(name, questions);
+        self.ledger.note_model(name);
+    }
+
     /// The context of the request `parts` belong to; the middleware made it before any
     /// handler runs, so missing it is a bug (refused as an internal error).
     pub(super) fn of(parts: &Parts) -> Result<&Self, ApiError> {

@@ -29,8 +29,7 @@ pub(in crate::http) async fn run(
         .first()
         .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
     let questions: usize = requests.iter().map(|r| r.questions().len()).sum();
-    context.summary.note_model(&first.model().name, questions);
-    context.ledger.note_model(&first.model().name);
+    context.note_model(&first.model().name, questions);
     state.metrics.observe_request(
         requests
             .iter()
