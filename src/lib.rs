@@ -40,9 +40,12 @@
 //! question.rs   the domain vocabulary: lowering questions to numbered options, the preamble
 //! telemetry/    traces: the exported spans' target, W3C propagation, the OTLP/HTTP export
 //!               queue off the request path (every layer above makes spans)
+//! stores/       the setup the limits (quota/) and the prior (models/prior_sync/) share: a
+//!               Redis client for `--redis-url`, a redb file under `--state-dir`
 //! config/       serve flags (one file per flag group), one model's config, the TOML registry
-//! days.rs error.rs in_flight.rs json.rs metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
-//!               day numbers and dates; in_flight.rs: the cap on upstream requests in flight)
+//! days.rs error.rs in_flight.rs json/ metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
+//!               day numbers and dates; in_flight.rs: the cap on upstream requests in flight;
+//!               json/: a caller's body parsed strictly, values written as Python's bytes)
 //! ```
 //!
 //! # Request lifecycle
@@ -107,9 +110,14 @@
 //! - **dialect**: how one kind of host is asked for a read (`backend/vllm.rs`,
 //!   `llamacpp.rs`, `openai/`); a model either reads through a dialect or forwards whole
 //!   requests to a native System One upstream ([`models::Serving`]).
+//! - **call**: one HTTP request to a door; it holds one validated request, or several
+//!   (rerank: one per batch of documents).
 //! - **answers** ([`engine::Answers`]) and **token usage** ([`engine::TokenUsage`]): what
-//!   the pipeline returns for one request; **usage** (`quota/usage.rs`) is a key's running
-//!   count of requests, questions and tokens.
+//!   the pipeline returns for one request (the wire's `AnswersWire` writes them, the
+//!   ledger's `RequestAnswers` borrows them); an **answered call** (`http/flow/`'s
+//!   `AnsweredCall`, borrowed by `ledger/draft.rs`'s) is every request's answers and their
+//!   usage summed; **usage** (`quota/usage.rs`) is a key's running count of requests,
+//!   questions and tokens.
 //! - **limits**: [`config::Limits`] are the size limits of one request; per-key rates and
 //!   caps live in `quota/`; the in-flight cap ([`in_flight`]) bounds upstream requests for
 //!   the whole process.
@@ -121,7 +129,8 @@
 //! - **profile** and **formula**: a temperature formula by option count calibrates every
 //!   answer; a named profile (fitted on labelled rows) replaces it when asked for.
 //! - **ledger record** and **outcome**: the ledger keeps a record per answer or refusal; an
-//!   outcome is the ground truth a caller posts later for a recorded decision.
+//!   outcome is the ground truth a caller posts later for a recorded decision, and nothing
+//!   else (what a run of `eval` finds is its **evaluation**).
 //! - **position prior**: how much a model favours each label position, learned per model,
 //!   tenant and question shape from questions read in several orders, and taken out of
 //!   single reads (`calibration/prior/`, `engine/position_prior.rs`).
@@ -152,6 +161,7 @@ pub mod quota;
 pub mod request;
 pub mod secret;
 pub mod shipped;
+pub mod stores;
 pub mod telemetry;
 
 pub use http::edge::{serve, Edge};

@@ -20,7 +20,9 @@ use crate::request::validate::duplicate_key;
 pub const MAX_LINES: usize = 50_000;
 /// Longest `custom_id`, in bytes.
 pub const MAX_CUSTOM_ID_BYTES: usize = 512;
-/// The doors a batch may name as its `endpoint` (and every line as its `url`).
+/// The front doors' routes, in this order: the router mounts them (`http/routes.rs`), the
+/// ledger records refusals on them, and a batch may name one as its `endpoint` (and every
+/// line as its `url`).
 pub const ENDPOINTS: [&str; 4] = ["/v1/systemone", "/v1/decisions", "/v2/rerank", "/v1/rerank"];
 
 /// One line of an input file.

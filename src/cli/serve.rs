@@ -128,7 +128,7 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
         crate::app(state),
         edge,
         shutdown_signal(),
-        config.gateway.shutdown_grace(),
+        config.admission.shutdown_grace(),
     )
     .await?;
     // What the position priors learned since their last exchange, before the process ends.

@@ -9,11 +9,11 @@
 //! One file per flag group: [`serve`] flattens them into [`ServeConfig`]; [`model`] is one
 //! model's flags and registry keys, [`registry`] the file that lists several.
 
+mod admission;
 mod batches;
 mod dialect;
 mod edge;
 mod error;
-mod gateway;
 mod ledger;
 mod limit_store;
 mod limits;
@@ -25,11 +25,11 @@ mod serve;
 mod trace;
 mod upstream;
 
+pub use admission::{AdmissionSettings, CircuitSettings};
 pub use batches::BatchSettings;
 pub use dialect::{BackendKind, Flavor};
 pub use edge::EdgeSettings;
 pub use error::ConfigError;
-pub use gateway::{CircuitSettings, GatewaySettings};
 pub use ledger::{LedgerInputs, LedgerSettings, LedgerTarget, LEDGER_RETENTION_EVERY};
 pub use limit_store::{FailurePolicy, LimitStoreSettings};
 pub use limits::Limits;

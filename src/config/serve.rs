@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use super::admission::AdmissionSettings;
 use super::batches::BatchSettings;
 use super::edge::EdgeSettings;
 use super::error::ConfigError;
-use super::gateway::GatewaySettings;
 use super::ledger::LedgerSettings;
 use super::limit_store::LimitStoreSettings;
 use super::limits::Limits;
@@ -77,7 +77,7 @@ pub struct ServeConfig {
     pub upstream: UpstreamSettings,
 
     #[command(flatten)]
-    pub gateway: GatewaySettings,
+    pub admission: AdmissionSettings,
 
     #[command(flatten)]
     pub edge: EdgeSettings,

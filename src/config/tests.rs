@@ -144,12 +144,12 @@ fn defaults_are_the_flags_defaults() {
     let upstream = UpstreamSettings::default();
     assert_eq!(upstream.max_in_flight, cfg.upstream.max_in_flight);
     assert_eq!(upstream.token_check_timeout(), Duration::from_secs(30));
-    assert_eq!(CircuitSettings::default(), cfg.gateway.circuit());
+    assert_eq!(CircuitSettings::default(), cfg.admission.circuit());
     assert_eq!(CircuitSettings::default().failure_rate, 50);
 }
 
 #[test]
-fn gateway_defaults_and_api_keys_are_redacted() {
+fn admission_defaults_and_api_keys_are_redacted() {
     let cfg = serve_flags(&[
         "--api-keys",
         "sk-gateway-canary-1,sk-gateway-canary-2",
@@ -159,7 +159,7 @@ fn gateway_defaults_and_api_keys_are_redacted() {
     let debug = format!("{cfg:?}");
     assert!(!debug.contains("sk-gateway-canary"), "{debug}");
     assert!(debug.contains("keys.toml"));
-    let circuit = cfg.gateway.circuit();
+    let circuit = cfg.admission.circuit();
     assert_eq!(
         (circuit.failure_rate, circuit.min_calls),
         (50, 20),
@@ -172,7 +172,7 @@ fn gateway_defaults_and_api_keys_are_redacted() {
         circuit.window > cfg.upstream.read_timeout(),
         "the window outlasts a read timeout"
     );
-    assert_eq!(cfg.gateway.shutdown_grace(), Duration::from_secs(30));
+    assert_eq!(cfg.admission.shutdown_grace(), Duration::from_secs(30));
 }
 
 #[test]
@@ -202,7 +202,7 @@ fn circuit_flags_outside_their_range_are_refused() {
         "--replica-eject-after",
         "0",
     ])
-    .gateway
+    .admission
     .circuit();
     assert_eq!(
         circuit,

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use super::outcome::PipelineError;
+use super::answers::PipelineError;
 use crate::backend::{Backend, EncodedContent};
 use crate::in_flight::InFlight;
 use crate::models::Model;

@@ -19,8 +19,8 @@ use serde_json::{Map, Value};
 use tokio::time::{timeout_at, Instant};
 use tracing::Instrument;
 
+use super::answers::{Answers, PipelineError, TokenUsage};
 use super::decode::{certain, Decoded};
-use super::outcome::{Answers, PipelineError, TokenUsage};
 use super::pipeline::{status_class, Pipeline};
 use crate::backend::systemone::{NativeAnswer, NativeAsk, NativeReply, SystemOneBackend};
 use crate::backend::BackendError;
@@ -72,11 +72,11 @@ impl Pipeline {
         self.metrics()
             .observe_upstream(upstream.dialect(), started.elapsed(), class);
         let (reply, bytes) = result?;
-        Ok(outcome(req, &asked, reply, bytes))
+        Ok(answers(req, &asked, reply, bytes))
     }
 }
 
-/// The outcome of a request none of whose questions needed asking.
+/// The answers of a request none of whose questions needed asking.
 fn unasked(req: &ValidRequest) -> Answers {
     Answers {
         answers: req.questions().iter().map(|_| certain()).collect(),
@@ -163,7 +163,7 @@ fn history(req: &ValidRequest, asked: &[usize]) -> Option<Value> {
 
 /// The upstream's answers in the request's order (the unasked ones certain), its usage or
 /// an estimate from the bytes sent, and the model it says served.
-fn outcome(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize) -> Answers {
+fn answers(req: &ValidRequest, asked: &[usize], reply: NativeReply, bytes: usize) -> Answers {
     let mut answers: Vec<Decoded> = req.questions().iter().map(|_| certain()).collect();
     for (q, answer) in asked.iter().zip(reply.answers) {
         answers[*q] = match req.calibration() {

@@ -23,7 +23,7 @@ use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
 use tracing::Instrument;
 
-use super::outcome::{Answers, PipelineError, TokenUsage};
+use super::answers::{Answers, PipelineError, TokenUsage};
 use super::position_prior;
 use super::spans::{self, ReadSpan};
 use super::tenant::Tenant;

@@ -8,6 +8,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::HeaderName;
 
+use super::ledger_note::LedgerNote;
 use super::summary::Summary;
 use crate::error::{ApiError, Code};
 
@@ -47,6 +48,8 @@ pub(super) struct RequestContext {
     pub at_ms: i64,
     /// What its summary line will say beyond status and latency.
     pub summary: Arc<Summary>,
+    /// What the ledger step needs to know of it (who, which model, whether recorded).
+    pub ledger: Arc<LedgerNote>,
 }
 
 impl RequestContext {
@@ -58,6 +61,7 @@ impl RequestContext {
             started: Instant::now(),
             at_ms: crate::ledger::now_ms(),
             summary: Arc::default(),
+            ledger: Arc::default(),
         }
     }
 
@@ -68,6 +72,19 @@ impl RequestContext {
             id: RequestId(request_id),
             ..RequestContext::arriving(route.to_string())
         }
+    }
+
+    /// Notes the caller's key name, for the summary line and the ledger.
+    pub(super) fn note_key(&self, name: &str) {
+        self.summary.note_key(name);
+        self.ledger.note_key(name);
+    }
+
+    /// Notes the model that serves, for the summary line (with the question count) and the
+    /// ledger.
+    pub(super) fn note_model(&self, name: &str, questions: usize) {
+        self.summary.note_model(name, questions);
+        self.ledger.note_model(name);
     }
 
     /// The context of the request `parts` belong to; the middleware made it before any

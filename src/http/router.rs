@@ -12,6 +12,7 @@ use super::batches::{self, files, jobs};
 use super::doors::{self, decisions::Decisions, rerank::Rerank, systemone::SystemOne};
 use super::middleware::request_context;
 use super::ops::{health, ledger, metrics, models, usage};
+use super::routes::DOORS;
 use super::{openapi, playground, AppState};
 use crate::error::{ApiError, Code};
 
@@ -22,11 +23,12 @@ pub fn router(state: AppState) -> Router {
         jwt.start();
     }
     batches::resume(&state);
+    let [systemone, decisions, rerank, rerank_v1] = DOORS;
     let api = Router::new()
-        .route("/v1/systemone", post(doors::serve::<SystemOne>))
-        .route("/v1/decisions", post(doors::serve::<Decisions>))
-        .route("/v2/rerank", post(doors::serve::<Rerank>))
-        .route("/v1/rerank", post(doors::serve::<Rerank>))
+        .route(systemone, post(doors::serve::<SystemOne>))
+        .route(decisions, post(doors::serve::<Decisions>))
+        .route(rerank, post(doors::serve::<Rerank>))
+        .route(rerank_v1, post(doors::serve::<Rerank>))
         .route("/v1/files", post(files::upload).get(files::list))
         .route("/v1/files/{id}", get(files::get).delete(files::delete))
         .route("/v1/files/{id}/content", get(files::content))

@@ -66,7 +66,7 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         &config.model_configs()?,
         &client,
         config.upstream.token_check_timeout(),
-        config.gateway.circuit(),
+        config.admission.circuit(),
     )?;
     let served: Vec<Served<'_>> = models
         .iter()
@@ -84,8 +84,8 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         Profiles::load(config.profiles_dir.as_deref(), &served).map_err(ConfigError::Invalid)?;
     let models = models.with_profiles(profiles);
     let keys = Keys::load(
-        config.gateway.keys_file.as_deref(),
-        config.gateway.api_keys.as_ref(),
+        config.admission.keys_file.as_deref(),
+        config.admission.api_keys.as_ref(),
     )?;
     let metrics = Arc::new(Metrics::new());
     let settings = &config.limit_store;
@@ -101,8 +101,8 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         keys: Arc::new(keys),
         quotas: Arc::new(quotas),
         cache_salt: Arc::new(CacheSalt::new(
-            config.gateway.cache_salt && !open,
-            config.gateway.cache_salt_secret.as_ref(),
+            config.admission.cache_salt && !open,
+            config.admission.cache_salt_secret.as_ref(),
         )),
         admin_key: settings.admin_key.clone(),
         edge: Arc::new(config.edge.clone()),

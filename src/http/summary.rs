@@ -26,19 +26,12 @@ pub(super) struct Fields {
     pub questions: Option<usize>,
     /// Upstream requests sent.
     pub upstream_requests: Option<u64>,
-    /// The ledger holds this request's record (or its miss was counted).
-    pub recorded: bool,
 }
 
 impl Summary {
     /// What was noted so far.
     pub(super) fn fields(&self) -> Fields {
         self.lock().clone()
-    }
-
-    /// Notes that the ledger holds the request's record.
-    pub(super) fn note_recorded(&self) {
-        self.lock().recorded = true;
     }
 
     /// Notes the caller's key name.
@@ -79,7 +72,6 @@ mod tests {
         assert_eq!(fields.model.as_deref(), Some("gemma"));
         assert_eq!(fields.questions, Some(3));
         assert_eq!(fields.upstream_requests, Some(6));
-        assert!(!fields.recorded);
         assert!(Summary::default().fields().key.is_none());
     }
 }

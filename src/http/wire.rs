@@ -37,16 +37,16 @@ pub(super) struct SystemOneResponse<'a> {
 }
 
 impl<'a> SystemOneResponse<'a> {
-    /// The body for an outcome.
+    /// The body for one request's answers.
     pub(super) fn new(
         questions: &'a [LoweredQuestion],
-        outcome: &'a crate::engine::Answers,
+        answers: &'a crate::engine::Answers,
     ) -> Self {
         SystemOneResponse {
-            model: &outcome.model,
+            model: &answers.model,
             questions,
-            answers: &outcome.answers,
-            usage: outcome.usage,
+            answers: &answers.answers,
+            usage: answers.usage,
         }
     }
 }
@@ -57,7 +57,7 @@ impl Serialize for SystemOneResponse<'_> {
         map.serialize_entry("model", self.model)?;
         map.serialize_entry(
             "answers",
-            &Answers {
+            &AnswersWire {
                 questions: self.questions,
                 answers: self.answers,
             },
@@ -67,12 +67,12 @@ impl Serialize for SystemOneResponse<'_> {
     }
 }
 
-struct Answers<'a> {
+struct AnswersWire<'a> {
     questions: &'a [LoweredQuestion],
     answers: &'a [Decoded],
 }
 
-impl Serialize for Answers<'_> {
+impl Serialize for AnswersWire<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.questions.len()))?;
         for (q, a) in self.questions.iter().zip(self.answers) {

@@ -33,27 +33,27 @@ pub struct Identity {
 
 /// One request's answers and the model that gave them (as the backend reported it).
 #[derive(Debug, Clone, Copy)]
-pub struct Answers<'a> {
+pub struct RequestAnswers<'a> {
     pub decoded: &'a [Decoded],
     pub model: &'a str,
 }
 
 /// What the record of an answered call is made from.
 #[derive(Debug, Clone, Copy)]
-pub struct Answered<'a> {
+pub struct AnsweredCall<'a> {
     /// The configured model that served.
     pub model: &'a str,
     /// The call's validated requests (rerank: one per batch), in order.
     pub requests: &'a [ValidRequest],
     /// Their answers, in the same order.
-    pub answers: &'a [Answers<'a>],
+    pub answers: &'a [RequestAnswers<'a>],
     pub usage: Tokens,
     /// Keep the validated requests too (`--ledger-inputs full`).
     pub full_inputs: bool,
 }
 
 /// The record of an answered call.
-pub fn answered(key: &LedgerKey, who: Identity, call: Answered<'_>) -> Decision {
+pub fn answered(key: &LedgerKey, who: Identity, call: AnsweredCall<'_>) -> Decision {
     let questions = call
         .requests
         .iter()

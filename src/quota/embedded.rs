@@ -53,8 +53,7 @@ impl EmbeddedStore {
         let err = |reason: String| {
             ConfigError::Invalid(format!("--state-dir {}: {reason}", dir.display()))
         };
-        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-        let db = Database::create(dir.join(FILE_NAME)).map_err(|e| err(e.to_string()))?;
+        let db = crate::stores::redb::open(&dir.join(FILE_NAME)).map_err(|e| err(e.to_string()))?;
         let txn = db.begin_write().map_err(|e| err(e.to_string()))?;
         txn.open_table(DAILY).map_err(|e| err(e.to_string()))?;
         txn.open_table(USAGE).map_err(|e| err(e.to_string()))?;

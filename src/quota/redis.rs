@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{RedisError, Script};
 use tokio::sync::watch;
 
@@ -157,13 +157,7 @@ impl RedisStore {
     /// A store for `url` (checked here; connected on first use, so the service starts
     /// while Redis is down and the failure policy applies until it is up).
     pub fn open(url: &Secret, prefix: &str, timeout: Duration) -> Result<Self, ConfigError> {
-        let client = redis::Client::open(url.expose()).map_err(|e| {
-            // The error never echoes the URL: it may carry a password.
-            ConfigError::Invalid(format!(
-                "--redis-url is not a Redis URL (redis://[user:password@]host:port[/db]): {}",
-                e.category()
-            ))
-        })?;
+        let client = crate::stores::redis::client(url)?;
         let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
         if prefix.is_empty() || prefix.len() > 64 || !prefix.chars().all(valid) {
             return Err(ConfigError::Invalid(format!(
@@ -198,11 +192,12 @@ impl RedisStore {
             self.slot.clone(),
             self.connecting.clone(),
         );
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_millis(250).max(self.timeout))
-            .set_response_timeout(self.timeout.max(Duration::from_millis(10)))
-            .set_number_of_retries(2)
-            .set_max_delay(200);
+        let config = crate::stores::redis::manager_config(
+            Duration::from_millis(250).max(self.timeout),
+            self.timeout.max(Duration::from_millis(10)),
+            2,
+        )
+        .set_max_delay(200);
         tokio::spawn(async move {
             match ConnectionManager::new_with_config(client, config).await {
                 Ok(manager) => {

@@ -131,7 +131,8 @@ impl ValidRequest {
     pub fn head_key(&self) -> HeadKey {
         HeadKey::new(&self.model.upstream_model, self.layout, &self.content)
     }
-    /// Whether the first question goes alone to seat the shared prefix (technique §6).
+    /// Whether the first question goes alone to seat the shared prefix (the book's
+    /// [request page](../../docs/request.md), step 6, and [layouts](../../docs/layouts.md)).
     pub fn staged(&self) -> bool {
         !self.images.is_empty()
             || matches!(self.layout, Layout::Cost | Layout::Compact)

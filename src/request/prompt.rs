@@ -1,5 +1,6 @@
 //! The prompt: a lowered question becomes the exact user-message bytes the reference
-//! library sends (technique §2). The golden vectors pin every byte.
+//! library sends (the `accuracy` and `cost` rows of the book's
+//! [layouts page](../../docs/layouts.md)). The golden vectors pin every byte.
 //!
 //! ```text
 //! PREAMBLE + LEAD + {"state": <state>, "question": …, ["note": …,] "options": […]}

@@ -19,6 +19,9 @@
 //!   [`MOD_RS_MAX_FN_LINES`] lines.
 //! * **One home per module.** A module with a folder is that folder's `mod.rs`: no `x.rs`
 //!   beside an `x/` folder, where it would hold the folder's code without the `mod.rs` rule.
+//! * **The flow writes, the routes read.** No path from the front-door flow (`http/flow/`)
+//!   lands in the operations routes (`http/ops/`): usage and the ledger's record are written
+//!   by the flow's own steps, and `GET /v1/usage` or the ledger's routes only read them.
 //!
 //! Each rule is tested on planted violations too, so a blind spot in the check shows.
 
@@ -39,6 +42,7 @@ const LAYERS: &[&[&str]] = &[
     &["backend", "calibration"],
     &["question"],
     &["telemetry"],
+    &["stores"],
     &["config"],
     &[
         "days",
@@ -746,4 +750,57 @@ fn the_folder_check_catches_a_file_beside_its_folder() {
         files_beside_their_folder(&files),
         ["http/auth.rs beside http/auth/: move it to http/auth/mod.rs"]
     );
+}
+
+/// Each path from the front-door flow (`http/flow/`) into the operations routes
+/// (`http/ops/`): what the flow writes (usage, the ledger's record) is its own step, and
+/// the routes only read it back.
+fn flow_into_routes(files: &[(PathBuf, String)]) -> Vec<String> {
+    let flow = ["http".to_string(), "flow".to_string()];
+    let ops = ["http".to_string(), "ops".to_string()];
+    let mut found = Vec::new();
+    for (path, text) in files {
+        let from = module_path(path);
+        if !from.starts_with(&flow) {
+            continue;
+        }
+        let mut paths = Paths::default();
+        paths.visit_file(&parse(path, text));
+        for (segments, line) in paths.found {
+            if absolute(&segments, &from).is_some_and(|to| to.starts_with(&ops)) {
+                found.push(format!(
+                    "{}:{line}: {}",
+                    path.display(),
+                    segments.join("::")
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_flow_never_reaches_into_the_routes() {
+    let found = flow_into_routes(&sources());
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_route_check_catches_the_flow_using_a_route_file() {
+    let files = planted(&[
+        ("http/flow/run.rs", "use crate::http::ops::usage;\n"),
+        (
+            "http/flow/step.rs",
+            "fn f() { super::super::ops::ledger::list(); }\n",
+        ),
+        (
+            "http/flow/fine.rs",
+            "use crate::http::context::RequestContext;\n",
+        ),
+        ("http/doors/door.rs", "use crate::http::ops::usage;\n"),
+    ]);
+    let found = flow_into_routes(&files);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(found[0].starts_with("http/flow/run.rs:1"), "{found:#?}");
+    assert!(found[1].starts_with("http/flow/step.rs:1"), "{found:#?}");
 }

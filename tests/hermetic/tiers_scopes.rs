@@ -13,13 +13,13 @@
 
 use serde_json::{json, Value};
 
+use crate::signed_tokens::jwt_section;
 use crate::support::bodies::choices;
 use crate::support::fake_jwks::{claims, FakeJwks, Signer};
 use crate::support::fake_vllm::FakeVllm;
 use crate::support::{
     self, ask_as, assert_error, get_as, key_entry, keys_file, metrics, registry_config, Service,
 };
-use crate::tokens::jwt_section;
 
 const FREE_KEY: &str = "sk-tier-free-key-1111";
 const ASK_ONLY_KEY: &str = "sk-ask-only-key-2222";

@@ -192,7 +192,7 @@ fn transport_rows() -> Vec<Row> {
     ]
 }
 
-/// Multipart rows (the SDK's image transport); tests/hermetic/gateway_images.rs has the rest.
+/// Multipart rows (the SDK's image transport); tests/hermetic/images.rs has the rest.
 fn multipart_rows() -> Vec<Row> {
     let body = base().to_string().into_bytes();
     let multipart_ct = "multipart/form-data; boundary=systemone-test-boundary";

@@ -2,7 +2,7 @@
 //! requests that arrive together, so neither the `cost` layout's first question nor a trie's
 //! root goes ahead alone (that would only add a round trip; measured in
 //! `docs/benchmarks.md`, issue 26). A request with images stays staged
-//! (`tests/hermetic/gateway_images.rs`).
+//! (`tests/hermetic/images.rs`).
 //!
 //! The fake answers every read after the same delay, so reads that go out together are
 //! all in flight at once, and a read held back until another's answer is never in flight

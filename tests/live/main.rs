@@ -24,7 +24,7 @@ mod auto_table;
 mod eval_e2e;
 mod eval_recipe;
 mod examples;
-mod gateway_images;
+mod images;
 mod ledger;
 mod limits_faults;
 mod limits_shared;

@@ -1,6 +1,6 @@
 """Sends an image through the official TypeSafe Python SDK's multipart transport.
 
-Run by tests/live/gateway_images.rs as `$SYSTEMONE_PYTHON tests/sdk/image_multipart.py`, with
+Run by tests/live/images.rs as `$SYSTEMONE_PYTHON tests/sdk/image_multipart.py`, with
 TYPESAFE_BASE_URL pointing at a systemone service in front of a fake vision backend and
 TYPESAFE_API_KEY set (the SDK refuses to start without one). Like any SDK user it puts an
 `Image` inside the state; the SDK then sends `multipart/form-data`: a `request` part with

@@ -1,6 +1,6 @@
 // A noul, a choice and a score in one call through the official npm SDK (@typesafe-ai/sdk).
 //
-// Run by tests/live/gateway_images.rs as `node tests/sdk/npm_roundtrip.cjs` with NODE_PATH set
+// Run by tests/live/images.rs as `node tests/sdk/npm_roundtrip.cjs` with NODE_PATH set
 // to the node_modules that scripts/fetch-npm-sdk.sh installs (outside the repository),
 // TYPESAFE_BASE_URL pointing at a systemone service and TYPESAFE_API_KEY set (the SDK
 // refuses to start without one). Prints one JSON object on stdout: the parsed answers as

@@ -44,7 +44,7 @@ use crate::config::{LedgerTarget, ServeConfig};
 use crate::secret::Secret;
 
 pub use data::{join, split_line, Joined};
-pub use running::{run, run_command, Outcome};
+pub use running::{run, run_command, Evaluation};
 pub use svg::reliability_svg;
 
 /// `systemone eval …`

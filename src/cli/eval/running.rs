@@ -15,9 +15,9 @@ use super::EvalArgs;
 use crate::calibration::fit::Row;
 use crate::config::LedgerTarget;
 
-/// The outcome of a run (also written as the JSON report).
+/// What a run found: the JSON report and the printed table.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct Evaluation {
     /// The JSON report.
     pub report: Value,
     /// The human-readable table.
@@ -40,7 +40,7 @@ pub fn run_command(args: &EvalArgs) -> Result<(), String> {
 
 /// Runs `systemone eval`: sends every line, scores, writes the report, the diagram and
 /// (optionally) the raw rows.
-pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
+pub async fn run(args: &EvalArgs) -> Result<Evaluation, String> {
     if let Some(target) = &args.from_ledger {
         return run_ledger(args, target).await;
     }
@@ -109,11 +109,11 @@ pub async fn run(args: &EvalArgs) -> Result<Outcome, String> {
         table.push_str(&lines);
     }
     write_outputs(args, &report, &summary)?;
-    Ok(Outcome { report, table })
+    Ok(Evaluation { report, table })
 }
 
 /// `eval --from-ledger`: scores the recorded answers that have outcomes, as answered.
-async fn run_ledger(args: &EvalArgs, target: &LedgerTarget) -> Result<Outcome, String> {
+async fn run_ledger(args: &EvalArgs, target: &LedgerTarget) -> Result<Evaluation, String> {
     let model = args.service.model.name.as_str();
     let rows = crate::cli::ledger::rows(
         target,
@@ -164,7 +164,7 @@ async fn run_ledger(args: &EvalArgs, target: &LedgerTarget) -> Result<Outcome, S
         summary.table,
         scored.len()
     );
-    Ok(Outcome { report, table })
+    Ok(Evaluation { report, table })
 }
 
 /// Writes the report (`--report`) and the reliability diagram (`--diagram`) when asked.

@@ -164,7 +164,7 @@ impl<S: CallerChecks> FromRequestParts<S> for Caller {
             .identify(parts.headers.get(axum::http::header::AUTHORIZATION))
             .await?;
         let context = RequestContext::of(parts)?;
-        context.summary.note_key(caller.name());
+        context.note_key(caller.name());
         caller.allow_route(&context.route)?;
         state.metrics().count_key_request(caller.label());
         caller

@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::blocking::Weight;
 use super::body::RequestBody;
 use super::context::RequestContext;
-use super::flow::Answered;
+use super::flow::AnsweredCall;
 use crate::config::Limits;
 use crate::error::ApiError;
 use crate::models::{Models, Routes};
@@ -58,7 +58,7 @@ pub(super) trait Door {
     /// The answer in the door's client's shape, with the door's own headers.
     fn respond(
         plan: &Self::Plan,
-        answered: &Answered,
+        answered: &AnsweredCall,
         context: &RequestContext,
     ) -> Result<Response, ApiError>;
 

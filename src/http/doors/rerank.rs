@@ -29,7 +29,7 @@ use crate::error::{ApiError, Code};
 use crate::http::blocking::Weight;
 use crate::http::body::RequestBody;
 use crate::http::context::{RequestContext, RequestId};
-use crate::http::flow::Answered;
+use crate::http::flow::AnsweredCall;
 use crate::http::wire;
 use crate::json::write_python_str;
 use crate::models::{Model, Models, Routes};
@@ -78,7 +78,7 @@ impl Door for Rerank {
     /// Cohere's shape.
     fn respond(
         plan: &Plan,
-        answered: &Answered,
+        answered: &AnsweredCall,
         context: &RequestContext,
     ) -> Result<Response, ApiError> {
         wire::json_ok(&response_body(&context.id, plan, answered))
@@ -437,12 +437,12 @@ fn in_rerank_terms(mut e: ApiError, docs: &[(usize, &str)]) -> ApiError {
 
 /// `(index, relevance_score)` of every document, most relevant first (ties: lower index
 /// first), cut to `top_n`.
-fn ranked(plan: &Plan, outcomes: &[Answers]) -> Vec<(usize, f64)> {
+fn ranked(plan: &Plan, all_answers: &[Answers]) -> Vec<(usize, f64)> {
     let mut scores: Vec<(usize, f64)> = plan
         .batches
         .iter()
-        .zip(outcomes)
-        .flat_map(|(batch, outcome)| batch.questions().iter().zip(&outcome.answers))
+        .zip(all_answers)
+        .flat_map(|(batch, answers)| batch.questions().iter().zip(&answers.answers))
         .map(|(q, a)| {
             // Question ids are the document indexes.
             (q.id.parse().unwrap_or(usize::MAX), a.yes())
@@ -456,9 +456,9 @@ fn ranked(plan: &Plan, outcomes: &[Answers]) -> Vec<(usize, f64)> {
 /// Cohere's `V2RerankResponse`: `id`, `results`, `meta` (`billed_units.search_units` =
 /// one per started 100 documents, `tokens`, `cached_tokens`, and `warnings` when documents
 /// were truncated), plus this service's `model` and `usage`, which Cohere's types allow.
-fn response_body(id: &RequestId, plan: &Plan, answered: &Answered) -> Value {
+fn response_body(id: &RequestId, plan: &Plan, answered: &AnsweredCall) -> Value {
     let usage = answered.usage;
-    let results: Vec<Value> = ranked(plan, &answered.outcomes)
+    let results: Vec<Value> = ranked(plan, &answered.answers)
         .into_iter()
         .map(|(index, score)| json!({"index": index, "relevance_score": score}))
         .collect();

@@ -11,7 +11,7 @@ use crate::http::blocking::Weight;
 use crate::http::body::RequestBody;
 use crate::http::context::RequestContext;
 use crate::http::flow::headers::set_ignored_header;
-use crate::http::flow::Answered;
+use crate::http::flow::AnsweredCall;
 use crate::http::wire;
 use crate::models::{Models, Routes};
 use crate::request::images::Parts;
@@ -52,12 +52,12 @@ impl Door for SystemOne {
 
     fn respond(
         request: &ValidRequest,
-        answered: &Answered,
+        answered: &AnsweredCall,
         _context: &RequestContext,
     ) -> Result<Response, ApiError> {
-        let outcome = &answered.outcomes[0];
+        let answers = &answered.answers[0];
         let mut response =
-            wire::json_ok(&wire::SystemOneResponse::new(request.questions(), outcome))?;
+            wire::json_ok(&wire::SystemOneResponse::new(request.questions(), answers))?;
         set_ignored_header(request.ignored(), response.headers_mut());
         Ok(response)
     }

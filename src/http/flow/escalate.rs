@@ -45,19 +45,19 @@ enum Step {
     Failed,
 }
 
-/// Escalates each request's unsure answers in `outcomes` (aligned with `requests`), the
+/// Escalates each request's unsure answers in `all_answers` (aligned with `requests`), the
 /// requests' escalations side by side; `started` is when the call began (its deadline).
 pub(super) async fn escalate(
     state: &AppState,
     requests: &[ValidRequest],
-    outcomes: &mut [Answers],
+    all_answers: &mut [Answers],
     started: Instant,
     tenant: &Tenant,
 ) -> Result<Report, ApiError> {
     let steps = requests
         .iter()
-        .zip(outcomes.iter_mut())
-        .map(|(request, outcome)| escalate_one(state, request, outcome, started, tenant));
+        .zip(all_answers.iter_mut())
+        .map(|(request, answers)| escalate_one(state, request, answers, started, tenant));
     let mut report = Report::default();
     for step in join_all(steps).await {
         match step? {
@@ -79,15 +79,15 @@ pub(super) async fn escalate(
 async fn escalate_one(
     state: &AppState,
     request: &ValidRequest,
-    outcome: &mut Answers,
+    answers: &mut Answers,
     started: Instant,
     tenant: &Tenant,
 ) -> Result<Step, ApiError> {
     let Some(escalation) = request.model().escalation.as_ref() else {
         return Ok(Step::NotConfigured);
     };
-    let unsure: Vec<usize> = (0..outcome.answers.len())
-        .filter(|q| escalation.wants(&outcome.answers[*q]))
+    let unsure: Vec<usize> = (0..answers.answers.len())
+        .filter(|q| escalation.wants(&answers.answers[*q]))
         .collect();
     if unsure.is_empty() {
         return Ok(Step::Answered(0));
@@ -101,16 +101,16 @@ async fn escalate_one(
             let name: Arc<str> = Arc::from(to);
             for (q, mut answer) in unsure.iter().zip(again.answers) {
                 answer.model = Some(name.clone());
-                outcome.answers[*q] = answer;
+                answers.answers[*q] = answer;
             }
-            outcome.usage.add(&again.usage);
+            answers.usage.add(&again.usage);
             state
                 .metrics
                 .count_escalation(from, to, "answered", unsure.len());
             Ok(Step::Answered(unsure.len()))
         }
         Err(e) => {
-            outcome.usage.add(&TokenUsage {
+            answers.usage.add(&TokenUsage {
                 upstream_requests: sent.load(Ordering::Relaxed),
                 ..TokenUsage::default()
             });

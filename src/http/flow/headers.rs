@@ -3,7 +3,7 @@
 
 use axum::http::{HeaderMap, HeaderValue};
 
-use super::Answered;
+use super::AnsweredCall;
 use crate::request::Ignored;
 
 /// The header that names the configured model that served (its public name; the fallback
@@ -26,7 +26,7 @@ const ESCALATION_HEADER: &str = "x-systemone-escalation";
 
 /// Says what escalation when unsure did: [`ESCALATED_HEADER`] when the serving model
 /// escalates, and [`ESCALATION_HEADER`] when an escalation failed.
-pub(in crate::http) fn set_escalation_headers(answered: &Answered, headers: &mut HeaderMap) {
+pub(in crate::http) fn set_escalation_headers(answered: &AnsweredCall, headers: &mut HeaderMap) {
     let report = &answered.escalation;
     if !report.configured {
         return;

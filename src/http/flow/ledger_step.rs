@@ -7,19 +7,17 @@
 //! Building a record hashes the caller's text (HMAC-SHA256, a few ns a byte): a large
 //! request is hashed on the blocking pool, like its validation.
 
-use super::Answered;
+use super::AnsweredCall;
 use crate::engine::TokenUsage;
 use crate::error::{ApiError, Code};
 use crate::http::auth::Caller;
 use crate::http::blocking::{self, Weight};
 use crate::http::context::RequestContext;
+use crate::http::routes::DOORS;
 use crate::http::AppState;
-use crate::ledger::draft::{self, Answers};
+use crate::ledger::draft::{self, RequestAnswers};
 use crate::ledger::record::{Decision, Tokens};
 use crate::request::ValidRequest;
-
-/// The routes whose requests the ledger records: the front doors.
-const DOORS: &[&str] = &["/v1/systemone", "/v1/decisions", "/v2/rerank", "/v1/rerank"];
 
 /// Commits the record of an answered call; under `fail_closed`, a record that is not
 /// committed in time refuses the call (503 `system_one_ledger_unavailable`).
@@ -28,7 +26,7 @@ pub(super) async fn answered(
     context: &RequestContext,
     caller: &Caller,
     requests: &[ValidRequest],
-    answered: &Answered,
+    answered: &AnsweredCall,
 ) -> Result<(), ApiError> {
     let Some(key) = state.ledger.key() else {
         return Ok(());
@@ -57,15 +55,16 @@ pub(super) async fn answered(
         .map(|r| r.state_json().len() + r.images().iter().map(|i| i.len()).sum::<usize>())
         .sum();
     let decision = if bytes <= blocking::INLINE_LIGHT_BYTES {
-        build(key, who, &model, requests, &answered.outcomes, usage, full)
+        build(key, who, &model, requests, &answered.answers, usage, full)
     } else {
-        let (key, requests, outcomes) = (key.clone(), requests.to_vec(), answered.outcomes.clone());
+        let (key, requests, all_answers) =
+            (key.clone(), requests.to_vec(), answered.answers.clone());
         blocking::run(bytes, Weight::Light, move || {
-            build(&key, who, &model, &requests, &outcomes, usage, full)
+            build(&key, who, &model, &requests, &all_answers, usage, full)
         })
         .await?
     };
-    context.summary.note_recorded();
+    context.ledger.note_recorded();
     state
         .ledger
         .commit_answer(decision, withheld)
@@ -84,13 +83,13 @@ fn build(
     who: draft::Identity,
     model: &str,
     requests: &[ValidRequest],
-    outcomes: &[crate::engine::Answers],
+    all_answers: &[crate::engine::Answers],
     usage: Tokens,
     full_inputs: bool,
 ) -> Decision {
-    let answers: Vec<Answers<'_>> = outcomes
+    let answers: Vec<RequestAnswers<'_>> = all_answers
         .iter()
-        .map(|o| Answers {
+        .map(|o| RequestAnswers {
             decoded: &o.answers,
             model: &o.model,
         })
@@ -98,7 +97,7 @@ fn build(
     draft::answered(
         key,
         who,
-        draft::Answered {
+        draft::AnsweredCall {
             model,
             requests,
             answers: &answers,
@@ -134,7 +133,7 @@ pub(super) async fn failed(
         usage: tokens(usage),
         ..refused
     };
-    context.summary.note_recorded();
+    context.ledger.note_recorded();
     let _ = state.ledger.commit(decision).await;
 }
 
@@ -150,17 +149,17 @@ pub(in crate::http) async fn refused(
     let Some(key) = state.ledger.key() else {
         return;
     };
-    let fields = context.summary.fields();
-    if fields.recorded || status < 400 || !DOORS.contains(&context.route.as_str()) {
+    let noted = context.ledger.noted();
+    if noted.recorded || status < 400 || !DOORS.contains(&context.route.as_str()) {
         return;
     }
-    let name = fields.key.as_deref().unwrap_or("");
+    let name = noted.key.as_deref().unwrap_or("");
     let decision = draft::refused(
         key,
         identity(context, name),
         status,
         code.map(Code::as_str),
-        fields.model.as_deref(),
+        noted.model.as_deref(),
     );
     let _ = state.ledger.commit(decision).await;
 }

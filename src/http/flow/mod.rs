@@ -2,7 +2,7 @@
 //! does with the validated requests its body became, so that a new step is added once.
 //!
 //! A door parses and translates its body into [`crate::request::ValidRequest`]s (rerank: one per batch of
-//! documents), hands them to [`run()`], and writes the [`Answered`] outcomes in its client's
+//! documents), hands them to [`run()`], and writes the [`AnsweredCall`]'s answers in its client's
 //! shape, with the [`headers`] on the response. The flow owns the rest,
 //! in this order:
 //!
@@ -16,7 +16,7 @@
 //!    given back (a disabled model, a host that cannot be read, batches never started);
 //! 6. escalation when unsure ([`escalate`]): the serving model's unsure answers asked
 //!    again of its escalation model, within what is left of the deadline;
-//! 7. on success, the key's usage, the answers' metrics and the upstream requests noted (a
+//! 7. on success, the key's usage ([`usage`]), the answers' metrics and the upstream requests noted (a
 //!    required escalation that failed records the usage of what was sent, and its refusal
 //!    on the ledger with that usage, before its error leaves);
 //! 8. the ledger's record of the call, committed before the answer leaves ([`ledger_step`];
@@ -27,6 +27,7 @@ mod escalate;
 pub(super) mod headers;
 pub(super) mod ledger_step;
 mod run;
+mod usage;
 
-pub(super) use answered::Answered;
+pub(super) use answered::AnsweredCall;
 pub(super) use run::run;

@@ -7,13 +7,12 @@ use futures::future::try_join_all;
 use tracing::Instrument;
 
 use super::escalate::{escalate, Report};
-use super::{ledger_step, Answered};
+use super::{ledger_step, usage, AnsweredCall};
 use crate::calibration::prior::shape::tenant_id;
 use crate::engine::{Answers, PipelineError, Tenant, TokenUsage};
 use crate::error::{ApiError, Code};
 use crate::http::auth::{count_rejection, Caller};
 use crate::http::context::RequestContext;
-use crate::http::ops::usage;
 use crate::http::trace;
 use crate::http::AppState;
 use crate::models::circuit::Ticket;
@@ -26,13 +25,13 @@ pub(in crate::http) async fn run(
     context: &RequestContext,
     caller: &Caller,
     requests: &[ValidRequest],
-) -> Result<Answered, ApiError> {
+) -> Result<AnsweredCall, ApiError> {
     let started = tokio::time::Instant::now();
     let first = requests
         .first()
         .ok_or_else(|| ApiError::new(Code::Internal, "internal error"))?;
     let questions: usize = requests.iter().map(|r| r.questions().len()).sum();
-    context.summary.note_model(&first.model().name, questions);
+    context.note_model(&first.model().name, questions);
     state.metrics.observe_request(
         requests
             .iter()
@@ -54,20 +53,26 @@ pub(in crate::http) async fn run(
             .await
             .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))
     };
-    let mut outcomes = match ran {
-        Ok(outcomes) => outcomes,
+    let mut all_answers = match ran {
+        Ok(all_answers) => all_answers,
         Err(e) => {
             refund_unsent(state, caller, admission, requests, &sent).await;
             return Err(e);
         }
     };
-    let escalated = escalate(state, requests, &mut outcomes, started, &tenant).await;
+    let escalated = escalate(state, requests, &mut all_answers, started, &tenant).await;
     let (total, escalation) = account(
-        state, context, caller, requests, questions, &outcomes, escalated,
+        state,
+        context,
+        caller,
+        requests,
+        questions,
+        &all_answers,
+        escalated,
     )
     .await?;
-    let answered = Answered {
-        outcomes,
+    let answered = AnsweredCall {
+        answers: all_answers,
         usage: total,
         escalation,
     };
@@ -116,9 +121,9 @@ async fn run_all(
             let ticket = request.model().circuit.admit()?;
             Ok::<_, ApiError>(pipeline.run_counting(request, ticket, sent, tenant).await?)
         });
-    let mut outcomes = vec![first];
-    outcomes.extend(try_join_all(rest).await?);
-    Ok(outcomes)
+    let mut all_answers = vec![first];
+    all_answers.extend(try_join_all(rest).await?);
+    Ok(all_answers)
 }
 
 /// The one refund rule: the questions of every request that sent no read go back to the
@@ -153,10 +158,10 @@ async fn account(
     caller: &Caller,
     requests: &[ValidRequest],
     questions: usize,
-    outcomes: &[Answers],
+    all_answers: &[Answers],
     escalated: Result<Report, ApiError>,
 ) -> Result<(TokenUsage, Report), ApiError> {
-    let total = total_usage(outcomes);
+    let total = total_usage(all_answers);
     context
         .summary
         .note_upstream_requests(total.upstream_requests);
@@ -168,25 +173,25 @@ async fn account(
             return Err(e);
         }
     };
-    for (request, outcome) in requests.iter().zip(outcomes) {
-        observe_answers(state, &request.model().name, outcome);
+    for (request, answers) in requests.iter().zip(all_answers) {
+        observe_answers(state, &request.model().name, answers);
     }
     usage::record(state, caller, questions, &total).await;
     Ok((total, report))
 }
 
 /// What every request of a call used, escalations included.
-fn total_usage(outcomes: &[Answers]) -> TokenUsage {
+fn total_usage(all_answers: &[Answers]) -> TokenUsage {
     let mut total = TokenUsage::default();
-    for outcome in outcomes {
-        total.add(&outcome.usage);
+    for answers in all_answers {
+        total.add(&answers.usage);
     }
     total
 }
 
 /// Records each answer's option mass and the profile that covered it, if any.
-fn observe_answers(state: &AppState, model: &str, outcome: &Answers) {
-    for answer in &outcome.answers {
+fn observe_answers(state: &AppState, model: &str, answers: &Answers) {
+    for answer in &answers.answers {
         let profile = answer.profile.as_ref().map(|p| (&*p.name, p.automate));
         state
             .metrics

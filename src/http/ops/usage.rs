@@ -1,7 +1,6 @@
 //! `GET /v1/usage?key=NAME&from=YYYY-MM-DD&to=YYYY-MM-DD`: each key's answered requests
-//! and what its calls used, per UTC day, from the limit store; and [`record`], which the
-//! front-door flow calls after an answer ([`record_unanswered`] after a call that failed
-//! once its upstream requests were sent: usage counts every request sent).
+//! and what its calls used, per UTC day, from the limit store (the front-door flow records
+//! it: `http/flow/usage.rs`).
 //!
 //! It needs the `usage:own` scope (every key has it unless its `scopes` say otherwise). The
 //! admin key (`--admin-key NAME`) and a caller with the `usage:all` scope read every key
@@ -16,7 +15,6 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::days::{date_of, day_of};
-use crate::engine::TokenUsage;
 use crate::error::{ApiError, Code};
 use crate::http::auth::names::is_token_name;
 use crate::http::auth::scope::Scope;
@@ -26,41 +24,6 @@ use crate::quota::{UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
 
 /// Most days one usage query may span.
 const MAX_DAYS: u64 = 366;
-
-/// Adds one answered request to its key's usage today.
-pub(in crate::http) async fn record(
-    state: &AppState,
-    caller: &Caller,
-    questions: usize,
-    usage: &TokenUsage,
-) {
-    let counts = UsageCounts {
-        requests: 1,
-        questions: questions as u64,
-        ..used(usage)
-    };
-    state.quotas.record(caller.name(), counts).await;
-}
-
-/// Adds what a call that failed after its upstream requests were sent used (its tokens and
-/// upstream requests; not an answered request, nor its questions) to its key's usage today.
-pub(in crate::http) async fn record_unanswered(
-    state: &AppState,
-    caller: &Caller,
-    usage: &TokenUsage,
-) {
-    state.quotas.record(caller.name(), used(usage)).await;
-}
-
-/// The tokens and upstream requests of `usage`, as usage counters.
-fn used(usage: &TokenUsage) -> UsageCounts {
-    UsageCounts {
-        input_tokens: usage.input_tokens,
-        cached_tokens: usage.cached_tokens,
-        upstream_requests: usage.upstream_requests,
-        ..UsageCounts::default()
-    }
-}
 
 fn bad(message: String) -> ApiError {
     ApiError::new(Code::BadUsageQuery, message)

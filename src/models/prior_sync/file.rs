@@ -9,11 +9,12 @@
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 
 use super::{Exchanged, SetAside, Sums, IMPLAUSIBLE, UNREADABLE};
 use crate::calibration::prior::sums::{field_names, LATER_FIELDS};
 use crate::calibration::prior::{PriorShape, ShapeSums};
+use crate::stores::redb::OpenError;
 
 /// (model, shape label) → the sums, `f64` little-endian in [`field_names`]' order.
 const PRIORS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("priors");
@@ -114,10 +115,11 @@ fn set_aside(path: &Path) -> Result<PathBuf, String> {
 }
 
 fn exchange(path: &Path, model: &str, added: &Sums) -> Result<Exchanged, Failure> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Failure::Other(e.to_string()))?;
-    }
-    let db = Database::create(path)?;
+    let db = match crate::stores::redb::open(path) {
+        Ok(db) => db,
+        Err(OpenError::Directory(e)) => return Err(Failure::Other(e.to_string())),
+        Err(OpenError::Database(e)) => return Err(e.into()),
+    };
     let txn = db.begin_write()?;
     let done = {
         let mut table = txn.open_table(PRIORS)?;
@@ -276,7 +278,7 @@ mod tests {
             .collect();
         for bad in [bytes, nan, vec![1, 2, 3]] {
             {
-                let db = Database::create(&path).expect("open");
+                let db = redb::Database::create(&path).expect("open");
                 let txn = db.begin_write().expect("txn");
                 txn.open_table(PRIORS)
                     .expect("table")

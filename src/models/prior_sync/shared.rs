@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use tokio::sync::Mutex;
 
 use super::{Exchanged, SetAside, Sums, IMPLAUSIBLE, NOT_A_NUMBER};
@@ -30,12 +30,7 @@ pub struct SharedStore {
 
 impl SharedStore {
     pub(super) fn open(url: &Secret, prefix: &str) -> Result<Self, ConfigError> {
-        let client = redis::Client::open(url.expose()).map_err(|e| {
-            ConfigError::Invalid(format!(
-                "--redis-url is not a Redis URL (redis://[user:password@]host:port[/db]): {}",
-                e.category()
-            ))
-        })?;
+        let client = crate::stores::redis::client(url)?;
         Ok(SharedStore {
             client,
             prefix: prefix.to_string(),
@@ -52,10 +47,8 @@ impl SharedStore {
         if let Some(conn) = slot.as_ref() {
             return Ok(conn.clone());
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_secs(1))
-            .set_response_timeout(Duration::from_secs(1))
-            .set_number_of_retries(1);
+        let second = Duration::from_secs(1);
+        let config = crate::stores::redis::manager_config(second, second, 1);
         let conn = ConnectionManager::new_with_config(self.client.clone(), config)
             .await
             .map_err(|e| e.category().to_string())?;

@@ -19,7 +19,7 @@ use crate::http::blocking::Weight;
 use crate::http::body::RequestBody;
 use crate::http::context::RequestContext;
 use crate::http::flow::headers::set_ignored_header;
-use crate::http::flow::Answered;
+use crate::http::flow::AnsweredCall;
 use crate::http::wire;
 use crate::models::{Models, Routes};
 use crate::request::images::Parts;
@@ -84,13 +84,13 @@ impl Door for Decisions {
 
     fn respond(
         plan: &Plan,
-        answered: &Answered,
+        answered: &AnsweredCall,
         _context: &RequestContext,
     ) -> Result<Response, ApiError> {
         let mut response = wire::json_ok(&DecisionBody {
             model: &plan.request.model().name,
             asked: &plan.translated.asked,
-            answers: &answered.outcomes[0].answers,
+            answers: &answered.answers[0].answers,
             usage: answered.usage,
         })?;
         set_ignored_header(&plan.translated.ignored, response.headers_mut());

@@ -5,7 +5,7 @@
 //! call. What the contract refuses (a text-only model, GIF or garbage bytes, more than 4
 //! images, more than 4 MiB or 8 MiB, an http(s) URL, multipart without `request`) is refused
 //! before any upstream request, and no message repeats the caller's bytes or URL. The
-//! official SDKs' image round trips are in the live tier (`tests/live/gateway_images.rs`).
+//! official SDKs' image round trips are in the live tier (`tests/live/images.rs`).
 
 use crate::support;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,4 +1,4 @@
-//! [`GatewaySettings`]: API keys (and the tiers and tokens of their file), cache salts, the circuit breaker's flags and the thresholds they make
+//! [`AdmissionSettings`]: API keys (and the tiers and tokens of their file), cache salts, the circuit breaker's flags and the thresholds they make
 //! ([`CircuitSettings`]), shutdown.
 
 use std::path::PathBuf;
@@ -9,9 +9,10 @@ use clap::Args;
 use super::parse::{clap_defaults, seconds, window_seconds};
 use crate::secret::Secret;
 
-/// Callers and backends at the gateway: API keys, the circuit breaker, shutdown.
+/// Who and what the service admits: API keys (and tokens), cache salts, the circuit
+/// breaker, shutdown.
 #[derive(Debug, Clone, Args)]
-pub struct GatewaySettings {
+pub struct AdmissionSettings {
     /// TOML file of API keys (`[[key]]` with `name`, `sha256` or `key_env`, and optional
     /// `requests_per_minute`, `questions_per_minute`, `daily_questions`, `tier`, `scopes`),
     /// tiers (`[[tier]]`) and signed tokens (`[jwt]`). With neither keys nor `[jwt]` (here
@@ -78,7 +79,7 @@ pub struct GatewaySettings {
     pub shutdown_grace_secs: f64,
 }
 
-impl GatewaySettings {
+impl AdmissionSettings {
     /// The circuit breaker's thresholds.
     pub fn circuit(&self) -> CircuitSettings {
         CircuitSettings {
@@ -116,6 +117,6 @@ pub struct CircuitSettings {
 impl Default for CircuitSettings {
     /// The `--circuit-*` flags' defaults.
     fn default() -> Self {
-        clap_defaults::<GatewaySettings>().circuit()
+        clap_defaults::<AdmissionSettings>().circuit()
     }
 }

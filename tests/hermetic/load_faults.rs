@@ -222,7 +222,7 @@ fn vm_rss_kib() -> u64 {
 /// In a process of its own (`setup::alone`): it measures the process's memory.
 #[test]
 fn ten_thousand_requests_with_five_percent_faults() {
-    if crate::setup::alone("gateway_load::ten_thousand_requests_with_five_percent_faults") {
+    if crate::setup::alone("load_faults::ten_thousand_requests_with_five_percent_faults") {
         return;
     }
     tokio::runtime::Builder::new_multi_thread()

@@ -2,7 +2,7 @@
 //! SDK sends an image through its multipart transport, and the npm SDK
 //! (`@typesafe-ai/sdk` 0.6.0) does a noul/choice/score round trip, against the fake vLLM.
 //! What the service does with images itself is in the hermetic tier
-//! (`tests/hermetic/gateway_images.rs`).
+//! (`tests/hermetic/images.rs`).
 
 use std::time::Duration;
 

@@ -12,7 +12,7 @@
 //!   requests never reach the backend; questions are counted only for valid requests.
 //! * Keys never appear in error bodies, headers or the configuration's `Debug`; `/metrics`
 //!   counts requests and rejections by key name. (The log canary is in
-//!   `tests/hermetic/gateway_log_canary.rs`, which captures the log.)
+//!   `tests/hermetic/keys_in_logs.rs`, which captures the log.)
 
 use crate::support;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

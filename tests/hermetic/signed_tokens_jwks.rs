@@ -11,10 +11,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::signed_tokens::{jwt_section, tokens_line};
 use crate::support::fake_jwks::{FakeJwks, Signer};
 use crate::support::fake_vllm::FakeVllm;
 use crate::support::{self, keys_file, Service};
-use crate::tokens::{jwt_section, tokens_line};
 
 /// The most bytes of a JWKS.
 const BOUND: usize = 1 << 20;

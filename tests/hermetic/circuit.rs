@@ -579,7 +579,7 @@ async fn serve(fake: &FakeVllm, grace_secs: &str) -> Stoppable {
         ],
     );
     let state = systemone::build_state(&config).expect("state");
-    Stoppable::start_with_grace(state, config.gateway.shutdown_grace()).await
+    Stoppable::start_with_grace(state, config.admission.shutdown_grace()).await
 }
 
 /// After the shutdown signal the listener refuses new connections, the request already at
