@@ -29,6 +29,18 @@ pub(super) fn server(method: &Method, route: &str, id: &str, headers: &HeaderMap
     span
 }
 
+/// One line of a batch job, run through door `route` in this process: a trace of its own
+/// (the job's lines are not one request), with the line's request id.
+pub(super) fn batch_line(route: &str, id: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "batch line",
+        otel.name = format!("batch line {route}"),
+        http.route = route,
+        systemone.request_id = id,
+    )
+}
+
 /// How the request ended, on its SERVER span: the status, the error code of a refusal (its
 /// span status an error for a 5xx, as the HTTP conventions say of a server), the caller.
 pub(super) fn ended(span: &Span, status: u16, code: Option<&str>, caller: Option<&str>) {

@@ -8,7 +8,7 @@ use axum::response::Response;
 use tracing::Instrument;
 
 use super::Door;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::http::auth::scope::Scope;
 use crate::http::auth::Caller;
 use crate::http::blocking;
@@ -53,11 +53,19 @@ pub(in crate::http) async fn serve_in_process<D: Door>(
     let allowed = caller
         .require(Scope::Ask)
         .and_then(|()| caller.allow_route(&context.route).map_err(ApiError::from));
+    let span = trace::batch_line(&context.route, &context.id.0);
     let answered = match allowed {
-        Ok(()) => answer::<D>(state, context, caller, &headers, Body::from(body)).await,
+        Ok(()) => {
+            answer::<D>(state, context, caller, &headers, Body::from(body))
+                .instrument(span.clone())
+                .await
+        }
         Err(e) => Err(e),
     };
-    answered.unwrap_or_else(D::refuse)
+    let response = answered.unwrap_or_else(D::refuse);
+    let code = response.extensions().get::<Code>().map(|c| c.as_str());
+    trace::ended(&span, response.status().as_u16(), code, None);
+    response
 }
 
 /// Body → the door's plan (on the blocking pool when heavy) → [`flow::run`] → the door's
