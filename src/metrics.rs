@@ -116,6 +116,8 @@ pub struct Metrics {
     /// What a position priors' store held that could not be read, set aside, by store and
     /// reason.
     prior_set_aside: IntCounterVec,
+    /// Single reads answered raw because the position prior declined, by reason.
+    prior_declined: IntCounterVec,
 }
 
 /// The `status` label of `request_duration_seconds` by `status / 100`.
@@ -207,6 +209,7 @@ impl Metrics {
             )),
             prior_syncs: r.counters(&PRIOR_SYNCS),
             prior_set_aside: r.counters(&PRIOR_SET_ASIDE),
+            prior_declined: r.counters(&PRIOR_DECLINED),
             requests_shed: r.register(prometheus::IntCounter::new(
                 "requests_shed_total",
                 "Requests refused over the concurrent-request cap",
@@ -463,6 +466,25 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts one single read answered raw because the position prior declined (`reason`:
+    /// [`crate::calibration::prior::Declined::as_str`]; never a tenant or model).
+    pub fn prior_declined(&self, reason: &str) {
+        self.prior_declined.with_label_values(&[reason]).inc();
+    }
+
+    /// The reads answered raw so far by each of `reasons` (for `/readyz`).
+    pub fn prior_declined_counts(
+        &self,
+        reasons: impl Iterator<Item = &'static str>,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        reasons
+            .map(|r| {
+                let n = self.prior_declined.with_label_values(&[r]).get();
+                (r.to_string(), n.into())
+            })
+            .collect()
+    }
+
     /// The text exposition, with the state-mirroring gauges set first from `models` and
     /// the slots in use.
     pub fn render<'a>(
@@ -681,6 +703,13 @@ const PRIOR_SET_ASIDE: Family = Family {
     name: "prior_store_set_aside_total",
     help: "What a position prior's store held that could not be read, set aside (a shape's sums not a finite number or beyond what samples make, or the whole file), by store and reason (not_a_number, implausible, unreadable)",
     labels: &["store", "reason"],
+};
+
+/// `prior_declined_total`.
+const PRIOR_DECLINED: Family = Family {
+    name: "prior_declined_total",
+    help: "Single reads answered raw because the position prior declined, by reason (too_few_scored: under 4 questions scored; no_gain: no held-out gain over 2 standard errors; flips_answers: the corrected reads agree with the rotation average less often than the raw reads)",
+    labels: &["reason"],
 };
 
 /// `limit_store_errors_total`.

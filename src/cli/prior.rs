@@ -1,9 +1,11 @@
-//! `systemone calibrate --prior`: the position prior ([`crate::calibration::prior`]) fitted
+//! `systemone calibrate prior`: the position prior ([`crate::calibration::prior`]) fitted
 //! offline from a ledger's questions read in two or more orders (requests that asked
 //! `permutations`, and the prior's own samples), the way the service learns it while
 //! serving: each question scored by the prior that has not seen it, then added. It prints
 //! per shape what a single read would get (or that the fit declines), and with `--out DIR`
-//! seeds `DIR/prior.redb`, which `serve --state-dir DIR` starts from.
+//! seeds `DIR/prior.redb`, which `serve --state-dir DIR` starts from. With `--tenant NAME`
+//! it fits and seeds that caller's prior alone (a service with keys or tokens keeps one per
+//! tenant); without it, the open service's one prior.
 //!
 //! `--raw-out` rows cannot feed it: a row of a `permutations` ≥ 2 run holds the
 //! question's average, not its orders; the ledger keeps each order's reads.
@@ -11,6 +13,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::calibration::prior::shape::tenant_id;
 use crate::calibration::prior::{PriorBook, PriorSettings, PriorShape, ShapeReport};
 use crate::config::LedgerTarget;
 use crate::ledger::reads::{ordered, QuestionReads};
@@ -19,12 +22,14 @@ use crate::models::prior_sync::{PriorStore, FILE_NAME};
 /// How long writing the seed may take.
 const SEED_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// What `calibrate --prior` reads: `--from-ledger`, `--model`, `--since`, `--out`.
+/// What `calibrate prior` reads: `--from-ledger`, `--model`, `--since`, `--out`,
+/// `--tenant`.
 pub(super) struct PriorFit<'a> {
     pub ledger: Option<&'a LedgerTarget>,
     pub model: &'a str,
     pub since: Option<&'a str>,
     pub seed: Option<&'a Path>,
+    pub tenant: Option<&'a str>,
 }
 
 /// Fits the prior of `--model` from `--from-ledger`, seeds `--out` when given, and
@@ -38,7 +43,10 @@ pub(super) fn run(fit: PriorFit<'_>) -> Result<String, String> {
     if let Some(dir) = seed {
         refuse_a_used_state_dir(dir)?;
     }
-    let filter = super::ledger::filter(Some(fit.model), fit.since)?;
+    let filter = crate::ledger::query::Filter {
+        key: fit.tenant.map(str::to_owned),
+        ..super::ledger::filter(Some(fit.model), fit.since)?
+    };
     let runtime = super::runtime()?;
     let questions = runtime.block_on(async {
         let store = super::ledger::open(target).await?;
@@ -46,8 +54,14 @@ pub(super) fn run(fit: PriorFit<'_>) -> Result<String, String> {
             .await
             .map_err(|e| format!("--from-ledger {target:?}: {e}"))
     })?;
-    let (book, skipped) = learn(&questions);
+    let (book, skipped) = learn(&questions, &tenant_id(fit.tenant));
     let mut out = summary(fit.model, questions.len() - skipped, &book.report());
+    if let Some(name) = fit.tenant {
+        out.insert_str(
+            0,
+            &format!("tenant {name:?} (its records only, seeded as its own)\n"),
+        );
+    }
     if skipped > 0 {
         out.push_str(&format!(
             "{skipped} question(s) left out: their reads do not make a shape (type, 2 to 255 options of equal count, a layout)\n"
@@ -86,9 +100,9 @@ fn refuse_a_used_state_dir(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Replays the questions, oldest first, into a book; returns it and how many questions
-/// made no shape.
-fn learn(questions: &[QuestionReads]) -> (PriorBook, usize) {
+/// Replays the questions, oldest first, into a book under `tenant`'s shapes
+/// ([`tenant_id`]); returns it and how many questions made no shape.
+fn learn(questions: &[QuestionReads], tenant: &str) -> (PriorBook, usize) {
     let book = PriorBook::new(PriorSettings {
         enabled: true,
         ..PriorSettings::default()
@@ -102,7 +116,13 @@ fn learn(questions: &[QuestionReads]) -> (PriorBook, usize) {
             .map(|o| (o.shift, o.logprobs.clone()))
             .collect();
         match shape_of(q, &orders) {
-            Some(shape) => book.observe(shape, &orders),
+            Some(shape) => book.observe(
+                PriorShape {
+                    tenant: tenant.to_string(),
+                    ..shape
+                },
+                &orders,
+            ),
             None => skipped += 1,
         }
     }
@@ -131,12 +151,16 @@ fn summary(model: &str, questions: usize, shapes: &[ShapeReport]) -> String {
         out.push_str("nothing to fit: no recorded question was read in two or more orders (ask with `permutations` >= 2, or serve with --prior-correction true)\n");
         return out;
     }
-    out.push_str("shape                 samples  scored  strength  weight  held-out gain/question  prior by position\n");
+    out.push_str("shape                 samples  scored  strength  weight  held-out gain/question  agree raw/corrected  prior by position\n");
     for s in shapes {
         let prior: Vec<String> = s.prior.iter().map(|p| format!("{p:+.3}")).collect();
-        let verdict = if s.weight > 0.0 { "" } else { "  (declines)" };
+        let verdict = s
+            .declined
+            .map_or(String::new(), |d| format!("  (declines: {})", d.as_str()));
+        let a = s.agreement;
+        let agree = format!("{}/{} {}/{}", a.raw, a.reads, a.corrected, a.reads);
         out.push_str(&format!(
-            "{:<21} {:>7}  {:>6}  {:>8.1}  {:>6.3}  {:>22.4}  [{}]{verdict}\n",
+            "{:<21} {:>7}  {:>6}  {:>8.1}  {:>6.3}  {:>22.4}  {agree:>19}  [{}]{verdict}\n",
             s.shape,
             s.samples,
             s.scored,
@@ -196,7 +220,7 @@ mod tests {
             question("poll", "accuracy", &good),
             question("noul", "Accuracy", &good),
         ];
-        let (book, skipped) = learn(&questions);
+        let (book, skipped) = learn(&questions, "");
         assert_eq!(skipped, 6);
         let report = book.report();
         assert_eq!(report.len(), 1);

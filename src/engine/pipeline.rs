@@ -46,11 +46,13 @@ use crate::request::ValidRequest;
 /// (decoded at T = 1, then recalibrated), else at the request's temperature or the
 /// model's formula for its option count, after the model's position prior is taken out of
 /// a single-read request's reads ([`prior`]).
+/// A single read the prior declined to correct is counted by reason in `metrics`.
 fn decode_question(
     req: &ValidRequest,
     tenant: &str,
     q: usize,
     orders: &[OrderRead],
+    metrics: &Metrics,
 ) -> Result<Decoded, PipelineError> {
     let question = &req.questions()[q];
     let profile = req
@@ -73,7 +75,11 @@ fn decode_question(
                 .temperature()
                 .unwrap_or_else(|| req.model().formula(req.layout()).temperature(n));
             match correction {
-                Some(c) => corrected(orders, &c, t)?,
+                Some(Ok(c)) => corrected(orders, &c, t)?,
+                Some(Err(declined)) => {
+                    metrics.prior_declined(declined.as_str());
+                    decode(orders, t)?
+                }
                 None => decode(orders, t)?,
             }
         }
@@ -281,7 +287,13 @@ impl Pipeline {
                 answers.push(certain());
                 continue;
             };
-            answers.push(decode_question(req, via.tenant, q, &r.orders)?);
+            answers.push(decode_question(
+                req,
+                via.tenant,
+                q,
+                &r.orders,
+                &self.metrics,
+            )?);
             usage.add(&r.usage);
             model = model.or(r.model);
         }

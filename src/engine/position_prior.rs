@@ -34,15 +34,16 @@ pub fn sample(req: &ValidRequest, tenant: &str) -> Option<ValidRequest> {
 }
 
 /// Feeds a question read in two or more orders (`reads`: shift and log-probabilities by
-/// position per order; empty for one order) to the `tenant`'s prior of the model, and returns the
-/// correction a single-read request's question gets (none when the request or model
-/// turned it off, or the prior declined).
+/// position per order; empty for one order) to the `tenant`'s prior of the model, and returns
+/// what a single-read request's question gets: the correction, or why the prior declined
+/// (the read is then answered raw); `None` when the request or model turned it off or the
+/// question was read in more than one order.
 pub fn learn(
     req: &ValidRequest,
     q: usize,
     tenant: &str,
     reads: &[(usize, Vec<f64>)],
-) -> Option<prior::Correction> {
+) -> Option<Result<prior::Correction, prior::Declined>> {
     if !enabled(req) {
         return None;
     }
@@ -51,9 +52,7 @@ pub fn learn(
     if !reads.is_empty() {
         book.observe(shape.clone(), reads);
     }
-    (req.asked_orders(q) == 1)
-        .then(|| book.correction(&shape))
-        .flatten()
+    (req.asked_orders(q) == 1).then(|| book.correction(&shape))
 }
 
 /// Question `q`'s shape for the prior: type, option count, layout and the `tenant` it is

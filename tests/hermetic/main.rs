@@ -48,6 +48,7 @@ mod limits_shared;
 mod llamacpp_fake;
 mod openai_fake;
 mod prior_correction;
+mod prior_decline;
 mod prior_offline;
 mod prior_sample_layouts;
 mod prior_stores;

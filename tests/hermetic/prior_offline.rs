@@ -40,13 +40,7 @@ async fn calibrate(flags: Vec<String>) -> Result<String, String> {
 }
 
 fn prior_flags(ledger: &str, out: Option<&str>) -> Vec<String> {
-    let mut flags = vec![
-        "--prior",
-        "--from-ledger",
-        ledger,
-        "--model",
-        "glm-5.3-flash",
-    ];
+    let mut flags = vec!["prior", "--from-ledger", ledger, "--model", "glm-5.3-flash"];
     if let Some(dir) = out {
         flags.extend(["--out", dir]);
     }
@@ -152,7 +146,7 @@ async fn with_no_bias_in_the_reads_the_offline_fit_declines() {
         .await
         .expect("fits");
     let line = shape_line(&summary);
-    assert!(line.ends_with("(declines)"), "{line}");
+    assert!(line.ends_with("(declines: no_gain)"), "{line}");
 
     let empty = LedgerDb::new(Backend::Sqlite).await.target;
     let dir = support::temp_file("unused", "").with_file_name("state");
@@ -162,4 +156,80 @@ async fn with_no_bias_in_the_reads_the_offline_fit_declines() {
         .expect("reads");
     assert!(summary.contains("nothing to fit"), "{summary}");
     assert!(!dir.join("prior.redb").exists(), "{summary}");
+}
+
+/// `--tenant NAME`: a service with keys keeps one prior per tenant, so the fit takes that
+/// key's records alone and seeds them as its prior: its first single read is corrected at
+/// one read; another key's shape is not seeded (it warms up on its own), and the seed holds
+/// the tenant's id, never its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calibrate_seeds_one_tenants_prior() {
+    const ACME: &str = "sk-prior-acme-1c2d";
+    const OTHER: &str = "sk-prior-other-3e4f";
+    let fake = FakeVllm::start().await;
+    plant_two(&fake);
+    let keys = support::keys_file(&format!(
+        "{}{}",
+        support::key_entry("acme", ACME, ""),
+        support::key_entry("other", OTHER, "")
+    ));
+    let keys_flag = keys.to_str().expect("utf-8").to_owned();
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let mut flags = db.flags();
+    flags.extend(["--keys-file".to_string(), keys_flag.clone()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let recording = start_with_ledger(support::config(&fake.base_url(), &flags)).await;
+    for i in 0..ASKED {
+        let body = planted(i, json!({"permutations": 2}));
+        let reply = support::ask_as(&recording, Some(ACME), &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    for i in 0..ASKED / 4 {
+        let body = planted(100 + i, json!({"permutations": 2}));
+        let reply = support::ask_as(&recording, Some(OTHER), &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+
+    let dir = support::temp_file("unused", "").with_file_name("state");
+    let dir_flag = dir.to_str().expect("utf-8").to_owned();
+    let mut tenant = prior_flags(&db.target, Some(&dir_flag));
+    tenant.extend(["--tenant".to_string(), "acme".to_string()]);
+    let summary = calibrate(tenant).await.expect("fits");
+    let line = shape_line(&summary);
+    assert!(!line.contains("declines"), "{line}");
+    assert!(summary.starts_with("tenant \"acme\""), "{summary}");
+    let seed = std::fs::read(dir.join("prior.redb")).expect("seeded");
+    let named = seed.windows(4).any(|w| w == b"acme");
+    assert!(!named, "the seed holds the tenant's id, not its name");
+
+    let config = support::config(
+        &fake.base_url(),
+        &[
+            "--prior-correction",
+            "true",
+            "--state-dir",
+            &dir_flag,
+            "--keys-file",
+            &keys_flag,
+        ],
+    );
+    let service = support::start(config).await;
+    loaded(&service, ASKED as u64).await;
+    let reads = fake.chat_requests();
+    let reply = support::ask_as(&service, Some(ACME), &planted(500, json!({}))).await;
+    assert!(
+        reply.body["answers"]["q"].get("prior_correction").is_some(),
+        "{}",
+        reply.text
+    );
+    assert_eq!(fake.chat_requests() - reads, 1, "no warm-up sample");
+    let reads = fake.chat_requests();
+    let reply = support::ask_as(&service, Some(OTHER), &planted(501, json!({}))).await;
+    assert!(
+        reply.body["answers"]["q"].get("prior_correction").is_none(),
+        "{}",
+        reply.text
+    );
+    assert_eq!(fake.chat_requests() - reads, 2, "another tenant warms up");
+    let _ = std::fs::remove_dir_all(&dir);
 }

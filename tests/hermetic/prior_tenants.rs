@@ -4,9 +4,10 @@
 //! like a strong position preference. Another tenant's answers to the same questions are
 //! then compared with its answers on a service that never saw the attack.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::support::fake_vllm::{FakeVllm, Planted};
+use crate::support::prior::lured;
 use crate::support::{self, ask_as, key_entry, keys_file, Service};
 
 const VICTIM: &str = "sk-prior-victim-5e6f";
@@ -15,20 +16,6 @@ const ATTACKER: &str = "sk-prior-attacker-7a8b";
 const ASKED: usize = 20;
 /// The attacker's crafted questions, each read in both orders.
 const CRAFTED: usize = 200;
-
-/// A two-option planted question `i`, with `lure` pulling to the first position shown.
-fn question(i: usize, lure: f64, extra: Value) -> Value {
-    let truth = ["alpha", "beta"][i % 2];
-    let mut body = json!({
-        "state": {"truth": truth, "seed": i, "lure": lure},
-        "questions": {"q": {"type": "choice", "instructions": "Which one?",
-                            "criteria": {"alpha": null, "beta": null}}}
-    });
-    if let (Value::Object(b), Value::Object(e)) = (&mut body, extra) {
-        b.extend(e);
-    }
-    body
-}
 
 async fn start(fake: &FakeVllm) -> Service {
     let keys = keys_file(&format!(
@@ -52,7 +39,7 @@ async fn start(fake: &FakeVllm) -> Service {
 async fn victim_answers(service: &Service) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     for i in 0..ASKED {
-        let reply = ask_as(service, Some(VICTIM), &question(i, 0.0, json!({}))).await;
+        let reply = ask_as(service, Some(VICTIM), &lured(i, 0.0, json!({}))).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
         let answer = &reply.body["answers"]["q"];
         let choice = answer["choice"].as_str().unwrap_or_default().to_string();
@@ -77,7 +64,7 @@ async fn one_tenants_crafted_samples_move_no_other_tenants_answers() {
 
     let attacked = start(&fake).await;
     for i in 0..CRAFTED {
-        let body = question(1000 + i, 4.0, json!({"permutations": 2}));
+        let body = lured(1000 + i, 4.0, json!({"permutations": 2}));
         let reply = ask_as(&attacked, Some(ATTACKER), &body).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
     }
@@ -100,7 +87,7 @@ async fn one_tenants_crafted_samples_move_no_other_tenants_answers() {
     );
 
     // The attacker's own single reads do get its prior taken out: its book is its own.
-    let reply = ask_as(&attacked, Some(ATTACKER), &question(5000, 4.0, json!({}))).await;
+    let reply = ask_as(&attacked, Some(ATTACKER), &lured(5000, 4.0, json!({}))).await;
     assert!(
         reply.body["answers"]["q"].get("prior_correction").is_some(),
         "{}",

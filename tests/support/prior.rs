@@ -32,6 +32,15 @@ pub fn planted(i: usize, extra: Value) -> Value {
     body
 }
 
+/// Planted question `i` whose state also has `lure`: it pulls the model to whatever option
+/// is shown first, in every order (the fake's [`Planted`]).
+#[allow(dead_code)] // the hermetic tier's only
+pub fn lured(i: usize, lure: f64, extra: Value) -> Value {
+    let mut body = planted(i, extra);
+    body["state"]["lure"] = json!(lure);
+    body
+}
+
 /// Asks planted questions from `from` until an answer says the prior was taken out;
 /// returns the next question's index. Fails after 100.
 pub async fn learn_until_corrected(service: &Service, from: usize) -> usize {

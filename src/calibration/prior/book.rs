@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use super::shape::PriorShape;
 use super::stats::PositionStats;
-use super::strength::StrengthFit;
+use super::strength::{Declined, StrengthFit};
 use super::sums::ShapeSums;
 use crate::config::DEFAULT_PRIOR_SAMPLE_SHARE;
 
@@ -63,6 +63,22 @@ pub struct ShapeReport {
     /// Mean held-out gain per scored question at the fitted strength (cross-entropy
     /// against the rotation average, nats; 0 when declined).
     pub gain: f64,
+    /// Why single reads are answered raw (`None`: corrected).
+    pub declined: Option<Declined>,
+    /// Reads scored, and how many of them pick the rotation average's answer raw and
+    /// corrected at the strength of most gain.
+    pub agreement: Agreement,
+}
+
+/// How often scored reads pick their rotation average's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Agreement {
+    /// Reads scored.
+    pub reads: u64,
+    /// Of them, read raw.
+    pub raw: u64,
+    /// Of them, corrected at the strength of most held-out gain.
+    pub corrected: u64,
 }
 
 /// One shape's estimate.
@@ -86,7 +102,15 @@ impl ShapePrior {
     }
 
     fn weight(&self) -> f64 {
-        self.sums.fit.strength() * self.sums.stats.shrink(&self.prior)
+        self.decide().unwrap_or(0.0)
+    }
+
+    /// The weight served, or why none: [`StrengthFit::decide`], and a prior of all zeros
+    /// (shrunk to nothing) has no gain to serve.
+    fn decide(&self) -> Result<f64, Declined> {
+        let g = self.sums.fit.decide()?;
+        let weight = super::strength::grid_strength(g) * self.sums.stats.shrink(&self.prior);
+        (weight > 0.0).then_some(weight).ok_or(Declined::NoGain)
     }
 }
 
@@ -227,13 +251,13 @@ impl PriorBook {
         }
     }
 
-    /// What a single read of `shape` gets taken out, when anything.
-    pub fn correction(&self, shape: &PriorShape) -> Option<Correction> {
+    /// What a single read of `shape` gets taken out, or why it is answered raw (a shape
+    /// not seen yet has too few scored).
+    pub fn correction(&self, shape: &PriorShape) -> Result<Correction, Declined> {
         let state = self.state();
-        let entry = state.shapes.get(shape)?;
-        let weight = entry.weight();
-        (weight > 0.0).then(|| Correction {
-            weight,
+        let entry = state.shapes.get(shape).ok_or(Declined::TooFewScored)?;
+        Ok(Correction {
+            weight: entry.decide()?,
             prior: entry.prior.clone(),
         })
     }
@@ -253,6 +277,15 @@ impl PriorBook {
                 weight: e.weight(),
                 scored: e.sums.fit.scored,
                 gain: e.sums.fit.mean_gain(),
+                declined: e.decide().err(),
+                agreement: {
+                    let (raw, corrected) = e.sums.fit.agreement();
+                    Agreement {
+                        reads: e.sums.fit.reads,
+                        raw,
+                        corrected,
+                    }
+                },
             })
             .collect()
     }
@@ -320,7 +353,11 @@ mod tests {
     #[test]
     fn a_consistent_prior_is_learned_and_served_shrunk() {
         let book = PriorBook::default();
-        assert_eq!(book.correction(&shape()), None, "nothing seen");
+        assert_eq!(
+            book.correction(&shape()),
+            Err(Declined::TooFewScored),
+            "nothing seen"
+        );
         for q in 0..40 {
             let x = if q % 2 == 0 { 1.0 } else { -1.0 };
             book.observe(
@@ -363,7 +400,7 @@ mod tests {
             "both replicas and the one since"
         );
         assert_eq!(one.take_pending()[0].1.stats.count, 1);
-        assert!(one.correction(&shape()).is_some());
+        assert!(one.correction(&shape()).is_ok());
     }
 
     #[test]
@@ -380,10 +417,10 @@ mod tests {
                 &[(0, vec![x + 3.0, -x - 3.0]), (1, vec![-x + 3.0, x - 3.0])],
             );
         }
-        assert!(book.correction(&theirs).is_some());
+        assert!(book.correction(&theirs).is_ok());
         assert_eq!(
             book.correction(&shape()),
-            None,
+            Err(Declined::TooFewScored),
             "another tenant's book is empty"
         );
         assert!(book.take_sample(&[shape()]), "and warms up on its own");
@@ -410,7 +447,7 @@ mod tests {
             let x = if q % 2 == 0 { 1.0 } else { -1.0 };
             book.observe(shape(), &[(0, vec![x, -x]), (1, vec![-x, x])]);
         }
-        assert_eq!(book.correction(&shape()), None);
+        assert_eq!(book.correction(&shape()), Err(Declined::NoGain));
         assert_eq!(book.report()[0].strength, 0.0);
     }
 }

@@ -8,7 +8,8 @@
 //! * [`shape`]: the key (type, option count, layout, the tenant's id; never the caller's
 //!   text): each tenant's samples teach and correct that tenant's reads only;
 //! * [`stats`]: the estimator's sufficient statistics (least squares on order differences);
-//! * [`strength`]: how much of it to take out, fitted on held-out samples (0: declined);
+//! * [`strength`]: how much of it to take out, fitted on held-out samples, or why none
+//!   ([`Declined`]: the single reads are then answered raw);
 //! * [`apply`]: the correction of one read;
 //! * [`sums`]: a shape's sums as a store keeps them (they merge by adding).
 //!
@@ -28,7 +29,9 @@ pub mod sums;
 
 pub use apply::correct;
 pub use book::{
-    by_frame, Correction, PriorBook, PriorSettings, ShapeReport, MAX_SHAPES, WARMUP_SAMPLES,
+    by_frame, Agreement, Correction, PriorBook, PriorSettings, ShapeReport, MAX_SHAPES,
+    WARMUP_SAMPLES,
 };
 pub use shape::PriorShape;
+pub use strength::Declined;
 pub use sums::ShapeSums;

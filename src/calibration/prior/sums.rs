@@ -4,7 +4,7 @@
 //! field (Redis `HINCRBYFLOAT`).
 
 use super::stats::PositionStats;
-use super::strength::{StrengthFit, GRID};
+use super::strength::{StrengthFit, GRID, VALUES};
 
 /// A shape's statistics and strength fit: what a store adds and gives back.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,7 +58,7 @@ impl ShapeSums {
     /// served).
     pub fn from_values(n: usize, values: &[f64]) -> Option<Self> {
         let split = 3 + n * n + n;
-        if values.len() != split + 1 + 2 * GRID {
+        if values.len() != split + VALUES {
             return None;
         }
         Some(ShapeSums {
@@ -70,7 +70,8 @@ impl ShapeSums {
 
 /// The field names of a shape of `n` options, in [`ShapeSums::from_values`]' order:
 /// `count`, `equations`, `sum_sq`, `normal:<row>:<col>`, `rhs:<position>`, `scored`,
-/// `gain:<grid>`, `gain_sq:<grid>`.
+/// `gain:<grid>`, `gain_sq:<grid>`, `reads`, `agree:<grid>`. The last `1 + GRID` came
+/// later ([`LATER_FIELDS`]): a row written before them reads them as 0.
 pub fn field_names(n: usize) -> Vec<String> {
     let mut names: Vec<String> = ["count", "equations", "sum_sq"].map(String::from).to_vec();
     names.extend((0..n * n).map(|k| format!("normal:{}:{}", k / n, k % n)));
@@ -78,8 +79,14 @@ pub fn field_names(n: usize) -> Vec<String> {
     names.push("scored".into());
     names.extend((0..GRID).map(|g| format!("gain:{g}")));
     names.extend((0..GRID).map(|g| format!("gain_sq:{g}")));
+    names.push("reads".into());
+    names.extend((0..GRID).map(|g| format!("agree:{g}")));
     names
 }
+
+/// Fields at the end of [`field_names`] a store's older rows lack (`reads`, `agree:<grid>`):
+/// 0 when missing, so those rows need no migration.
+pub const LATER_FIELDS: usize = 1 + GRID;
 
 #[cfg(test)]
 mod tests {
@@ -128,6 +135,9 @@ mod tests {
             ("gain:10", 1e9),
             ("gain_sq:10", -1.0),
             ("scored", f64::NAN),
+            ("reads", 3.0),
+            ("agree:0", 3.0),
+            ("agree:10", -1.0),
         ] {
             let mut v = values.clone();
             v[at(name)] = value;

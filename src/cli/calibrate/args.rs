@@ -126,6 +126,11 @@ pub struct PriorArgs {
     /// starts from (nothing is written without it).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Fit one tenant's prior (a key's name, or a token caller's name as the ledger records
+    /// it) from that caller's records only, and seed it as that tenant's: the prior a
+    /// service with keys or tokens corrects that tenant's single reads by.
+    #[arg(long)]
+    pub tenant: Option<String>,
 }
 
 /// `systemone calibrate check FORMULA… …`

@@ -46,6 +46,9 @@ pub struct CalibrateFlags {
     /// Deprecated form: `calibrate prior`.
     #[arg(long, requires = "from_ledger", conflicts_with_all = ["profile", "check"])]
     pub prior: bool,
+    /// Deprecated form: `calibrate prior --tenant`.
+    #[arg(long, requires = "prior")]
+    pub tenant: Option<String>,
 }
 
 impl CalibrateFlags {
@@ -63,6 +66,7 @@ impl CalibrateFlags {
                 since: self.since.clone(),
                 model,
                 out: self.out.clone(),
+                tenant: self.tenant.clone(),
             }));
         }
         let rows = RowsArgs {

@@ -39,6 +39,7 @@ pub fn run(job: &Job) -> Result<String, String> {
             model: &args.model,
             since: args.since.as_deref(),
             seed: args.out.as_deref(),
+            tenant: args.tenant.as_deref(),
         }),
         Job::Check(args) => check_formulas(&load(&args.rows)?.groups, &args.formulas),
         Job::Formula(args) => {

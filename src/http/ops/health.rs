@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use crate::calibration::prior::Declined;
 use crate::http::AppState;
 use crate::models::circuit::CircuitState;
 use crate::models::tokens::verify::Verdict;
@@ -27,7 +28,8 @@ pub(in crate::http) async fn healthz() -> Json<serde_json::Value> {
 /// last fetch failed (`stale`: they still serve) and how many since, and when the
 /// background fetch tries next; unready until keys are fetched, and once they expired.
 /// `prior` is the position priors' store: whether it last synced and what it set aside as
-/// unreadable.
+/// unreadable; and, when a model learns a prior, `declined`: the single reads answered raw
+/// because the prior declined, by reason (never a tenant).
 pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     let models: Vec<(bool, serde_json::Value)> =
         state.models.iter().map(|m| model_readiness(m)).collect();
@@ -41,8 +43,8 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
     // The token keys (`null`: no `[jwt]`): unready once the cached keys expired unrenewed.
     let tokens = state.keys.jwt().map(|j| j.status());
     ready &= tokens.as_ref().is_none_or(|t| t.ready);
-    // The position priors' store (`null`: none): shown, never unready (see `PriorStatus`).
-    let prior = state.models.prior_status();
+    // The position priors' store and declines (`null`: neither): shown, never unready.
+    let prior = prior_line(&state);
     let status = if ready {
         StatusCode::OK
     } else {
@@ -57,6 +59,24 @@ pub(in crate::http) async fn readyz(State(state): State<AppState>) -> Response {
         })),
     )
         .into_response()
+}
+
+/// The position priors' line (see `PriorStatus`): the store's state (`store: null`
+/// without one) and, when any model learns a prior, the reads answered raw by reason;
+/// `null` when there is neither.
+fn prior_line(state: &AppState) -> serde_json::Value {
+    let store = state.models.prior_status();
+    let learns = state.models.iter().any(|m| m.prior.settings().enabled);
+    let mut line = match store {
+        Some(s) => serde_json::to_value(s).unwrap_or_default(),
+        None if learns => serde_json::json!({"store": null}),
+        None => return serde_json::Value::Null,
+    };
+    if learns {
+        let reasons = Declined::ALL.iter().map(|d| d.as_str());
+        line["declined"] = state.metrics.prior_declined_counts(reasons).into();
+    }
+    line
 }
 
 /// One model's line of `/readyz`, and whether it is ready; from memory only.

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use redb::{Database, ReadableTable, TableDefinition};
 
 use super::{Exchanged, SetAside, Sums, IMPLAUSIBLE, UNREADABLE};
-use crate::calibration::prior::{sums::field_names, PriorShape, ShapeSums};
+use crate::calibration::prior::sums::{field_names, LATER_FIELDS};
+use crate::calibration::prior::{PriorShape, ShapeSums};
 
 /// (model, shape label) → the sums, `f64` little-endian in [`field_names`]' order.
 const PRIORS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("priors");
@@ -193,12 +194,17 @@ fn encode(sums: &ShapeSums) -> Vec<u8> {
         .collect()
 }
 
+/// A row's sums; a row written before the [`LATER_FIELDS`] were kept reads them as 0.
 fn decode(shape: &PriorShape, bytes: &[u8]) -> Option<ShapeSums> {
-    let values: Vec<f64> = bytes
+    let mut values: Vec<f64> = bytes
         .chunks_exact(8)
         .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
         .collect();
-    (values.len() == field_names(shape.options).len() && bytes.len() % 8 == 0)
+    let fields = field_names(shape.options).len();
+    if values.len() == fields - LATER_FIELDS {
+        values.resize(fields, 0.0);
+    }
+    (values.len() == fields && bytes.len() % 8 == 0)
         .then(|| ShapeSums::from_values(shape.options, &values))
         .flatten()
 }
@@ -286,6 +292,20 @@ mod tests {
             assert!(again.set_aside.is_empty());
         }
         let _ = std::fs::remove_dir_all(path.parent().expect("a dir"));
+    }
+
+    #[test]
+    fn a_row_written_before_the_agreement_was_kept_reads_it_as_zero() {
+        let mut sums = learned(1.0);
+        sums.fit
+            .score(&[(0, vec![1.0, -1.0]), (1, vec![0.0, 0.0])], &[0.0, 0.0]);
+        let bytes = encode(&sums);
+        let old = &bytes[..bytes.len() - 8 * LATER_FIELDS];
+        let read = decode(&shape(), old).expect("an old row is read");
+        assert_eq!((read.fit.scored, read.fit.reads), (1, 0));
+        assert_eq!(read.stats, sums.stats);
+        assert_eq!(decode(&shape(), &bytes), Some(sums));
+        assert_eq!(decode(&shape(), &old[8..]), None, "any other length is not");
     }
 
     #[test]

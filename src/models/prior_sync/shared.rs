@@ -174,7 +174,7 @@ mod tests {
             .iter()
             .map(|(_, v)| (*v != 0.0).then(|| v.to_string()))
             .collect();
-        assert_eq!(checked(&shape, &row), Ok(sums));
+        assert_eq!(checked(&shape, &row), Ok(sums.clone()));
         let with = |at: usize, text: &str| {
             let mut r = row.clone();
             r[at] = Some(text.to_string());
@@ -191,5 +191,17 @@ mod tests {
             Err(IMPLAUSIBLE),
             "a gain no question makes"
         );
+        let names = field_names(2);
+        let at = |name: &str| names.iter().position(|n| n == name).expect(name);
+        assert_eq!(
+            with(at("agree:3"), "5"),
+            Err(IMPLAUSIBLE),
+            "agreeing, unscored"
+        );
+        assert_eq!(with(at("reads"), "5"), Err(IMPLAUSIBLE), "reads, unscored");
+        let mut old = row.clone();
+        old.truncate(names.len() - crate::calibration::prior::sums::LATER_FIELDS);
+        old.resize(names.len(), None);
+        assert_eq!(checked(&shape, &old), Ok(sums), "a hash from before: 0");
     }
 }
