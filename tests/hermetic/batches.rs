@@ -372,24 +372,7 @@ fn a_batch_resumes_after_a_restart_with_one_output_and_one_record_per_line() {
         );
         let output = lines(&service, &done["output_file_id"], None).await;
         assert_eq!(output.len(), 40);
-        let ids: HashSet<String> = output
-            .values()
-            .map(|l| {
-                l["response"]["request_id"]
-                    .as_str()
-                    .expect("id")
-                    .to_string()
-            })
-            .collect();
-        let records = get(&service, "/v1/ledger/decisions?limit=1000", None).await;
-        let recorded: Vec<&str> = records.body["decisions"]
-            .as_array()
-            .expect("records")
-            .iter()
-            .filter_map(|r| r["request_id"].as_str())
-            .collect();
-        assert_eq!(recorded.len(), 40, "one record per line: {}", records.text);
-        assert!(recorded.iter().all(|r| ids.contains(*r)));
+        one_record_per_line(&service, &output).await;
     });
 }
 
@@ -515,6 +498,28 @@ async fn the_batch_command_submits_follows_and_writes_both_files() {
     assert_eq!(line["response"]["status_code"], 422);
 }
 
+/// Asserts the ledger holds exactly one record per output line, under the line's request id.
+async fn one_record_per_line(base: &impl Base, output: &HashMap<String, Value>) {
+    let ids: HashSet<&str> = output
+        .values()
+        .map(|l| l["response"]["request_id"].as_str().expect("id"))
+        .collect();
+    let records = get(base, "/v1/ledger/decisions?limit=1000", None).await;
+    let recorded: Vec<&str> = records.body["decisions"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter_map(|r| r["request_id"].as_str())
+        .collect();
+    assert_eq!(
+        recorded.len(),
+        output.len(),
+        "one record per line: {}",
+        records.text
+    );
+    assert!(recorded.iter().all(|r| ids.contains(r)));
+}
+
 /// Polls until the batch has at least `n` finished lines (it must still be running).
 async fn finished_at_least(base: &impl Base, id: &str, n: i64) {
     loop {
@@ -575,24 +580,7 @@ async fn kill_9_of_the_binary_at_three_points_loses_and_repeats_no_line() {
     );
     let output = lines(&service, &done["output_file_id"], None).await;
     assert_eq!(output.len(), 60, "one output line per line");
-    let ids: HashSet<String> = output
-        .values()
-        .map(|l| {
-            l["response"]["request_id"]
-                .as_str()
-                .expect("id")
-                .to_string()
-        })
-        .collect();
-    let records = get(&service, "/v1/ledger/decisions?limit=1000", None).await;
-    let recorded: Vec<&str> = records.body["decisions"]
-        .as_array()
-        .expect("records")
-        .iter()
-        .filter_map(|r| r["request_id"].as_str())
-        .collect();
-    assert_eq!(recorded.len(), 60, "one record per line: {}", records.text);
-    assert!(recorded.iter().all(|r| ids.contains(*r)));
+    one_record_per_line(&service, &output).await;
     child.kill().expect("stopped");
     child.wait().expect("reaped");
 }

@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 
 use crate::setup::llama::{backend_turn, llama_config};
-use crate::setup::sdk::scenario;
+use crate::setup::sdk::{json_lines, scenario};
 use crate::support;
 
 /// Line `i`'s body: a noul and a choice about one of two tickets.
@@ -52,11 +52,7 @@ async fn the_official_openai_sdk_runs_a_batch_whose_lines_are_the_online_answers
         ("OPENAI_BASE_URL", String::new()),
     ];
     let stdout = crate::setup::sdk::run_program(python, vec![script.to_string()], env).await;
-    let lines: Vec<Value> = stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let lines = json_lines(&stdout);
     let uploaded = scenario(&lines, "file");
     assert_eq!(
         (uploaded["cls"].as_str(), uploaded["purpose"].as_str()),
