@@ -9,6 +9,8 @@
 //!   is timed apart).
 //!
 //! The lines are 2,000 states × 5 one-question bodies (a 4-option choice), shuffled.
+//! Each with `--batch-share` 0.5 (the default: batch lines hold at most half the in-flight cap)
+//! and 1 (all of it, as with no online traffic), one service each.
 //! `cargo bench --bench batches`; `BATCH_BENCH_LINES` (default 10,000), `BATCH_BENCH_RUNS`
 //! (runs of each, alternating, default 2; the best of each is reported).
 
@@ -140,21 +142,23 @@ async fn batch(addr: SocketAddr, file: &[u8], lines: usize) -> (f64, f64) {
     (upload_secs, lines as f64 / started.elapsed().as_secs_f64())
 }
 
-fn main() {
-    let lines = env_usize("BATCH_BENCH_LINES", 10_000);
-    let runs = env_usize("BATCH_BENCH_RUNS", 2);
-    let fake_rt = support::runtime("fake-vllm");
-    let fake = fake_rt.block_on(FakeVllm::start());
-    fake.set_keep_bodies(false);
-    let dir = std::env::temp_dir().join(format!("systemone-batch-bench-{}", std::process::id()));
+/// One service (with `--batch-share share`): the best online rate per level and the best
+/// batch rate, over `runs` alternating runs.
+fn measure(fake: &FakeVllm, share: &str, lines: usize, runs: usize) -> (Vec<f64>, f64, f64) {
+    let dir = std::env::temp_dir().join(format!(
+        "systemone-batch-bench-{}-{share}",
+        std::process::id()
+    ));
     let dir_flag = dir.to_str().expect("utf-8").to_string();
-    let limits = [
+    let flags = [
         "--max-concurrent-requests",
         "1024",
         "--state-dir",
         &dir_flag,
+        "--batch-share",
+        share,
     ];
-    let (_guard, addr) = start_on_fake(built_binary(), &fake.base_url(), &limits);
+    let (_guard, addr) = start_on_fake(built_binary(), &fake.base_url(), &flags);
     let bodies: Vec<String> = (0..lines).map(|i| body(i, lines).to_string()).collect();
     let file: String = bodies
         .iter()
@@ -173,24 +177,33 @@ fn main() {
         best_batch = best_batch.max(rate);
         upload = upload.min(up);
     }
-    let best = best_online.iter().cloned().fold(0.0, f64::max);
+    let _ = std::fs::remove_dir_all(&dir);
+    (best_online, best_batch, upload)
+}
+
+fn main() {
+    let lines = env_usize("BATCH_BENCH_LINES", 10_000);
+    let runs = env_usize("BATCH_BENCH_RUNS", 2);
+    let fake_rt = support::runtime("fake-vllm");
+    let fake = fake_rt.block_on(FakeVllm::start());
+    fake.set_keep_bodies(false);
     println!(
         "{lines} lines, best of {runs} runs each, {} CPUs\n",
         support::cpus()
     );
-    println!("| mode | client concurrency | lines/s | x best online |");
-    println!("|---|---:|---:|---:|");
-    for (i, c) in LEVELS.iter().enumerate() {
-        println!(
-            "| online | {c} | {:.0} | {:.2} |",
-            best_online[i],
-            best_online[i] / best
-        );
+    println!("| --batch-share | mode | client concurrency | lines/s | x best online |");
+    println!("|---:|---|---:|---:|---:|");
+    for share in ["0.5", "1"] {
+        let (online, batch, upload) = measure(&fake, share, lines, runs);
+        let best = online.iter().cloned().fold(0.0, f64::max);
+        for (i, c) in LEVELS.iter().enumerate() {
+            println!(
+                "| {share} | online | {c} | {:.0} | {:.2} |",
+                online[i],
+                online[i] / best
+            );
+        }
+        println!("| {share} | batch | - | {batch:.0} | {:.2} |", batch / best);
+        println!("| {share} | (upload of the file) | - | {:.2} s | |", upload);
     }
-    println!("| batch | - | {best_batch:.0} | {:.2} |", best_batch / best);
-    println!(
-        "\nupload of the {:.1} MB file: {upload:.2} s",
-        file.len() as f64 / 1e6
-    );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -23,17 +23,21 @@ pub struct Batches {
     opened: OnceCell<(Store, Progress)>,
     /// The batches running here, by id, each with its cancel lever.
     running: Mutex<HashMap<String, Arc<Notify>>>,
-    /// Lines of every batch running at once.
+    /// Lines of every batch running at once (`--batch-max-concurrency`).
     pub lines: Arc<Semaphore>,
+    /// Upstream reads in flight (online and batch) below which a batch line may start:
+    /// `--batch-share` of the in-flight cap, at least one.
+    pub room: usize,
 }
 
 impl Batches {
     /// The batch jobs of a service with these settings, under `dir`; `in_flight_cap` is the
-    /// upstream in-flight cap, of which batch lines take at most their share.
+    /// upstream in-flight cap, of which batch lines take only their share.
     pub fn new(settings: BatchSettings, dir: Option<PathBuf>, in_flight_cap: usize) -> Self {
-        let share = (settings.batch_share * in_flight_cap as f64).floor() as usize;
-        let lines = share.clamp(1, settings.batch_max_concurrency as usize);
+        let room = ((settings.batch_share * in_flight_cap as f64).floor() as usize).max(1);
+        let lines = settings.batch_max_concurrency as usize;
         Batches {
+            room,
             settings,
             dir,
             opened: OnceCell::new(),

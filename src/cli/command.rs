@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use super::{calibrate, docs, eval, ledger, serve, tokens, usage, Cli};
+use super::{batch, calibrate, docs, eval, ledger, serve, tokens, usage, Cli};
 use crate::config::ServeConfig;
 
 /// What to do.
@@ -25,6 +25,9 @@ pub enum Command {
     Openapi,
     /// Print a running service's per-key usage (`GET /v1/usage`) as a table or CSV.
     Usage(usage::UsageArgs),
+    /// Run a JSONL file as a batch job on a running service: upload, follow with a
+    /// progress bar, write the output and error files.
+    Batch(Box<batch::BatchArgs>),
     /// Read the decision ledger: `export` its labelled rows as JSON lines.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
@@ -46,6 +49,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Ok(())
         }
         Command::Usage(args) => usage::run_command(&args),
+        Command::Batch(args) => batch::run_command(&args),
         Command::Ledger(command) => ledger::run(command).map_err(|e| format!("ledger: {e}")),
         Command::Docs(args) => docs::run_command(&args),
     };

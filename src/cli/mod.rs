@@ -1,7 +1,8 @@
 //! Every command of the `systemone` binary and its arguments: `serve`, `tokens`, `eval`,
-//! `calibrate`, `usage`, `ledger`, `openapi`, `docs`. The top layer: nothing outside `cli/` imports it. The offline commands'
+//! `calibrate`, `usage`, `ledger`, `batch`, `openapi`, `docs`. The top layer: nothing outside `cli/` imports it. The offline commands'
 //! maths lives in [`crate::calibration::fit`].
 
+pub mod batch;
 pub mod calibrate;
 mod command;
 pub mod docs;

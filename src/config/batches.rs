@@ -8,9 +8,10 @@ use super::parse::clap_defaults;
 /// Batch jobs' limits and scheduling.
 #[derive(Debug, Clone, Args)]
 pub struct BatchSettings {
-    /// Share of the upstream in-flight cap (`--max-in-flight`) batch lines may hold, and
-    /// only while online requests leave it free: a batch line starts only when fewer than
-    /// `(1 - share) × cap` permits are held by others, so online callers keep the rest.
+    /// Share of the upstream in-flight cap (`--max-in-flight`) batch work may fill: a batch
+    /// line starts only while fewer than `share × cap` upstream reads (online and batch
+    /// together) are in flight, so online callers always have the rest of the cap, and a
+    /// batch takes what online traffic leaves of its share.
     #[arg(long, env = "SYSTEMONE_BATCH_SHARE", default_value_t = 0.5, value_parser = share)]
     pub batch_share: f64,
 

@@ -47,6 +47,26 @@ fn form(purpose: &str, content: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Where a service listens: one in this process, or the real binary's.
+trait Base {
+    fn url(&self, path: &str) -> String;
+}
+
+impl Base for Service {
+    fn url(&self, path: &str) -> String {
+        Service::url(self, path)
+    }
+}
+
+/// The real binary, at its address.
+struct Binary(std::net::SocketAddr);
+
+impl Base for Binary {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.0)
+    }
+}
+
 fn client() -> reqwest::Client {
     // No pooled connections: paused time may outlast the edge's idle timeout between calls.
     reqwest::Client::builder()
@@ -63,7 +83,7 @@ async fn send(request: reqwest::RequestBuilder, key: Option<&str>) -> Reply {
     Reply::read(request.send().await.expect("service answers")).await
 }
 
-async fn upload_raw(service: &Service, body: Vec<u8>, gzipped: bool, key: Option<&str>) -> Reply {
+async fn upload_raw(service: &impl Base, body: Vec<u8>, gzipped: bool, key: Option<&str>) -> Reply {
     let mut request = client().post(service.url("/v1/files")).header(
         "content-type",
         format!("multipart/form-data; boundary={BOUNDARY}"),
@@ -74,11 +94,11 @@ async fn upload_raw(service: &Service, body: Vec<u8>, gzipped: bool, key: Option
     send(request.body(body), key).await
 }
 
-async fn upload(service: &Service, content: &str, key: Option<&str>) -> Reply {
+async fn upload(service: &impl Base, content: &str, key: Option<&str>) -> Reply {
     upload_raw(service, form("batch", content.as_bytes()), false, key).await
 }
 
-async fn create(service: &Service, file: &str, endpoint: &str, key: Option<&str>) -> Reply {
+async fn create(service: &impl Base, file: &str, endpoint: &str, key: Option<&str>) -> Reply {
     let body = json!({"input_file_id": file, "endpoint": endpoint, "completion_window": "24h"});
     let request = client()
         .post(service.url("/v1/batches"))
@@ -87,12 +107,12 @@ async fn create(service: &Service, file: &str, endpoint: &str, key: Option<&str>
     send(request, key).await
 }
 
-async fn get(service: &Service, path: &str, key: Option<&str>) -> Reply {
+async fn get(service: &impl Base, path: &str, key: Option<&str>) -> Reply {
     send(client().get(service.url(path)), key).await
 }
 
 /// Uploads `content` and creates a batch of it; the batch.
-async fn submit(service: &Service, content: &str, key: Option<&str>) -> Value {
+async fn submit(service: &impl Base, content: &str, key: Option<&str>) -> Value {
     let file = upload(service, content, key).await;
     assert_eq!(file.status, 200, "{}", file.text);
     let batch = create(
@@ -107,7 +127,7 @@ async fn submit(service: &Service, content: &str, key: Option<&str>) -> Value {
 }
 
 /// Polls batch `id` until it has ended; the batch.
-async fn ended(service: &Service, id: &str, key: Option<&str>) -> Value {
+async fn ended(service: &impl Base, id: &str, key: Option<&str>) -> Value {
     for _ in 0..3000 {
         let batch = get(service, &format!("/v1/batches/{id}"), key).await.body;
         if ["completed", "expired", "cancelled", "failed"]
@@ -121,7 +141,7 @@ async fn ended(service: &Service, id: &str, key: Option<&str>) -> Value {
 }
 
 /// The lines of file `id`, by custom_id.
-async fn lines(service: &Service, id: &Value, key: Option<&str>) -> HashMap<String, Value> {
+async fn lines(service: &impl Base, id: &Value, key: Option<&str>) -> HashMap<String, Value> {
     let reply = get(
         service,
         &format!("/v1/files/{}/content", id.as_str().expect("a file")),
@@ -352,24 +372,7 @@ fn a_batch_resumes_after_a_restart_with_one_output_and_one_record_per_line() {
         );
         let output = lines(&service, &done["output_file_id"], None).await;
         assert_eq!(output.len(), 40);
-        let ids: HashSet<String> = output
-            .values()
-            .map(|l| {
-                l["response"]["request_id"]
-                    .as_str()
-                    .expect("id")
-                    .to_string()
-            })
-            .collect();
-        let records = get(&service, "/v1/ledger/decisions?limit=1000", None).await;
-        let recorded: Vec<&str> = records.body["decisions"]
-            .as_array()
-            .expect("records")
-            .iter()
-            .filter_map(|r| r["request_id"].as_str())
-            .collect();
-        assert_eq!(recorded.len(), 40, "one record per line: {}", records.text);
-        assert!(recorded.iter().all(|r| ids.contains(*r)));
+        one_record_per_line(&service, &output).await;
     });
 }
 
@@ -452,4 +455,132 @@ async fn a_cancelled_batch_keeps_its_finished_lines() {
     )
     .await;
     support::assert_error(&again, 409, "system_one_batch_not_cancellable", "invalid");
+}
+
+#[tokio::test]
+async fn the_batch_command_submits_follows_and_writes_both_files() {
+    let dir = state_dir();
+    let (_fake, service) = support::setup(&["--state-dir", dir.to_str().expect("utf-8")]).await;
+    let mut content = file_of(4);
+    let bad = json!({"custom_id": "bad", "method": "POST", "url": "/v1/systemone",
+                     "body": {"state": "x", "questions": {}}});
+    content.push_str(&format!("{bad}\n"));
+    let input = support::temp_file("in.jsonl", &content);
+    let output = input.with_file_name("out.jsonl");
+    let (url, args) = (service.url(""), [input.clone(), output.clone()]);
+    let ran = tokio::task::spawn_blocking(move || {
+        support::binary()
+            .args([
+                "batch",
+                "--url",
+                &url,
+                "--poll-ms",
+                "20",
+                "--quiet",
+                "--input",
+            ])
+            .arg(&args[0])
+            .arg("--output")
+            .arg(&args[1])
+            .output()
+            .expect("the binary runs")
+    })
+    .await
+    .expect("joined");
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(ran.status.success(), "{stderr}");
+    assert!(stderr.contains("completed: 4 answered, 1 in"), "{stderr}");
+    let answered = std::fs::read_to_string(&output).expect("the output file");
+    assert_eq!(answered.lines().count(), 4, "{answered}");
+    let refused = std::fs::read_to_string(output.with_extension("errors.jsonl")).expect("errors");
+    let line: Value = serde_json::from_str(refused.trim()).expect("one JSON line");
+    assert_eq!(line["custom_id"], "bad");
+    assert_eq!(line["response"]["status_code"], 422);
+}
+
+/// Asserts the ledger holds exactly one record per output line, under the line's request id.
+async fn one_record_per_line(base: &impl Base, output: &HashMap<String, Value>) {
+    let ids: HashSet<&str> = output
+        .values()
+        .map(|l| l["response"]["request_id"].as_str().expect("id"))
+        .collect();
+    let records = get(base, "/v1/ledger/decisions?limit=1000", None).await;
+    let recorded: Vec<&str> = records.body["decisions"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter_map(|r| r["request_id"].as_str())
+        .collect();
+    assert_eq!(
+        recorded.len(),
+        output.len(),
+        "one record per line: {}",
+        records.text
+    );
+    assert!(recorded.iter().all(|r| ids.contains(r)));
+}
+
+/// Polls until the batch has at least `n` finished lines (it must still be running).
+async fn finished_at_least(base: &impl Base, id: &str, n: i64) {
+    loop {
+        let now = get(base, &format!("/v1/batches/{id}"), None).await.body;
+        assert_eq!(now["status"], "in_progress", "{now}");
+        if now["request_counts"]["completed"].as_i64().unwrap_or(0) >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_the_binary_at_three_points_loses_and_repeats_no_line() {
+    let fake = FakeVllm::start().await;
+    fake.set_delay(Duration::from_millis(30));
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let dir = state_dir();
+    let mut args: Vec<String> = [
+        "--backend",
+        "vllm",
+        "--backend-url",
+        &fake.base_url(),
+        "--token-table",
+        "golden-fake",
+        "--model",
+        "glm-5.3-flash",
+        "--state-dir",
+        dir.to_str().expect("utf-8"),
+        "--batch-concurrency",
+        "4",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(db.flags());
+    let spawn = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            support::spawn_serve(&args)
+        })
+    };
+    let (mut child, addr) = spawn(args.clone()).await.expect("started");
+    let batch = submit(&Binary(addr), &file_of(60), None).await;
+    let id = batch["id"].as_str().expect("id").to_string();
+    let mut addr = addr;
+    for point in [10, 25, 40] {
+        finished_at_least(&Binary(addr), &id, point).await;
+        child.kill().expect("kill -9");
+        child.wait().expect("reaped");
+        (child, addr) = spawn(args.clone()).await.expect("restarted");
+    }
+    let service = Binary(addr);
+    let done = ended(&service, &id, None).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["request_counts"],
+        json!({"total": 60, "completed": 60, "failed": 0})
+    );
+    let output = lines(&service, &done["output_file_id"], None).await;
+    assert_eq!(output.len(), 60, "one output line per line");
+    one_record_per_line(&service, &output).await;
+    child.kill().expect("stopped");
+    child.wait().expect("reaped");
 }

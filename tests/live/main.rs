@@ -28,6 +28,7 @@ mod images;
 mod ledger;
 mod limits_faults;
 mod limits_shared;
+mod llamacpp_batches;
 mod llamacpp_cancel;
 mod llamacpp_decisions;
 mod llamacpp_exactness;

@@ -1,7 +1,8 @@
 //! Runs batches: each in its own task, its pending lines those of one state together (so
 //! their reads reuse the model server's prefix cache, and the routing key sends them to one
-//! replica), at most `--batch-concurrency` of them at once and, with every batch's, at most
-//! the batch share of the upstream in-flight cap. A batch ends `completed` when every line
+//! replica), at most `--batch-concurrency` of them at once (`--batch-max-concurrency` with
+//! every batch's), each starting only while the upstream reads in flight are fewer than the
+//! batch share of the in-flight cap. A batch ends `completed` when every line
 //! is finished, `expired` when its `completion_window` ends first, `cancelled` when asked;
 //! the lines an ending leaves go to the error file (`batch_expired`, `batch_cancelled`),
 //! the finished ones are kept.
@@ -25,6 +26,8 @@ use crate::http::AppState;
 /// Rounds of a batch's pending lines before it waits for a restart: a line stays pending
 /// only when the commit of its output failed.
 const ROUNDS: usize = 3;
+/// How often a line waiting for room looks again.
+const ROOM_POLL: Duration = Duration::from_millis(1);
 
 /// How a batch ended.
 #[derive(Debug, Clone, Copy)]
@@ -120,6 +123,7 @@ async fn run_lines(
         futures::stream::iter(pending)
             .for_each_concurrent(per_batch, |pending| async move {
                 let _slot = state.batches.lines.acquire().await;
+                room(state).await;
                 progress
                     .done(line::run(state, caller, batch, pending).await)
                     .await;
@@ -128,6 +132,16 @@ async fn run_lines(
         progress.flush().await;
     }
     Err("some lines' progress was not committed".into())
+}
+
+/// Waits until fewer upstream reads are in flight (online and batch together) than the
+/// batch share of the cap: a line starts only in the room online requests leave. Looked at
+/// every millisecond: a line takes at least that long, and online requests never wait for it.
+async fn room(state: &AppState) {
+    let in_flight = state.pipeline.in_flight();
+    while in_flight.in_use() >= state.batches.room {
+        tokio::time::sleep(ROOM_POLL).await;
+    }
 }
 
 /// Records how batch `id` ended: its remaining lines to the error file, its status.
