@@ -39,8 +39,9 @@
 //!               and shared by models/prior_sync/ (a redb file or Redis)
 //! question.rs   the domain vocabulary: lowering questions to numbered options, the preamble
 //! config/       serve flags (one file per flag group), one model's config, the TOML registry
-//! days.rs error.rs in_flight.rs json.rs metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
-//!               day numbers and dates; in_flight.rs: the cap on upstream requests in flight)
+//! days.rs draw.rs error.rs in_flight.rs json.rs metrics.rs secret.rs shipped.rs   leaves (days.rs:
+//!               UTC day numbers and dates; draw.rs: the SVG charts; in_flight.rs: the cap on
+//!               upstream requests in flight)
 //! ```
 //!
 //! # Request lifecycle
@@ -137,6 +138,7 @@ pub mod calibration;
 pub mod cli;
 pub mod config;
 pub mod days;
+pub mod draw;
 pub mod engine;
 pub mod error;
 pub mod http;

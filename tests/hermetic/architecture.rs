@@ -41,6 +41,7 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     &[
         "days",
+        "draw",
         "error",
         "in_flight",
         "json",

@@ -19,6 +19,7 @@ mod batches;
 mod body_memory;
 mod book_examples;
 mod calibrate_jobs;
+mod calibration_watch;
 mod cli_errors;
 mod context_window;
 mod decisions_validation;
