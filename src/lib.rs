@@ -38,6 +38,8 @@
 //!               the position prior's estimator (per model, tenant and question shape), kept
 //!               and shared by models/prior_sync/ (a redb file or Redis)
 //! question.rs   the domain vocabulary: lowering questions to numbered options, the preamble
+//! telemetry/    traces: the exported spans' target, W3C propagation, the OTLP/HTTP export
+//!               queue off the request path (every layer above makes spans)
 //! config/       serve flags (one file per flag group), one model's config, the TOML registry
 //! days.rs draw.rs error.rs in_flight.rs json.rs metrics.rs secret.rs shipped.rs   leaves (days.rs:
 //!               UTC day numbers and dates; draw.rs: the SVG charts; in_flight.rs: the cap on
@@ -152,6 +154,7 @@ pub mod quota;
 pub mod request;
 pub mod secret;
 pub mod shipped;
+pub mod telemetry;
 
 pub use http::edge::{serve, Edge};
 pub use http::state::{build_state, upstream_client, AppState};

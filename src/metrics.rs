@@ -5,7 +5,7 @@
 //! verdicts, slots in use, circuit states) are read when scraped.
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use prometheus::{
@@ -139,6 +139,9 @@ impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new_custom(Some("systemone".into()), None).unwrap_or_default();
         let r = Registrar(&registry, RefCell::default());
+        // Process-wide (see the function); registered here so `/metrics` and the catalogue
+        // list it.
+        r.register(Ok(trace_spans_dropped().clone()));
         let mut metrics = Metrics {
             requests: r.counters(&REQUESTS),
             token_table_verdict: r.gauges(&TOKEN_TABLE_VERDICT),
@@ -547,6 +550,25 @@ impl Metrics {
     }
 }
 
+/// Spans the trace exporter dropped, by reason (`queue_full`: its queue was full, the
+/// collector not keeping up; `export_failed`: the collector refused a batch or could not be
+/// reached): one counter for the process, whose one exporter hangs off the process's
+/// tracing subscriber, registered into every [`Metrics`] (a test process makes several).
+pub fn trace_spans_dropped() -> &'static IntCounterVec {
+    static DROPPED: OnceLock<IntCounterVec> = OnceLock::new();
+    DROPPED.get_or_init(|| {
+        let f = &TRACE_SPANS_DROPPED;
+        let dropped =
+            IntCounterVec::new(Opts::new(f.name, f.help), f.labels).expect("valid metric");
+        // Both series from the start (0 while traces are off), so an alert on a rise needs
+        // no "absent" case.
+        for reason in ["queue_full", "export_failed"] {
+            dropped.with_label_values(&[reason]);
+        }
+        dropped
+    })
+}
+
 /// What `/metrics` mirrors of one model's state when scraped.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelGauges<'a> {
@@ -734,6 +756,13 @@ const PRIOR_SET_ASIDE: Family = Family {
 const PRIOR_DECLINED: Family = Family {
     name: "prior_declined_total",
     help: "Single reads answered raw because the position prior declined, by reason (too_few_scored: under 4 questions scored; no_gain: no held-out gain over 2 standard errors; flips_answers: the corrected reads agree with the rotation average less often than the raw reads)",
+    labels: &["reason"],
+};
+
+/// `trace_spans_dropped_total`.
+const TRACE_SPANS_DROPPED: Family = Family {
+    name: "trace_spans_dropped_total",
+    help: "Spans the trace exporter dropped, by reason (queue_full, export_failed)",
     labels: &["reason"],
 };
 

@@ -84,8 +84,11 @@ impl Call {
         self
     }
 
-    /// The request for the pool, or why there is none.
-    fn into_request(self) -> Result<(Pool, Request<RequestBody>), BackendError> {
+    /// The request for the pool, or why there is none; with the current span's
+    /// `traceparent` when traces are on, so a model server that traces puts its spans under
+    /// the read that caused them.
+    fn into_request(mut self) -> Result<(Pool, Request<RequestBody>), BackendError> {
+        crate::telemetry::inject_current(&mut self.headers);
         if let Some(why) = self.broken {
             return Err(BackendError::Protocol(why));
         }

@@ -1,4 +1,4 @@
-//! `systemone calibrate --prior`: the position prior ([`crate::calibration::prior`]) fitted
+//! `systemone calibrate prior`: the position prior ([`crate::calibration::prior`]) fitted
 //! offline from a ledger's questions read in two or more orders (requests that asked
 //! `permutations`, and the prior's own samples), the way the service learns it while
 //! serving: each question scored by the prior that has not seen it, then added. It prints
@@ -22,7 +22,7 @@ use crate::models::prior_sync::{PriorStore, FILE_NAME};
 /// How long writing the seed may take.
 const SEED_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// What `calibrate --prior` reads: `--from-ledger`, `--model`, `--since`, `--out`,
+/// What `calibrate prior` reads: `--from-ledger`, `--model`, `--since`, `--out`,
 /// `--tenant`.
 pub(super) struct PriorFit<'a> {
     pub ledger: Option<&'a LedgerTarget>,

@@ -2,19 +2,27 @@
 //! [`crate::build_state`] + [`crate::app`] + [`crate::serve`].
 
 use tokio::net::TcpListener;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{LogFormat, ServeConfig};
+use crate::telemetry::{self, Telemetry};
 
 /// Serves until SIGTERM or ctrl-c.
 pub fn run(config: &ServeConfig) -> Result<(), String> {
+    return_large_blocks_at_once();
+    let runtime = super::serve_runtime(config.worker_threads)?;
     // Dropped when `run` returns: what is still buffered is written before the caller's
     // error line.
-    let _flush = init_tracing(config.log_format);
-    return_large_blocks_at_once();
-    super::serve_runtime(config.worker_threads)?
-        .block_on(serve(config))
-        .map_err(|e| format!("serve: {e}"))
+    let (_flush, telemetry) = init_tracing(config, runtime.handle())?;
+    runtime.block_on(async {
+        let served = serve(config).await.map_err(|e| format!("serve: {e}"));
+        if let Some(telemetry) = telemetry {
+            telemetry.shutdown().await;
+        }
+        served
+    })
 }
 
 /// Large allocations (a decoded body, a long string parsed from it) go straight to the
@@ -38,19 +46,35 @@ fn return_large_blocks_at_once() {
     }
 }
 
-/// Logs to stderr in batches ([`super::log`]); the guard writes what is left.
-fn init_tracing(format: LogFormat) -> super::log::Flush {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// Logs to stderr in batches ([`super::log`]; the guard writes what is left) and, when
+/// traces are on, exports the spans of [`telemetry::TARGET`] from a task on `runtime`
+/// ([`crate::telemetry`]), which the log never shows.
+fn init_tracing(
+    config: &ServeConfig,
+    runtime: &tokio::runtime::Handle,
+) -> Result<(super::log::Flush, Option<Telemetry>), String> {
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    if let Some(quiet) = telemetry::not_in_the_log() {
+        filter = filter.add_directive(quiet);
+    }
     let (writer, flush) = super::log::batched_stderr();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(writer);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+    let log = match config.log_format {
+        LogFormat::Json => log.json().with_filter(filter).boxed(),
+        LogFormat::Text => log.with_filter(filter).boxed(),
+    };
+    let (traces, telemetry) = telemetry::layer(&config.trace, runtime)?.unzip();
+    let layers: Vec<_> = std::iter::once(log).chain(traces).collect();
+    tracing_subscriber::registry().with(layers).init();
+    if let Some(telemetry) = &telemetry {
+        tracing::info!(
+            endpoint = telemetry.endpoint(),
+            "exporting traces over OTLP/HTTP (docs/operations/tracing.md)"
+        );
     }
-    flush
+    Ok((flush, telemetry))
 }
 
 async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {

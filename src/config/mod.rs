@@ -22,6 +22,7 @@ mod parse;
 mod prompt;
 mod registry;
 mod serve;
+mod trace;
 mod upstream;
 
 pub use batches::BatchSettings;
@@ -40,6 +41,7 @@ pub use model::{
 pub use prompt::{LabelScheme, Layout};
 pub use registry::{load_registry, RegistryFile};
 pub use serve::{LogFormat, ServeConfig};
+pub use trace::TraceSettings;
 pub use upstream::{UpstreamSettings, DEFAULT_TOKEN_CHECK_TIMEOUT_SECS};
 
 #[cfg(test)]

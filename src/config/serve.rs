@@ -14,6 +14,7 @@ use super::limit_store::LimitStoreSettings;
 use super::limits::Limits;
 use super::model::ModelConfig;
 use super::registry::{load_registry, read_registry};
+use super::trace::TraceSettings;
 use super::upstream::UpstreamSettings;
 use crate::secret::Secret;
 
@@ -89,6 +90,9 @@ pub struct ServeConfig {
 
     #[command(flatten)]
     pub batches: BatchSettings,
+
+    #[command(flatten)]
+    pub trace: TraceSettings,
 
     /// Log format (`text` for people, `json` for collectors). Level via `RUST_LOG`.
     #[arg(long, env = "SYSTEMONE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]

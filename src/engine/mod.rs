@@ -9,7 +9,8 @@
 //! * [`position_prior`]: which requests learn from and are corrected by the model's
 //!   position prior, and which are asked once more as its sample;
 //! * `outcome`: what a run gives, its answers and token accounting or why it failed;
-//! * `tenant`: who a request is run for (its cache salt, its position prior).
+//! * `tenant`: who a request is run for (its cache salt, its position prior);
+//! * `spans`: the pipeline's spans in the exported trace (docs/operations/tracing.md).
 
 pub mod context_window;
 pub mod decode;
@@ -17,6 +18,7 @@ mod native;
 mod outcome;
 pub mod pipeline;
 pub mod position_prior;
+mod spans;
 mod tenant;
 
 pub use outcome::{Answers, PipelineError, TokenUsage};

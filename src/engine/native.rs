@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio::time::{timeout_at, Instant};
+use tracing::Instrument;
 
 use super::decode::{certain, Decoded};
 use super::outcome::{Answers, PipelineError, TokenUsage};
@@ -59,14 +60,17 @@ impl Pipeline {
         .map_err(|_| PipelineError::Deadline)??;
         sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
+        let span = super::spans::forward(req);
         let result = timeout_at(deadline, upstream.forward(&ask, permit))
+            .instrument(span.clone())
             .await
             .unwrap_or(Err(BackendError::Timeout));
-        self.metrics().observe_upstream(
-            upstream.dialect(),
-            started.elapsed(),
-            status_class(&result),
-        );
+        let class = status_class(&result);
+        if result.is_err() {
+            super::spans::failed(&span, class);
+        }
+        self.metrics()
+            .observe_upstream(upstream.dialect(), started.elapsed(), class);
         let (reply, bytes) = result?;
         Ok(outcome(req, &asked, reply, bytes))
     }

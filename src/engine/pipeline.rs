@@ -21,9 +21,11 @@ use std::time::Duration;
 
 use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
+use tracing::Instrument;
 
 use super::outcome::{Answers, PipelineError, TokenUsage};
 use super::position_prior;
+use super::spans::{self, ReadSpan};
 use super::tenant::Tenant;
 
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, ReadUsage, Routing};
@@ -218,7 +220,7 @@ impl Pipeline {
         let routing = Routing::new(&req.model().routing_headers, &key.hex());
         let mut skipped = Skipped::default();
         let mut garbled = Garbled::default();
-        for index in fleet.order(key.as_u64()) {
+        for (attempt, index) in (1..).zip(fleet.order(key.as_u64())) {
             let replica = &fleet.replicas()[index];
             if replica.verifier.settled().await == Verdict::Mismatch {
                 skipped.mismatch(replica.verifier.seconds_to_next_check());
@@ -236,6 +238,7 @@ impl Pipeline {
             let via = Via {
                 backend: replica.backend.as_ref(),
                 replica: Some((&req.model().name, replica)),
+                attempt,
                 routing: routing.as_ref(),
                 answered: Some(&answered),
                 cache_salt: tenant.cache_salt.as_deref(),
@@ -268,6 +271,9 @@ impl Pipeline {
     ) -> Result<Answers, PipelineError> {
         let backend = via.backend;
         let sampled = position_prior::sample(req, via.tenant);
+        if sampled.is_some() {
+            spans::prior_sampled();
+        }
         let req = sampled.as_ref().unwrap_or(req);
         // The model's upkeep (token-table check, host probe) runs in the background; a
         // pipeline used without a router starts it here.
@@ -287,13 +293,10 @@ impl Pipeline {
                 answers.push(certain());
                 continue;
             };
-            answers.push(decode_question(
-                req,
-                via.tenant,
-                q,
-                &r.orders,
-                &self.metrics,
-            )?);
+            let span = spans::decode(req.questions()[q].options.len(), r.orders.len());
+            answers.push(
+                span.in_scope(|| decode_question(req, via.tenant, q, &r.orders, &self.metrics))?,
+            );
             usage.add(&r.usage);
             model = model.or(r.model);
         }
@@ -308,7 +311,11 @@ impl Pipeline {
     /// serving tokenizer (waiting only for the model's first check).
     async fn check_table(&self, req: &ValidRequest) -> Result<(), PipelineError> {
         let model = req.model();
-        let verdict = model.verifier.settled().await;
+        let verdict = model
+            .verifier
+            .settled()
+            .instrument(spans::token_table_check())
+            .await;
         if verdict == Verdict::Mismatch {
             return Err(PipelineError::TableMismatch(
                 model
@@ -371,6 +378,8 @@ impl Pipeline {
     ) -> Result<QuestionReads, PipelineError> {
         let backend = via.backend;
         let plan = &req.rendered()[question].reads;
+        let options = req.questions()[question].options.len();
+        let billed = req.asked_orders(question);
         let slices: Vec<Slice> = (0..asks.len())
             .flat_map(|ask| {
                 plan.nodes.iter().enumerate().flat_map(move |(node, n)| {
@@ -395,7 +404,8 @@ impl Pipeline {
                     routing: via.routing,
                     cache_salt: via.cache_salt,
                 };
-                self.read(via, request, sent)
+                let span = via.read_span(options, slice.ask >= billed);
+                self.read(req, via, request, sent, span)
             }))
         };
         // A trie's reads share the whole prompt but the prefill: the root's slices go
@@ -412,25 +422,34 @@ impl Pipeline {
         };
         let mut replies = send(&slices[..first]).await?;
         replies.extend(send(&slices[first..]).await?);
-        let billed = req.asked_orders(question);
         Ok(merge_replies(asks, plan, &slices, replies, billed))
     }
 
-    /// One upstream request: wait for a slot, then read within the read timeout.
+    /// One upstream request: wait for a slot, then read within the read timeout, each in
+    /// its span (`at` says what the read's says).
     async fn read(
         &self,
+        req: &ValidRequest,
         via: Via<'_>,
         request: ReadRequest<'_>,
         sent: &AtomicU64,
+        at: ReadSpan<'_>,
     ) -> Result<ReadReply, BackendError> {
         let backend = via.backend;
-        let permit = self.in_flight.acquire().await;
+        let permit = self
+            .in_flight
+            .acquire()
+            .instrument(spans::permit_wait())
+            .await;
         sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
+        let span = spans::read(req, &at);
         let result = timeout(self.read_timeout, backend.read(request, permit))
+            .instrument(span.clone())
             .await
             .unwrap_or(Err(BackendError::Timeout));
         let status = status_class(&result);
+        spans::read_ended(&span, &result, status);
         self.metrics
             .observe_upstream(backend.dialect(), started.elapsed(), status);
         if let Some((model, replica)) = via.replica {
@@ -529,6 +548,8 @@ struct Via<'a> {
     backend: &'a dyn Backend,
     /// Of a fleet: the model's name and the replica, whose reads are counted.
     replica: Option<(&'a str, &'a Replica)>,
+    /// Which replica of the request's order this is (1 the first; 1 for one URL).
+    attempt: u32,
     /// The routing key every read carries, when the model sends one.
     routing: Option<&'a Routing>,
     /// Of a fleet: counts the reads answered, so an unreachable replica is skipped only
@@ -541,11 +562,24 @@ struct Via<'a> {
 }
 
 impl<'a> Via<'a> {
+    /// What a read's span says of where it goes, for a question of `options` options (the
+    /// position prior's `sample` or not).
+    fn read_span(&self, options: usize, sample: bool) -> ReadSpan<'a> {
+        ReadSpan {
+            dialect: self.backend.dialect(),
+            replica: self.replica.map(|(_, r)| r.label.as_str()),
+            attempt: self.attempt,
+            options,
+            sample,
+        }
+    }
+
     /// Straight to a model's one backend.
     fn direct(backend: &'a dyn Backend, routing: Option<&'a Routing>, tenant: &'a Tenant) -> Self {
         Via {
             backend,
             replica: None,
+            attempt: 1,
             routing,
             answered: None,
             cache_salt: tenant.cache_salt.as_deref(),

@@ -10,6 +10,7 @@ use tracing::Instrument;
 use super::context::{RequestContext, REQUEST_ID, TYPESAFE_REQUEST_ID};
 use super::flow::ledger_step;
 use super::summary;
+use super::trace;
 use super::AppState;
 use crate::error::Code;
 
@@ -30,13 +31,24 @@ pub(super) async fn request_context(
     let context = RequestContext::arriving(route);
     request.extensions_mut().insert(context.clone());
     let span = tracing::info_span!("request", request_id = %context.id.0);
+    let server = trace::server(
+        request.method(),
+        &context.route,
+        &context.id.0,
+        request.headers(),
+    );
     let mut abandoned = Abandoned {
         state: &state,
         context: &context,
         span: &span,
+        server: &server,
         armed: true,
     };
-    let mut response = next.run(request).instrument(span.clone()).await;
+    let mut response = next
+        .run(request)
+        .instrument(span.clone())
+        .instrument(server.clone())
+        .await;
     let code = response.extensions().get::<Code>().copied();
     ledger_step::refused(&state, &context, response.status().as_u16(), code).await;
     abandoned.armed = false;
@@ -48,6 +60,7 @@ pub(super) async fn request_context(
         .metrics
         .count_request(route, status, code.unwrap_or(""), latency);
     let fields = context.summary.fields();
+    trace::ended(&server, status, code, fields.key.as_deref());
     span.in_scope(|| {
         let code = code.unwrap_or("");
         log_summary(Ending::Finished, route, status, code, latency, &fields)
@@ -105,6 +118,8 @@ struct Abandoned<'a> {
     state: &'a AppState,
     context: &'a RequestContext,
     span: &'a tracing::Span,
+    /// The request's exported SERVER span.
+    server: &'a tracing::Span,
     armed: bool,
 }
 
@@ -119,6 +134,13 @@ impl Drop for Abandoned<'_> {
             .metrics
             .count_request(route, CLIENT_CLOSED_STATUS, "client_closed", elapsed);
         let fields = self.context.summary.fields();
+        let caller = fields.key.as_deref();
+        trace::ended(
+            self.server,
+            CLIENT_CLOSED_STATUS,
+            Some("client_closed"),
+            caller,
+        );
         self.span.in_scope(|| {
             log_summary(
                 Ending::Abandoned,

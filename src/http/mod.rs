@@ -33,6 +33,7 @@ mod playground;
 mod router;
 pub mod state;
 mod summary;
+mod trace;
 mod wire;
 
 pub use context::{RequestId, REQUEST_ID, TYPESAFE_REQUEST_ID};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::model::Model;
 use super::registry::Models;
+use crate::telemetry::TARGET;
 
 impl Models {
     /// Which models' circuits refuse requests now: read once per request, by the front
@@ -57,8 +58,18 @@ impl Routes<'_> {
     /// answer it. The registry refused loops at startup; `seen` guards the walk anyway.
     pub fn serving<'a>(&'a self, requested: &'a Arc<Model>) -> &'a Arc<Model> {
         let mut seen = Vec::new();
-        self.first_serving(requested, &mut seen)
-            .unwrap_or(requested)
+        let serving = self
+            .first_serving(requested, &mut seen)
+            .unwrap_or(requested);
+        if !Arc::ptr_eq(serving, requested) {
+            tracing::info!(
+                target: TARGET,
+                requested_model = %requested.name,
+                model = %serving.name,
+                "fallback"
+            );
+        }
+        serving
     }
 
     /// `model` when its circuit admits, else the first of its fallbacks that serves.

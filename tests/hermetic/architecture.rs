@@ -38,6 +38,7 @@ const LAYERS: &[&[&str]] = &[
     &["models"],
     &["backend", "calibration"],
     &["question"],
+    &["telemetry"],
     &["config"],
     &[
         "days",

@@ -552,8 +552,9 @@ async fn metrics_expose_the_gateway_series_with_bounded_labels() {
     {
         assert!(line.starts_with("systemone_"), "unprefixed series: {line}");
     }
+    // `reason`: the trace exporter's drops (`queue_full`, `export_failed`), always exported.
     let allowed: BTreeSet<String> = [
-        "route", "status", "code", "model", "key", "dialect", "kind", "le",
+        "route", "status", "code", "model", "key", "dialect", "kind", "le", "reason",
     ]
     .into_iter()
     .map(String::from)

@@ -66,6 +66,7 @@ mod token_check;
 mod token_tables;
 mod tokens;
 mod tokens_jwks;
+mod traces;
 mod validation_rules;
 mod validation_transport;
 mod vllm_fanout;

@@ -40,13 +40,7 @@ async fn calibrate(flags: Vec<String>) -> Result<String, String> {
 }
 
 fn prior_flags(ledger: &str, out: Option<&str>) -> Vec<String> {
-    let mut flags = vec![
-        "--prior",
-        "--from-ledger",
-        ledger,
-        "--model",
-        "glm-5.3-flash",
-    ];
+    let mut flags = vec!["prior", "--from-ledger", ledger, "--model", "glm-5.3-flash"];
     if let Some(dir) = out {
         flags.extend(["--out", dir]);
     }

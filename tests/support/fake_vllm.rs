@@ -121,12 +121,14 @@ pub struct FakeState {
 }
 
 /// The headers [`FakeState::routing_headers`] records (the routers' affinity headers, the
-/// tests' custom one and the bearer, which must never be a routing key).
-pub const ROUTING_HEADERS: [&str; 4] = [
+/// tests' custom one, the bearer, which must never be a routing key, and the W3C
+/// `traceparent` a traced read carries).
+pub const ROUTING_HEADERS: [&str; 5] = [
     "x-session-id",
     "x-smg-routing-key",
     "x-route",
     "authorization",
+    "traceparent",
 ];
 
 /// A running fake.

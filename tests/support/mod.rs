@@ -15,6 +15,9 @@ pub(crate) use crate::fake_vllm;
 
 pub mod answers;
 pub mod bodies;
+/// The hermetic tier reads everything it receives; the live tier only vLLM's spans.
+#[allow(dead_code)]
+pub mod collector;
 /// The hermetic tier turns every lever of it (tests/hermetic/tokens.rs); the live tier signs
 /// one token for the SDK, so the rest goes unused there.
 #[allow(dead_code)]

@@ -5,6 +5,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
+use tracing::Instrument;
 
 use super::Door;
 use crate::error::ApiError;
@@ -15,6 +16,7 @@ use crate::http::body;
 use crate::http::context::RequestContext;
 use crate::http::flow;
 use crate::http::flow::headers::{set_escalation_headers, set_model_header};
+use crate::http::trace;
 use crate::http::AppState;
 
 /// The handler of door `D`: the caller is authenticated (and must have the `ask` scope)
@@ -67,12 +69,14 @@ async fn answer<D: Door>(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let validation = trace::validation();
     let body = body::read_request(
         headers,
         body,
         state.limits.max_body_bytes,
         &state.body_budget,
     )
+    .instrument(validation.clone())
     .await?;
     D::admit(&body)?;
     state.models.tables_built().await;
@@ -82,6 +86,7 @@ async fn answer<D: Door>(
     let plan = blocking::run(body.len, weight, move || {
         D::plan(body.json, &body.parts, &models.routes(), &limits)
     })
+    .instrument(validation)
     .await??;
     let requests = D::requests(&plan);
     // Validated: the body's memory goes back to the budget before the upstream reads,

@@ -15,9 +15,11 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::engine::{Answers, PipelineError, Tenant, TokenUsage};
 use crate::error::{ApiError, Code};
+use crate::http::trace;
 use crate::http::AppState;
 use crate::models::escalation::Escalation;
 use crate::request::ValidRequest;
@@ -92,7 +94,8 @@ async fn escalate_one(
     }
     let (from, to) = (request.model().name.as_str(), escalation.to.as_str());
     let sent = AtomicU64::new(0);
-    let again = ask_again(state, request, &unsure, escalation, started, &sent, tenant);
+    let again = ask_again(state, request, &unsure, escalation, started, &sent, tenant)
+        .instrument(trace::escalation(from, to, unsure.len()));
     match again.await {
         Ok(again) => {
             let name: Arc<str> = Arc::from(to);

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::try_join_all;
+use tracing::Instrument;
 
 use super::escalate::{escalate, Report};
 use super::{ledger_step, Answered};
@@ -13,6 +14,7 @@ use crate::error::{ApiError, Code};
 use crate::http::auth::{count_rejection, Caller};
 use crate::http::context::RequestContext;
 use crate::http::ops::usage;
+use crate::http::trace;
 use crate::http::AppState;
 use crate::models::circuit::Ticket;
 use crate::quota::Admission;
@@ -69,7 +71,9 @@ pub(in crate::http) async fn run(
         usage: total,
         escalation,
     };
-    ledger_step::answered(state, context, caller, requests, &answered).await?;
+    ledger_step::answered(state, context, caller, requests, &answered)
+        .instrument(trace::ledger_commit())
+        .await?;
     Ok(answered)
 }
 

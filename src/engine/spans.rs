@@ -1,0 +1,134 @@
+//! The pipeline's spans in the exported trace ([`crate::telemetry`]): the wait for an
+//! in-flight permit, the token-table check, the position prior's sample, each upstream
+//! read as a GenAI CLIENT span, decoding and calibration, a native forward. Each is a
+//! disabled `tracing` span unless traces are on.
+//!
+//! A read's span follows the OpenTelemetry GenAI conventions: named
+//! `{gen_ai.operation.name} {gen_ai.request.model}` (`chat glm-5.3-flash`), with the
+//! requested and answering model and the usage the backend reported; the service's own
+//! attributes (`systemone.*`) say which replica, which attempt, how many options, which
+//! layout, whether the read was the prior's sample, the tokens served from the cache and
+//! evaluated. Never a prompt, a label or anything else the caller wrote.
+
+use tracing::Span;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::backend::{BackendError, ReadReply};
+use crate::request::ValidRequest;
+use crate::telemetry::TARGET;
+
+/// What a read's span says of where it went and what it asks.
+pub(super) struct ReadSpan<'a> {
+    /// The backend's dialect (`vllm`, `llamacpp`, `openai`).
+    pub dialect: &'static str,
+    /// The replica's label, of a model with several.
+    pub replica: Option<&'a str>,
+    /// Which replica of the request's order this is (1 the first).
+    pub attempt: u32,
+    /// Options of the question read.
+    pub options: usize,
+    /// Whether the read is the position prior's sample (an order the caller did not ask).
+    pub sample: bool,
+}
+
+/// The GenAI operation every read is: a (masked, prefilled) chat completion.
+const OPERATION: &str = "chat";
+
+/// The CLIENT span of one upstream read of `req`.
+pub(super) fn read(req: &ValidRequest, at: &ReadSpan<'_>) -> Span {
+    let model = req.model().upstream_model.as_str();
+    tracing::info_span!(
+        target: TARGET,
+        "read",
+        otel.name = format!("{OPERATION} {model}"),
+        otel.kind = "client",
+        gen_ai.operation.name = OPERATION,
+        gen_ai.provider.name = at.dialect,
+        gen_ai.request.model = model,
+        systemone.model = req.model().name.as_str(),
+        systemone.replica = at.replica,
+        systemone.attempt = at.attempt,
+        systemone.options = at.options,
+        systemone.layout = req.layout().as_str(),
+        systemone.prior_sample = at.sample,
+    )
+}
+
+/// What the read returned, on its span: the answering model and usage, or the failure's
+/// status `class`.
+pub(super) fn read_ended(
+    span: &Span,
+    result: &Result<ReadReply, BackendError>,
+    class: &'static str,
+) {
+    if span.is_disabled() {
+        return;
+    }
+    let Ok(reply) = result else {
+        failed(span, class);
+        return;
+    };
+    if let Some(model) = &reply.model {
+        span.set_attribute("gen_ai.response.model", model.clone());
+    }
+    if let Some(usage) = &reply.usage {
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        span.set_attribute("gen_ai.usage.input_tokens", count(usage.prompt_tokens));
+        span.set_attribute("gen_ai.usage.output_tokens", count(usage.completion_tokens));
+        span.set_attribute("systemone.cached_tokens", count(usage.cached_tokens));
+        span.set_attribute("systemone.evaluated_tokens", count(usage.evaluated_tokens));
+    }
+    span.set_attribute(
+        "systemone.http_requests",
+        i64::try_from(reply.http_requests).unwrap_or(i64::MAX),
+    );
+}
+
+/// Waiting for a slot under the process-wide in-flight cap.
+pub(super) fn permit_wait() -> Span {
+    tracing::info_span!(target: TARGET, "in-flight permit")
+}
+
+/// Waiting for the model's token-table check's verdict (its first, at startup).
+pub(super) fn token_table_check() -> Span {
+    tracing::info_span!(target: TARGET, "token-table check")
+}
+
+/// An event on the current span: the request is asked once more, rotated, as the position
+/// prior's sample (its reads say `systemone.prior_sample`).
+pub(super) fn prior_sampled() {
+    tracing::info!(target: TARGET, "prior sample");
+}
+
+/// Decoding one question's reads and calibrating its answer.
+pub(super) fn decode(options: usize, orders: usize) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "decode and calibrate",
+        systemone.options = options,
+        systemone.orders = orders,
+    )
+}
+
+/// The CLIENT span of a whole request forwarded to a native System One upstream.
+pub(super) fn forward(req: &ValidRequest) -> Span {
+    let model = req.model().upstream_model.as_str();
+    tracing::info_span!(
+        target: TARGET,
+        "forward",
+        otel.name = format!("forward {model}"),
+        otel.kind = "client",
+        gen_ai.request.model = model,
+        systemone.model = req.model().name.as_str(),
+        systemone.questions = req.questions().len(),
+    )
+}
+
+/// A failed read or forward, on its span: its status `class` (`timeout`, `5xx`, …).
+pub(super) fn failed(span: &Span, class: &'static str) {
+    if span.is_disabled() {
+        return;
+    }
+    span.set_attribute("error.type", class);
+    span.set_status(opentelemetry::trace::Status::error(class));
+}

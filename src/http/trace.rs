@@ -1,0 +1,70 @@
+//! The spans the HTTP layer makes for the exported trace ([`crate::telemetry`]): the
+//! request's SERVER span, and the flow's steps under it (validation, escalation, the
+//! ledger's commit). Each is a disabled `tracing` span unless traces are on.
+//!
+//! A SERVER span says route, status, the contract's error code, the request id and the
+//! caller's configured name (`systemone.caller`: an API key's name, `token` or
+//! `token:<tier>`); never a key, a token or anything from the body.
+
+use axum::http::{HeaderMap, Method};
+use opentelemetry::trace::Status;
+use tracing::Span;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::telemetry::{self, TARGET};
+
+/// The SERVER span of one request on `route` (its template, e.g. `/v1/systemone`), a child
+/// of the caller's trace when it sent a `traceparent`.
+pub(super) fn server(method: &Method, route: &str, id: &str, headers: &HeaderMap) -> Span {
+    let span = tracing::info_span!(
+        target: TARGET,
+        "request",
+        otel.name = format!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = method.as_str(),
+        http.route = route,
+        systemone.request_id = id,
+    );
+    telemetry::continue_trace(&span, headers);
+    span
+}
+
+/// How the request ended, on its SERVER span: the status, the error code of a refusal (its
+/// span status an error for a 5xx, as the HTTP conventions say of a server), the caller.
+pub(super) fn ended(span: &Span, status: u16, code: Option<&str>, caller: Option<&str>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.set_attribute("http.response.status_code", i64::from(status));
+    if let Some(code) = code.filter(|c| !c.is_empty()) {
+        span.set_attribute("error.type", code.to_owned());
+        if status >= 500 {
+            span.set_status(Status::error(code.to_owned()));
+        }
+    }
+    if let Some(caller) = caller {
+        span.set_attribute("systemone.caller", caller.to_owned());
+    }
+}
+
+/// Reading, parsing and validating the body against the serving model (a fallback's, while
+/// the requested model's circuit is open: then a `fallback` event says which).
+pub(super) fn validation() -> Span {
+    tracing::info_span!(target: TARGET, "validation")
+}
+
+/// Asking `questions` unsure answers of model `from` again of model `to` (configured names).
+pub(super) fn escalation(from: &str, to: &str, questions: usize) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "escalation",
+        systemone.model = from,
+        systemone.escalation.model = to,
+        systemone.escalation.questions = questions,
+    )
+}
+
+/// Writing the ledger's record (and waiting for its commit, under `fail_closed`).
+pub(super) fn ledger_commit() -> Span {
+    tracing::info_span!(target: TARGET, "ledger commit")
+}

@@ -1,0 +1,45 @@
+//! Traces: where each answer spent its time, span by span, exported over OTLP/HTTP to the
+//! operator's collector (docs/operations/tracing.md).
+//!
+//! The spans are `tracing` spans of the one target [`TARGET`], made where the work is
+//! (`http/trace.rs`: the request's SERVER span and the flow's steps; `engine/spans.rs`: the
+//! pipeline's, each upstream read a GenAI CLIENT span); `tracing-opentelemetry` turns them
+//! into OpenTelemetry spans. With traces off (the default) no layer takes that target, so
+//! each such span is a disabled callsite: a load of its cached interest, nothing made.
+//! The log's layer never takes it either, with traces on or off.
+//!
+//! Propagation is W3C trace context: a caller's `traceparent`/`tracestate` is the
+//! request's parent ([`continue_trace`]) and every upstream request carries the current
+//! span's `traceparent` ([`inject_current`]), so a model server that traces (vLLM with
+//! `--otlp-traces-endpoint`) puts its spans under the read that caused them.
+//!
+//! Never caller text: a span's attributes are ids, counts, configured names and outcomes,
+//! as the metrics' labels are (the canary test in tests/hermetic/traces.rs reads everything
+//! exported).
+
+mod client;
+mod install;
+mod propagate;
+mod queue;
+
+use std::sync::atomic::AtomicBool;
+
+use tracing_subscriber::{Layer, Registry};
+
+pub use install::{layer, Telemetry};
+pub use propagate::{continue_trace, inject_current};
+
+/// The `tracing` target of every span that is exported (and of nothing else).
+pub const TARGET: &str = "systemone::otel";
+
+/// Whether spans are exported: read before the work of propagation is done.
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// The layer that exports spans, as the subscriber takes it beside the log's.
+pub type TraceLayer = Box<dyn Layer<Registry> + Send + Sync>;
+
+/// The log's filter directive that keeps the exported spans out of the log (whatever
+/// `RUST_LOG` says: it is added last).
+pub fn not_in_the_log() -> Option<tracing_subscriber::filter::Directive> {
+    format!("{TARGET}=off").parse().ok()
+}
