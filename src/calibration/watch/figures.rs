@@ -63,7 +63,7 @@ pub struct Figures {
     /// Answers with a current outcome.
     pub outcomes: u64,
     pub accuracy: Option<f64>,
-    /// ECE over 15 equal-width bins (as `calibrate --check` reports `ECE w15`).
+    /// ECE over 15 equal-width bins (the offline metrics' `ece_equal_width`, to 1e-9).
     pub ece_equal_width_15: Option<f64>,
     /// ECE over 15 bins of about equal counts, made of whole fine bins (1/60 wide).
     pub ece_equal_mass_15: Option<f64>,
