@@ -43,9 +43,10 @@
 //! stores/       the setup the limits (quota/) and the prior (models/prior_sync/) share: a
 //!               Redis client for `--redis-url`, a redb file under `--state-dir`
 //! config/       serve flags (one file per flag group), one model's config, the TOML registry
-//! days.rs error.rs in_flight.rs json/ metrics.rs secret.rs shipped.rs   leaves (days.rs: UTC
-//!               day numbers and dates; in_flight.rs: the cap on upstream requests in flight;
-//!               json/: a caller's body parsed strictly, values written as Python's bytes)
+//! days.rs draw.rs error.rs in_flight.rs json/ metrics.rs secret.rs shipped.rs   leaves (days.rs:
+//!               UTC day numbers and dates; draw.rs: the SVG charts; in_flight.rs: the cap on
+//!               upstream requests in flight; json/: a caller's body parsed strictly, values
+//!               written as Python's bytes)
 //! ```
 //!
 //! # Request lifecycle
@@ -148,6 +149,7 @@ pub mod calibration;
 pub mod cli;
 pub mod config;
 pub mod days;
+pub mod draw;
 pub mod engine;
 pub mod error;
 pub mod http;

@@ -89,6 +89,9 @@ pub struct Metrics {
     ledger_accuracy: GaugeVec,
     /// Their mean Brier score, per model.
     ledger_brier: GaugeVec,
+    /// The calibration watch's figures per model, shape, class and window, one family per
+    /// figure in [`CALIBRATION_FIGURES`]' order.
+    calibration: Vec<GaugeVec>,
     /// Client connections open now (the edge's own count).
     open_connections: IntGauge,
     /// Connections the edge refused or closed, by rule (`connection_cap`,
@@ -192,6 +195,12 @@ impl Metrics {
                 Opts::new(LEDGER_BRIER.name, LEDGER_BRIER.help),
                 LEDGER_BRIER.labels,
             )),
+            calibration: CALIBRATION_FIGURES
+                .iter()
+                .map(|(name, help)| {
+                    r.register(GaugeVec::new(Opts::new(*name, *help), CALIBRATION_LABELS))
+                })
+                .collect(),
             open_connections: r.register(IntGauge::new(
                 "open_connections",
                 "Client connections open now",
@@ -305,6 +314,22 @@ impl Metrics {
             .with_label_values(&[model])
             .set(accuracy);
         self.ledger_brier.with_label_values(&[model]).set(brier);
+    }
+
+    /// Replaces every calibration gauge by `rows`: per (model, type, options, layout,
+    /// class, window), the figures in [`CALIBRATION_FIGURES`]' order; a figure that is
+    /// `None` (nothing under it) has no series, never a 0.
+    pub fn set_calibration(&self, rows: &[([&str; 6], Vec<Option<f64>>)]) {
+        for family in &self.calibration {
+            family.reset();
+        }
+        for (labels, figures) in rows {
+            for (family, figure) in self.calibration.iter().zip(figures) {
+                if let Some(value) = figure.filter(|v| v.is_finite()) {
+                    family.with_label_values(labels).set(value);
+                }
+            }
+        }
     }
 
     /// Counts one authenticated request of a key.
@@ -840,6 +865,26 @@ const LEDGER_BRIER: Family = Family {
     help: "Mean Brier score (sum over options of (p - 1[outcome])^2) of answered questions with an outcome, per model (same window)",
     labels: &["model"],
 };
+
+/// The calibration gauges' labels: the shape the watch keeps figures by (no caller text:
+/// configured model names, question types, option counts, layouts, classes) and the
+/// window (`hour`, `day`, `week`: the one holding now).
+const CALIBRATION_LABELS: &[&str] = &["model", "type", "options", "layout", "class", "window"];
+
+/// The calibration watch's gauges (`calibration/watch/`), name and help.
+pub const CALIBRATION_FIGURES: &[(&str, &str)] = &[
+    ("calibration_answers", "Answers in the window, per model and shape"),
+    ("calibration_mean_confidence", "Mean confidence (1 - H/ln n) of the window's answers"),
+    ("calibration_mean_option_mass", "Mean option_mass of the window's answers that report it"),
+    ("calibration_confidence_psi", "PSI of the window's top-probability histogram (15 bins) against the reference window's"),
+    ("calibration_expected_accuracy", "Expected accuracy from the confidences, recalibrated by the reference window (CBPE)"),
+    ("calibration_em_prior_shift", "Total variation between the label prior re-estimated by EM on the window and the reference window's"),
+    ("calibration_below_threshold_share", "Share of the window's answers under the model's escalation threshold"),
+    ("calibration_outcomes", "Answers of the window with a current outcome"),
+    ("calibration_accuracy", "Share of the window's answers with an outcome that were right"),
+    ("calibration_ece", "ECE over 15 equal-width bins of the window's answers with an outcome"),
+    ("calibration_brier", "Mean Brier score of the window's answers with an outcome"),
+];
 
 /// `ledger_batch_rows`'s buckets.
 const LEDGER_BATCH_ROWS_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];

@@ -9,7 +9,9 @@
 //! * [`prior`]: a label-free correction of the model's preference for a label position,
 //!   learned while serving from rotated reads;
 //! * [`fit`]: fitting these numbers offline (optimisers, temperature fits, conformal sets,
-//!   metrics); the `calibrate` and `eval` commands read and write the files.
+//!   metrics); the `calibrate` and `eval` commands read and write the files;
+//! * [`watch`]: how well the served probabilities hold up over time, per key, model and
+//!   question shape, from running sums the ledger feeds.
 
 mod argmax;
 mod certain;
@@ -17,6 +19,7 @@ pub mod fit;
 pub mod prior;
 pub mod profile;
 pub mod temperature;
+pub mod watch;
 
 pub use argmax::argmax;
 pub use certain::certain;

@@ -80,6 +80,9 @@ fn init_tracing(
 async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
     let mut state = crate::build_state(config)?;
     state.ledger = open_ledger(config, &state).await?;
+    if let Some(watch) = state.ledger.watch() {
+        watch.set_thresholds(escalation_thresholds(&state.models));
+    }
     for model in state.models.iter() {
         let table = model.table.get();
         tracing::info!(
@@ -134,6 +137,18 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
     // What the position priors learned since their last exchange, before the process ends.
     models.sync_priors().await;
     Ok(())
+}
+
+/// Each model's `escalate_below`, for the calibration watch's share of answers under it.
+fn escalation_thresholds(models: &crate::models::Models) -> std::collections::HashMap<String, f64> {
+    use crate::models::escalation::Rule;
+    models
+        .iter()
+        .filter_map(|m| match m.escalation.as_ref()?.rule {
+            Rule::Below(below) => Some((m.name.clone(), below)),
+            Rule::NotAutomate => None,
+        })
+        .collect()
 }
 
 /// The configured decision ledger, opened (migrations applied, writer started), and a

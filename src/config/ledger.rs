@@ -131,6 +131,13 @@ pub struct LedgerSettings {
     #[arg(long, env = "SYSTEMONE_LEDGER_KEY", hide_env_values = true)]
     pub ledger_key: Option<Secret>,
 
+    /// The calibration watch's reference window, `FROM..UNTIL` (each Unix milliseconds or a
+    /// UTC date `YYYY-MM-DD`, its midnight): the traffic every window's drift figures
+    /// (PSI, the EM prior, CBPE) compare against. Without it, the first full week (Monday
+    /// to Monday, UTC) after the first answer the ledger holds.
+    #[arg(long, env = "SYSTEMONE_CALIBRATION_REFERENCE", value_parser = parse_reference)]
+    pub calibration_reference: Option<(i64, i64)>,
+
     /// How often the retention sweep runs (at startup, then on this interval). Not a flag:
     /// hourly in a service; tests shorten it to see a sweep happen.
     #[arg(skip = LEDGER_RETENTION_EVERY)]
@@ -174,6 +181,22 @@ impl LedgerSettings {
         };
         Ok(LedgerTarget::Sqlite(dir.join("ledger.sqlite")))
     }
+}
+
+/// `FROM..UNTIL` as Unix milliseconds, `FROM` before `UNTIL`.
+fn parse_reference(text: &str) -> Result<(i64, i64), String> {
+    let (from, until) = text
+        .split_once("..")
+        .ok_or("expected FROM..UNTIL (Unix milliseconds or UTC dates YYYY-MM-DD)")?;
+    let instant = |t: &str| {
+        crate::days::instant_ms(t)
+            .ok_or_else(|| format!("{t:?} is neither Unix milliseconds nor a UTC date YYYY-MM-DD"))
+    };
+    let (from, until) = (instant(from)?, instant(until)?);
+    if from >= until {
+        return Err("FROM must be before UNTIL".into());
+    }
+    Ok((from, until))
 }
 
 /// `$XDG_STATE_HOME/systemone`, else `$HOME/.local/state/systemone`.

@@ -6,10 +6,12 @@
 //!   sets;
 //! - `batches/`: batch jobs' routes (`/v1/files`, `/v1/batches`) and their runner, each line
 //!   through its door's own handler in this process;
-//! - `ops/`: the operations routes (health, metrics, models, usage, the ledger's reads);
+//! - `ops/`: the operations routes (health, metrics, models, usage, the ledger's reads, the
+//!   calibration watch's figures and charts);
 //! - the plumbing: the router, the request middleware, API keys, body extraction, the body
 //!   memory budget, the blocking pool, the summary line, the shared state, the wire types,
-//!   the connection edge, the OpenAPI document and the browser page (`playground/`).
+//!   the connection edge, the OpenAPI document and the browser pages (`playground/`,
+//!   `calibration_page/`).
 //!
 //! A door only translates: its body → [`crate::request::validate()`] → `flow::run` → its
 //! client's shape; every error goes out through [`crate::error::ApiError`].
@@ -19,6 +21,7 @@ mod batches;
 mod blocking;
 mod body;
 pub mod budget;
+mod calibration_page;
 mod context;
 mod doors;
 pub mod edge;

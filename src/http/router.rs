@@ -11,9 +11,9 @@ use axum::Router;
 use super::batches::{self, files, jobs};
 use super::doors::{self, decisions::Decisions, rerank::Rerank, systemone::SystemOne};
 use super::middleware::request_context;
-use super::ops::{health, ledger, metrics, models, usage};
+use super::ops::{calibration, health, ledger, metrics, models, usage};
 use super::routes::DOORS;
-use super::{openapi, playground, AppState};
+use super::{calibration_page, openapi, playground, AppState};
 use crate::error::{ApiError, Code};
 
 /// The service's router. Starts the models' background upkeep when called in a runtime.
@@ -38,6 +38,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/models", get(models::list))
         .route("/v1/usage", get(usage::handle))
         .route("/v1/ledger/decisions", get(ledger::list))
+        .route("/v1/calibration", get(calibration::route::figures))
+        .route("/v1/calibration/charts", get(calibration::charts::charts))
         .route("/v1/ledger/decisions/{request_id}", get(ledger::one))
         .route(
             "/v1/ledger/decisions/{request_id}/outcomes",
@@ -51,6 +53,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::render))
         .route("/openapi.json", get(openapi::handle))
         .route("/playground", get(playground::page))
+        .route("/calibration", get(calibration_page::page))
         .route("/", get(playground::root))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -139,6 +139,7 @@ fn question(
         model: d.model.as_deref().unwrap_or(model).to_owned(),
         profile: d.profile.as_ref().map(|p| p.name.to_string()),
         prior_correction: d.prior,
+        layout: Some(layout.as_str().to_owned()),
         reads: (!d.orders.is_empty()).then(|| OrderedReads {
             layout: layout.as_str().to_owned(),
             orders: d

@@ -17,6 +17,9 @@
 //!   back; [`fate`]: how a request that gave up waiting and was refused has its refusal
 //!   recorded in place of its answer.
 //!
+//! * [`watch`]: feeds the calibration watch (`calibration/watch/`) every committed record
+//!   and recorded outcome, and the store's records once at start-up.
+//!
 //! [`Ledger`] wraps them with what a request needs: a bounded wait for its commit
 //! (`--ledger-timeout-ms`) and the failure policy (`fail_closed`: the request is refused
 //! 503 `system_one_ledger_unavailable`, and that refusal is what is recorded; `fail_open`:
@@ -44,12 +47,14 @@ mod retention;
 pub mod rows;
 pub mod store;
 mod unrecorded;
+pub mod watch;
 mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::calibration::watch::{self as calibration_watch, Watch};
 use crate::config::{FailurePolicy, LedgerInputs, LedgerSettings, LedgerTarget};
 use crate::metrics::Metrics;
 use health::{Health, LedgerStatus};
@@ -118,13 +123,20 @@ impl Ledger {
         metrics.start_ledger_series(store.driver().as_str(), settings.ledger_policy.as_str());
         let health = Arc::new(Health::default());
         live::check_at_start(&store, &health).await?;
+        let watch = Arc::new(Watch::new(calibration_watch::Settings {
+            reference: settings.calibration_reference,
+            ..calibration_watch::Settings::default()
+        }));
+        let opened_ms = now_ms();
         let open = Open {
             writer: writer::start(
                 store.clone(),
                 settings.commit_delay(),
                 metrics.clone(),
                 health.clone(),
+                watch.clone(),
             ),
+            watch,
             health,
             store,
             key,
@@ -138,8 +150,32 @@ impl Ledger {
         let ledger = Ledger {
             open: Some(Arc::new(open)),
         };
+        ledger.start_watch(opened_ms);
         ledger.start_quality();
         Ok(ledger)
+    }
+
+    /// The calibration watch, when on.
+    pub fn watch(&self) -> Option<&Arc<Watch>> {
+        self.open.as_ref().map(|o| &o.watch)
+    }
+
+    /// Feeds the watch the records written before `opened_ms`, in the background; until
+    /// it is done its figures hold only part of the past.
+    fn start_watch(&self, opened_ms: i64) {
+        let ledger = self.clone();
+        tokio::spawn(async move {
+            let Some(open) = &ledger.open else {
+                return;
+            };
+            match watch::rebuild(&open.store, &open.watch, opened_ms).await {
+                Ok(records) => tracing::info!(records, "the calibration watch read the ledger"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the calibration watch could not read the ledger");
+                    ledger.read_failed(&e);
+                }
+            }
+        });
     }
 
     /// Whether records are kept.
@@ -205,8 +241,8 @@ impl Ledger {
         }
     }
 
-    /// Recomputes the outcome figures per model into `/metrics` (the background task's
-    /// step; tests call it to read them at once).
+    /// Recomputes the outcome figures per model and the calibration watch's gauges into
+    /// `/metrics` (the background task's step; tests call it to read them at once).
     pub async fn refresh_quality(&self) {
         let Some(open) = &self.open else {
             return;
@@ -223,6 +259,12 @@ impl Ledger {
                 self.read_failed(&e);
             }
         }
+        let rows = watch::gauges(&open.watch, now_ms());
+        let rows: Vec<([&str; 6], Vec<Option<f64>>)> = rows
+            .iter()
+            .map(|(labels, values)| (labels.each_ref().map(String::as_str), values.clone()))
+            .collect();
+        open.metrics.set_calibration(&rows);
     }
 
     /// Recomputes the outcome figures every [`QUALITY_EVERY`], in the background.

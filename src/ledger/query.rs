@@ -162,22 +162,25 @@ impl Store {
     }
 
     /// Records `new`: a question with a current outcome is [`OutcomeError::Exists`] unless
-    /// `replace`, which marks the current one replaced (it stays, as history).
+    /// `replace`, which marks the current one replaced (it stays, as history). Returns the
+    /// outcome replaced, if any.
     pub async fn add_outcome(
         &self,
         new: &NewOutcome<'_>,
         replace: bool,
-    ) -> Result<(), OutcomeError> {
+    ) -> Result<Option<usize>, OutcomeError> {
         let mut tx = self.begin_write().await?;
         let current = sqlx::query(
-            "SELECT id FROM outcomes WHERE request_id = $1 AND question = $2 \
+            "SELECT id, outcome FROM outcomes WHERE request_id = $1 AND question = $2 \
              AND replaced_at_ms IS NULL",
         )
         .bind(new.request_id)
         .bind(new.question)
         .fetch_optional(&mut *tx)
         .await?;
+        let mut replaced = None;
         if let Some(row) = current {
+            replaced = usize::try_from(row.try_get::<i64, _>(1)?).ok();
             if !replace {
                 return Err(OutcomeError::Exists);
             }
@@ -203,7 +206,10 @@ impl Store {
             // Another request recorded one between the check and the insert.
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(OutcomeError::Exists),
             Err(e) => Err(e.into()),
-            Ok(_) => Ok(tx.commit().await?),
+            Ok(_) => {
+                tx.commit().await?;
+                Ok(replaced)
+            }
         }
     }
 }

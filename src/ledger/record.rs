@@ -87,6 +87,10 @@ pub struct QuestionRecord {
     /// (no prior learned, declined, opted out, several orders asked, or a profile covered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prior_correction: Option<f64>,
+    /// The request's prompt layout (`accuracy`, `cost`, `compact`): part of the shape the
+    /// calibration watch keeps figures by. `None` in records written before records named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
     /// The reads of a question read in two or more orders (a request's `permutations`, or
     /// the position prior's own sample), by position and before any correction: what the
     /// prior learns from, so `systemone calibrate prior` can fit it again offline.

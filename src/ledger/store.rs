@@ -444,6 +444,11 @@ impl StoredRow {
         }
     }
 
+    /// The record.
+    pub(super) fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
     /// The request id.
     pub fn request_id(&self) -> &str {
         &self.decision.request_id
@@ -577,6 +582,7 @@ mod tests {
             model: model.into(),
             profile: None,
             prior_correction: None,
+            layout: None,
             reads: None,
         }
     }

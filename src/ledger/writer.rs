@@ -42,6 +42,7 @@ use super::health::Health;
 use super::live::LiveConnection;
 use super::pending::Pending;
 use super::store::{Driver, Store, StoreError, StoredRow};
+use crate::calibration::watch::Watch;
 use crate::metrics::Metrics;
 
 /// Most rows in one transaction.
@@ -65,6 +66,7 @@ pub(super) fn start(
     delay: Duration,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
+    watch: Arc<Watch>,
 ) -> mpsc::Sender<Pending> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let queue = Arc::new(Mutex::new(rx));
@@ -79,6 +81,7 @@ pub(super) fn start(
             statements: HashMap::new(),
             backlog,
             metrics: metrics.clone(),
+            watch: watch.clone(),
         };
         tokio::spawn(writer.run(queue.clone(), delay));
     }
@@ -121,6 +124,8 @@ struct Writer {
     statements: HashMap<usize, String>,
     backlog: Backlog,
     metrics: Arc<Metrics>,
+    /// Told of every answer once it is on record (the calibration watch).
+    watch: Arc<Watch>,
 }
 
 impl Writer {
@@ -198,6 +203,7 @@ impl Writer {
             self.backlog.keep(pending);
             return;
         }
+        super::watch::record(&self.watch, pending.row.decision());
         let waited = pending
             .done
             .take()

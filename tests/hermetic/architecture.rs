@@ -46,6 +46,7 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     &[
         "days",
+        "draw",
         "error",
         "in_flight",
         "json",

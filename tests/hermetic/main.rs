@@ -20,6 +20,7 @@ mod batches;
 mod body_memory;
 mod book_examples;
 mod calibrate_jobs;
+mod calibration_watch;
 mod circuit;
 mod cli_errors;
 mod context_window;

@@ -47,6 +47,7 @@ use security::BearerKeys;
         batches_list,
         batches_get,
         batches_cancel,
+        calibration,
         healthz,
         readyz,
         metrics,

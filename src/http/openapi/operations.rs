@@ -80,6 +80,23 @@ pub(super) fn usage() {}
 #[allow(dead_code)]
 pub(super) fn ledger_decisions() {}
 
+/// The calibration watch's figures per model and question shape over the hours, days or
+/// weeks kept: with outcomes (accuracy, ECE, Brier, NLL, reliability) and without (mean
+/// confidence and option_mass, PSI, CBPE, the EM label prior). A key sees its own answers'
+/// figures; the admin key every key's, merged.
+#[utoipa::path(get, path = "/v1/calibration", tag = "ledger",
+    params(
+        ("model" = Option<String>, Query, description = "Only this configured model"),
+        ("type" = Option<String>, Query, description = "Only this question type: choice, noul or score"),
+        ("options" = Option<usize>, Query, description = "Only this option count"),
+        ("layout" = Option<String>, Query, description = "Only this layout: accuracy, cost or compact"),
+        ("class" = Option<String>, Query, description = "Only raw, prior (corrected by the position prior) or profile answers"),
+        ("window" = Option<String>, Query, description = "hour, day (default) or week")),
+    responses((status = 200, description = "The figures.", body = CalibrationPage), LedgerErrors),
+    security((), ("bearer" = [])))]
+#[allow(dead_code)]
+pub(super) fn calibration() {}
+
 /// One decision record.
 #[utoipa::path(get, path = "/v1/ledger/decisions/{request_id}", tag = "ledger",
     params(

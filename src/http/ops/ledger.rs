@@ -70,7 +70,7 @@ fn unavailable(state: &AppState, e: StoreError) -> ApiError {
 }
 
 /// The open ledger's store and key, or 404 `system_one_ledger_off`.
-fn open(state: &AppState) -> Result<(&Store, &LedgerKey), ApiError> {
+pub(in crate::http) fn open(state: &AppState) -> Result<(&Store, &LedgerKey), ApiError> {
     match (state.ledger.store(), state.ledger.key()) {
         (Some(store), Some(key)) => Ok((store, key)),
         _ => Err(ApiError::new(
@@ -81,7 +81,7 @@ fn open(state: &AppState) -> Result<(&Store, &LedgerKey), ApiError> {
 }
 
 /// Whether `caller` reads every key's records.
-fn is_admin(state: &AppState, caller: &Caller) -> bool {
+pub(in crate::http) fn is_admin(state: &AppState, caller: &Caller) -> bool {
     state.keys.is_open() || state.admin_key.as_deref() == Some(caller.name())
 }
 
@@ -379,7 +379,11 @@ pub(in crate::http) async fn add_outcome(
         at_ms,
     };
     match store.add_outcome(&new, asked.replace).await {
-        Ok(()) => {}
+        Ok(replaced) => {
+            if let Some(watch) = state.ledger.watch() {
+                crate::ledger::watch::outcome(watch, &decision, question, index, replaced);
+            }
+        }
         Err(OutcomeError::Exists) => {
             return Err(ApiError::new(
                 Code::OutcomeExists,

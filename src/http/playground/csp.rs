@@ -6,7 +6,7 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 
 /// The policy for `page`: its own origin for requests, and only its own inline blocks.
-pub(super) fn policy(page: &str) -> String {
+pub(in crate::http) fn policy(page: &str) -> String {
     format!(
         "default-src 'self'; script-src {}; style-src {}; img-src 'self' data:; \
          base-uri 'none'; form-action 'none'; frame-ancestors 'none'",

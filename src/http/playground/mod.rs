@@ -17,7 +17,7 @@
 //!   inline handler, a style attribute, a request to another origin, is refused by the
 //!   browser.
 
-mod csp;
+pub(in crate::http) mod csp;
 mod page;
 
 pub(super) use page::{page, root};

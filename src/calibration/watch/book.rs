@@ -1,0 +1,307 @@
+//! The watch itself: every key's shapes and their windows behind one lock, fed answers and
+//! outcomes, read as figures.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError, RwLock};
+
+use serde::Serialize;
+
+use super::answer::{Answer, Class, Shape};
+use super::figures::{self, Figures};
+use super::ring::{Ring, Span, WEEK_MS};
+use super::sums::Sums;
+
+/// Shapes kept unless the settings say otherwise.
+pub const MAX_SHAPES: usize = 256;
+
+/// The watch's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The reference window `[from, until)` in Unix ms the operator named; `None`: the
+    /// first full week (Monday to Monday, UTC) after the first answer seen.
+    pub reference: Option<(i64, i64)>,
+    pub max_shapes: usize,
+    /// Escalation thresholds (`escalate_below`) per configured model.
+    pub thresholds: HashMap<String, f64>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            reference: None,
+            max_shapes: MAX_SHAPES,
+            thresholds: HashMap::new(),
+        }
+    }
+}
+
+/// One key's shape: its windows and its reference window.
+#[derive(Debug, Clone)]
+struct Watched {
+    rings: [Ring; 3],
+    reference: Sums,
+}
+
+impl Watched {
+    fn new(options: usize) -> Self {
+        Watched {
+            rings: Span::ALL.map(Ring::new),
+            reference: Sums::new(options),
+        }
+    }
+
+    fn ring(&self, span: Span) -> &Ring {
+        &self.rings[Span::ALL.iter().position(|s| *s == span).unwrap_or(0)]
+    }
+}
+
+/// The reference window and whether it is over.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Reference {
+    pub from_ms: i64,
+    pub until_ms: i64,
+    /// Named by the operator (else the first full week).
+    pub named: bool,
+    /// Over (the newest answer seen is at or after its end): figures compare against it.
+    pub complete: bool,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    shapes: HashMap<(String, Shape), Watched>,
+    reference: Option<(i64, i64)>,
+    named: bool,
+    newest_ms: i64,
+    dropped: u64,
+}
+
+/// The watch (shared by the ledger's writer, its outcome route and its readers).
+#[derive(Debug)]
+pub struct Watch {
+    book: Mutex<Book>,
+    max_shapes: usize,
+    /// Escalation thresholds per configured model (set once the models are known).
+    thresholds: RwLock<HashMap<String, f64>>,
+}
+
+/// What a reader asks for: which shapes (each `None`: any) in which window.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// Only this key's answers (`None`: every key's, merged).
+    pub key: Option<String>,
+    pub model: Option<String>,
+    pub kind: Option<String>,
+    pub options: Option<usize>,
+    pub layout: Option<String>,
+    pub class: Option<Class>,
+}
+
+/// One window's figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Windowed {
+    pub from_ms: i64,
+    pub until_ms: i64,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+/// A shape's figures over one span's windows, oldest first, the newest (holding `now`)
+/// last; empty windows are there, with no figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShapeFigures {
+    #[serde(flatten)]
+    pub shape: Shape,
+    pub windows: Vec<Windowed>,
+    /// The reference window's own figures.
+    pub reference: Figures,
+}
+
+impl Watch {
+    pub fn new(settings: Settings) -> Self {
+        let book = Book {
+            reference: settings.reference,
+            named: settings.reference.is_some(),
+            newest_ms: i64::MIN,
+            ..Book::default()
+        };
+        Watch {
+            book: Mutex::new(book),
+            max_shapes: settings.max_shapes,
+            thresholds: RwLock::new(settings.thresholds),
+        }
+    }
+
+    /// The escalation thresholds (`escalate_below`) per configured model, for the share of
+    /// answers under them.
+    pub fn set_thresholds(&self, thresholds: HashMap<String, f64>) {
+        *self
+            .thresholds
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = thresholds;
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds an answer to its windows.
+    pub fn record(&self, a: &Answer<'_>) {
+        let threshold = self
+            .thresholds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(a.model)
+            .copied();
+        let Some(point) = a.checked(threshold) else {
+            return;
+        };
+        let mut book = self.book();
+        book.newest_ms = book.newest_ms.max(a.at_ms);
+        let (from, until) = *book
+            .reference
+            .get_or_insert_with(|| first_full_week(a.at_ms));
+        let book_newest = book.newest_ms;
+        let id = (a.key.to_owned(), a.shape());
+        if !book.shapes.contains_key(&id) && book.shapes.len() >= self.max_shapes {
+            book.dropped += 1;
+            return;
+        }
+        let watched = book
+            .shapes
+            .entry(id)
+            .or_insert_with(|| Watched::new(point.probabilities.len()));
+        // Windows that close now estimate their prior against a complete reference only.
+        let reference = (book_newest >= until)
+            .then(|| mean_posterior(&watched.reference))
+            .flatten();
+        for ring in watched.rings.iter_mut() {
+            if let Some(sums) = ring.at(a.at_ms, point.probabilities.len(), reference.as_deref()) {
+                sums.add_answer(&point);
+            }
+        }
+        if (from..until).contains(&a.at_ms) {
+            watched.reference.add_answer(&point);
+        }
+    }
+
+    /// Adds the outcome `truth` of answer `a`; `replaced`: the outcome it replaces, whose
+    /// part is taken back (so a question's outcome counts once).
+    pub fn outcome(&self, a: &Answer<'_>, truth: usize, replaced: Option<usize>) {
+        let Some(point) = a.checked(None) else {
+            return;
+        };
+        if truth >= point.probabilities.len() || replaced == Some(truth) {
+            return;
+        }
+        let mut book = self.book();
+        let in_reference = book
+            .reference
+            .is_some_and(|(from, until)| (from..until).contains(&a.at_ms));
+        let Some(watched) = book.shapes.get_mut(&(a.key.to_owned(), a.shape())) else {
+            return;
+        };
+        let apply = |sums: &mut Sums| {
+            if let Some(old) = replaced.filter(|o| *o < point.probabilities.len()) {
+                sums.outcome(&point, old, -1);
+            }
+            sums.outcome(&point, truth, 1);
+        };
+        for ring in watched.rings.iter_mut() {
+            if let Some(sums) = ring.existing(a.at_ms) {
+                apply(sums);
+            }
+        }
+        if in_reference {
+            apply(&mut watched.reference);
+        }
+    }
+
+    /// Answers not watched because [`Settings::max_shapes`] shapes were watched already.
+    pub fn dropped(&self) -> u64 {
+        self.book().dropped
+    }
+
+    /// The reference window, once an answer (or the operator) set it.
+    pub fn reference(&self) -> Option<Reference> {
+        let book = self.book();
+        book.reference.map(|(from_ms, until_ms)| Reference {
+            from_ms,
+            until_ms,
+            named: book.named,
+            complete: book.newest_ms >= until_ms,
+        })
+    }
+
+    /// The figures of the shapes `query` selects over `span`'s windows up to the one
+    /// holding `now_ms`, sorted by shape.
+    pub fn figures(&self, query: &Query, span: Span, now_ms: i64) -> Vec<ShapeFigures> {
+        let book = self.book();
+        let complete = book
+            .reference
+            .is_some_and(|(_, until)| book.newest_ms >= until);
+        let mut merged: BTreeMap<&Shape, (BTreeMap<i64, Sums>, Sums)> = BTreeMap::new();
+        for ((key, shape), watched) in &book.shapes {
+            if !query.selects(key, shape) {
+                continue;
+            }
+            let entry = merged
+                .entry(shape)
+                .or_insert_with(|| (BTreeMap::new(), Sums::new(shape.options)));
+            for (index, sums) in &watched.ring(span).windows {
+                match entry.0.get_mut(index) {
+                    Some(s) => s.merge(sums),
+                    None => {
+                        entry.0.insert(*index, sums.clone());
+                    }
+                }
+            }
+            entry.1.merge(&watched.reference);
+        }
+        let newest = span.index(now_ms);
+        merged
+            .into_iter()
+            .map(|(shape, (windows, reference))| {
+                let against = complete.then_some(&reference);
+                let empty = Sums::new(shape.options);
+                let windows = (newest - span.kept() + 1..=newest)
+                    .map(|index| {
+                        let (from_ms, until_ms) = span.bounds(index);
+                        let sums = windows.get(&index).unwrap_or(&empty);
+                        Windowed {
+                            from_ms,
+                            until_ms,
+                            figures: figures::figures(sums, against),
+                        }
+                    })
+                    .collect();
+                ShapeFigures {
+                    shape: shape.clone(),
+                    windows,
+                    reference: figures::figures(&reference, against),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Query {
+    fn selects(&self, key: &str, shape: &Shape) -> bool {
+        self.key.as_deref().is_none_or(|k| k == key)
+            && self.model.as_deref().is_none_or(|m| m == shape.model)
+            && self.kind.as_deref().is_none_or(|k| k == shape.kind)
+            && self.options.is_none_or(|n| n == shape.options)
+            && self.layout.as_deref().is_none_or(|l| l == shape.layout)
+            && self.class.is_none_or(|c| c == shape.class)
+    }
+}
+
+/// The first full week (Monday 00:00 UTC to the next) after `at_ms`.
+fn first_full_week(at_ms: i64) -> (i64, i64) {
+    let (_, next) = Span::Week.bounds(Span::Week.index(at_ms));
+    (next, next + WEEK_MS)
+}
+
+fn mean_posterior(s: &Sums) -> Option<Vec<f64>> {
+    (s.answers > 0 && !s.posterior.is_empty())
+        .then(|| s.posterior.iter().map(|x| x / s.answers as f64).collect())
+}
