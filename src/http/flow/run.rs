@@ -44,16 +44,7 @@ pub(in crate::http) async fn run(
         .await
         .inspect_err(|e| count_rejection(&state.metrics, caller, e))?;
     let sent: Vec<AtomicU64> = requests.iter().map(|_| AtomicU64::new(0)).collect();
-    let ran = if requests.len() == 1 {
-        // The pipeline bounds one request by the deadline itself: no second timer.
-        run_all(state, requests, ticket, &sent, &tenant).await
-    } else {
-        let deadline = state.pipeline.request_timeout();
-        tokio::time::timeout(deadline, run_all(state, requests, ticket, &sent, &tenant))
-            .await
-            .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))
-    };
-    let mut all_answers = match ran {
+    let mut all_answers = match run_within_deadline(state, requests, ticket, &sent, &tenant).await {
         Ok(all_answers) => all_answers,
         Err(e) => {
             refund_unsent(state, caller, admission, requests, &sent).await;
@@ -80,6 +71,24 @@ pub(in crate::http) async fn run(
         .instrument(trace::ledger_commit())
         .await?;
     Ok(answered)
+}
+
+/// Runs every request within the request deadline: one request is bounded by the
+/// pipeline itself (no second timer), several by one timer over them all.
+async fn run_within_deadline(
+    state: &AppState,
+    requests: &[ValidRequest],
+    ticket: Ticket<'_>,
+    sent: &[AtomicU64],
+    tenant: &Tenant,
+) -> Result<Vec<Answers>, ApiError> {
+    if requests.len() == 1 {
+        return run_all(state, requests, ticket, sent, tenant).await;
+    }
+    let deadline = state.pipeline.request_timeout();
+    tokio::time::timeout(deadline, run_all(state, requests, ticket, sent, tenant))
+        .await
+        .unwrap_or_else(|_| Err(PipelineError::Deadline.into()))
 }
 
 /// Refuses a model the caller's tier lacks; else the caller's tenant: its salt for vLLM
