@@ -27,6 +27,54 @@ fn body(i: usize) -> Value {
     })
 }
 
+/// How far a line's probability may sit from the same body asked online on llama-server.
+/// Measured: the same body asked twice online agrees exactly, but a batch's lines (one state's
+/// lines run one after another) read up to 0.014 away from it, the same for every line of
+/// one state, and two lines of one state 0.008 apart: llama-server reuses a slot's cached
+/// prefix differently. Why exactly is not established; the hermetic tier compares a line
+/// with its online answer byte for byte on a deterministic backend.
+const BATCHED_READ: f64 = 0.03;
+
+/// A line's answers are the online answers: the same questions, types, temperatures and
+/// choices, every probability within [`BATCHED_READ`].
+fn same_answers(line: &Value, online: &Value, i: usize) {
+    let (line, online) = (
+        line.as_object().expect("answers"),
+        online.as_object().expect("answers"),
+    );
+    assert_eq!(
+        line.keys().collect::<Vec<_>>(),
+        online.keys().collect::<Vec<_>>(),
+        "line t{i}"
+    );
+    for (id, got) in line {
+        let want = &online[id];
+        for field in ["type", "temperature", "choice"] {
+            assert_eq!(got.get(field), want.get(field), "line t{i} {id} {field}");
+        }
+        let numbers = |a: &Value| -> Vec<f64> {
+            let mut v: Vec<f64> = a["probabilities"].as_object().map_or(Vec::new(), |p| {
+                p.values()
+                    .map(|x| x.as_f64().expect("a probability"))
+                    .collect()
+            });
+            v.extend(a.get("noul").and_then(Value::as_f64));
+            v
+        };
+        let (g, w) = (numbers(got), numbers(want));
+        assert!(
+            !g.is_empty() && g.len() == w.len(),
+            "line t{i} {id}: {got} vs {want}"
+        );
+        for (g, w) in g.iter().zip(&w) {
+            assert!(
+                (g - w).abs() <= BATCHED_READ,
+                "line t{i} {id}: {got} vs {want}"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_openai_sdk_runs_a_batch_whose_lines_are_the_online_answers() {
     let python = crate::setup::sdk::sdk_python();
@@ -38,7 +86,18 @@ async fn the_official_openai_sdk_runs_a_batch_whose_lines_are_the_online_answers
         .to_str()
         .expect("utf-8")
         .to_string();
-    let service = support::start(llama_config(&url, &["--state-dir", &dir])).await;
+    // One line at a time, and the online answers asked before the batches start: llama-server
+    // batches whatever reads are in flight together, which moves the last digits of a read
+    // (a line beside a second batch's line differed from its online answer by up to 0.014).
+    let service = support::start(llama_config(
+        &url,
+        &["--state-dir", &dir, "--batch-concurrency", "1"],
+    ))
+    .await;
+    let mut online = Vec::new();
+    for i in 0..4 {
+        online.push(support::ask(&service, &body(i)).await.body["answers"].clone());
+    }
     let mut file: String = (0..4)
         .map(|i| json!({"custom_id": format!("t{i}"), "method": "POST", "url": "/v1/systemone", "body": body(i)}).to_string() + "\n")
         .collect();
@@ -74,9 +133,10 @@ async fn the_official_openai_sdk_runs_a_batch_whose_lines_are_the_online_answers
             .expect("t<i>");
         let online = support::ask(&service, &body(i)).await;
         assert_eq!(line["response"]["status_code"], 200);
-        assert_eq!(
-            line["response"]["body"]["answers"], online.body["answers"],
-            "line t{i}"
+        same_answers(
+            &line["response"]["body"]["answers"],
+            &online.body["answers"],
+            i,
         );
     }
     assert_eq!(output["errors"][0]["custom_id"], "bad");
