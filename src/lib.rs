@@ -15,7 +15,7 @@
 //! ```text
 //! cli/          every command (serve, tokens, eval, calibrate, usage, ledger, openapi, docs)
 //! http/         by role: doors/ (one file or folder per front door, one Door trait and handler), flow/ (the
-//!               steps every door shares: run, escalate, ledger_step, headers), ops/ (health, metrics,
+//!               steps every door shares: run, escalate, usage, ledger_step, headers), ops/ (health, metrics,
 //!               models, usage, ledger routes); the router, the request middleware and context, callers
 //!               (auth: API keys, signed tokens, tiers, scopes, cache salts),
 //!               body extraction, wire types, the shared state, the edge (serving, graceful shutdown),

@@ -1,6 +1,6 @@
 //! JSON in and out, the way the reference library sees it.
 //!
-//! * [`parse_strict`] reads a caller's body into an order-preserving [`Value`] and refuses
+//! * [`parse_strict`] reads a caller's body into an order-preserving [`Value`](serde_json::Value) and refuses
 //!   duplicate keys at any depth (serde_json alone keeps the last one silently), saying
 //!   where (a [`Duplicate`]) without ever putting the key in a message: keys are the
 //!   caller's content (state keys, option labels).

@@ -1,40 +1,18 @@
 //! The page, served with its headers; its bytes are `index.html`, embedded.
 
-use std::sync::LazyLock;
+use axum::response::Response;
 
-use axum::http::header::{
-    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
-};
-use axum::http::HeaderValue;
-use axum::response::{IntoResponse, Response};
-
-use crate::http::playground::csp::policy;
+use crate::http::playground::csp::{policy_header, serve_page, PagePolicy};
 
 /// The page, as served.
 pub(super) const PAGE: &str = include_str!("index.html");
 
-/// The page's Content-Security-Policy, built once (the fallback refuses everything).
-static POLICY: LazyLock<HeaderValue> = LazyLock::new(|| {
-    HeaderValue::from_str(&policy(PAGE))
-        .unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"))
-});
+/// The page's Content-Security-Policy, built once.
+static POLICY: PagePolicy = PagePolicy::new(|| policy_header(PAGE));
 
 /// `GET /calibration`: the page.
 pub(in crate::http) async fn page() -> Response {
-    (
-        [
-            (
-                CONTENT_TYPE,
-                HeaderValue::from_static("text/html; charset=utf-8"),
-            ),
-            (CONTENT_SECURITY_POLICY, POLICY.clone()),
-            (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
-            (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
-            (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
-        PAGE,
-    )
-        .into_response()
+    serve_page(PAGE, &POLICY)
 }
 
 #[cfg(test)]

@@ -1,9 +1,46 @@
 //! The Content-Security-Policy that lets only the page's own inline `<script>` and
 //! `<style>` run: their sha256, computed from the page itself.
 
+use std::sync::LazyLock;
+
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+};
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse, Response};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use sha2::{Digest, Sha256};
+
+/// A page's policy as a header value, built once per page. Should it ever fail to be a
+/// header value (it is ASCII, so it cannot), the fallback refuses everything rather than
+/// nothing.
+pub(in crate::http) type PagePolicy = LazyLock<HeaderValue>;
+
+/// The policy header for `page`, for a [`PagePolicy`].
+pub(in crate::http) fn policy_header(page: &str) -> HeaderValue {
+    HeaderValue::from_str(&policy(page))
+        .unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"))
+}
+
+/// One of the service's own pages, served with its policy: HTML, never sniffed, no referrer,
+/// revalidated on each load (a new release's page is never stale).
+pub(in crate::http) fn serve_page(page: &'static str, policy: &HeaderValue) -> Response {
+    (
+        [
+            (
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (CONTENT_SECURITY_POLICY, policy.clone()),
+            (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+            (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+            (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        page,
+    )
+        .into_response()
+}
 
 /// The policy for `page`: its own origin for requests, and only its own inline blocks.
 pub(in crate::http) fn policy(page: &str) -> String {
