@@ -25,6 +25,16 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/ledger/decisions"),
     ("get", "/v1/ledger/decisions/{request_id}"),
     ("post", "/v1/ledger/decisions/{request_id}/outcomes"),
+    ("get", "/v1/calibration"),
+    ("post", "/v1/files"),
+    ("get", "/v1/files"),
+    ("get", "/v1/files/{file_id}"),
+    ("delete", "/v1/files/{file_id}"),
+    ("get", "/v1/files/{file_id}/content"),
+    ("post", "/v1/batches"),
+    ("get", "/v1/batches"),
+    ("get", "/v1/batches/{batch_id}"),
+    ("post", "/v1/batches/{batch_id}/cancel"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -87,6 +97,7 @@ async fn the_description_is_valid_and_names_every_route() {
     for (method, path) in ROUTES {
         let request = match *method {
             "post" => service.client.post(service.url(path)).json(&json!({})),
+            "delete" => service.client.delete(service.url(path)),
             _ => service.client.get(service.url(path)),
         };
         let response = request.send().await.expect("answers");
