@@ -26,7 +26,7 @@
 //! the next UTC midnight, so a client does not retry before the cap resets). Requests are
 //! counted when the key is checked, before the body is read; questions after validation,
 //! before any upstream call. Where they are counted (this process, a `redb` file, or a
-//! Redis every replica shares) is [`crate::quota`]'s business; this file knows keys by
+//! Redis every replica shares) is [`crate::quota`]'s business; this folder knows keys by
 //! digest and hands the store their configured names only.
 //!
 //! The same file may hold `[[tier]]`s ([`tier`]: limits, models and routes a key or token
