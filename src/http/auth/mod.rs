@@ -43,9 +43,6 @@
 //! tier, scopes, limits) and the extractor; [`refusal`] turns each refusal into its
 //! contract error.
 
-pub use crate::days::{secs_to_utc_midnight, DAY_SECS};
-pub use crate::quota::{LimitKind, MAX_RATE_RETRY_SECS};
-
 mod caller;
 mod identity;
 mod jwks;
