@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::ledger::{Backend, LedgerDb};
+use crate::support::ledger::{watch_and_check_ece, Backend, LedgerDb};
 use crate::support::ledger_suite::{request_id, service, three_questions};
 use crate::support::{ask_as, assert_error, get_as, Service};
 
@@ -138,6 +138,32 @@ async fn a_key_sees_only_its_own_figures_and_an_outcome_counts_once() {
     assert_eq!(seen, shapes((4, 1), (4, 0), (4, 0)));
     assert_eq!(day(&again, KEY_B).await, shapes((1, 0), (1, 0), (1, 0)));
     drop(fake);
+}
+
+/// The watch's equal-width ECE is `calibrate check`'s `ECE_w15` on the same answers and
+/// outcomes, to 1e-9, with the same count (the live tier checks it on llama-server's).
+#[tokio::test]
+async fn the_watchs_ece_is_calibrate_checks() {
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let (_fake, service) = service(&db, &[]).await;
+    let labels = ["billing", "bug", "other"];
+    for i in 0..30 {
+        let body = three_questions(&format!("ticket number {i}"), "team", "bug", "Which team?");
+        let reply = ask_as(&service, None, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let outcome = json!({"question": "team", "outcome": labels[i % 3]});
+        let path = format!("/v1/ledger/decisions/{}/outcomes", request_id(&reply));
+        let reply = crate::support::post(&service.client, &service.url(&path), &outcome).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+    }
+    let model = "glm-5.3-flash";
+    let (watch, check) =
+        watch_and_check_ece(&service, "type=choice&class=raw", &db.target, model, model).await;
+    assert_eq!((watch.outcomes, check.outcomes), (30, 30));
+    assert!(
+        (watch.ece - check.ece).abs() < 1e-9 && watch.ece > 0.0,
+        "watch {watch:?}, check {check:?}"
+    );
 }
 
 async fn service_again(db: &LedgerDb, flags: &[&str]) -> (crate::fake_vllm::FakeVllm, Service) {

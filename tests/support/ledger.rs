@@ -141,3 +141,79 @@ pub async fn start_with_ledger(config: ServeConfig) -> Service {
         client: reqwest::Client::new(),
     }
 }
+
+/// One figure as two sides compute it: the outcomes under it and the equal-width ECE.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EceSide {
+    pub outcomes: u64,
+    pub ece: f64,
+}
+
+/// The calibration watch's `ece_equal_width_15` over the one shape `query` selects (the
+/// day window holding now, as `GET /v1/calibration?window=day&…` shows it), and the
+/// `ECE_w15` column of `systemone calibrate check FORMULA --from-ledger TARGET --model
+/// MODEL` on the same ledger (its one group's row under `formula`, the formula the service
+/// answered with): `(watch, check)`.
+pub async fn watch_and_check_ece(
+    service: &Service,
+    query: &str,
+    target: &str,
+    model: &str,
+    formula: &str,
+) -> (EceSide, EceSide) {
+    let reply = super::get(service, &format!("/v1/calibration?window=day&{query}")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let shapes = reply.body["shapes"].as_array().expect("shapes");
+    assert_eq!(shapes.len(), 1, "one shape for {query}: {}", reply.text);
+    let now = shapes[0]["windows"]
+        .as_array()
+        .and_then(|w| w.last())
+        .expect("the window holding now");
+    let watch = EceSide {
+        outcomes: now["outcomes"].as_u64().expect("outcomes"),
+        ece: now["ece_equal_width_15"].as_f64().expect("an ECE"),
+    };
+    let args = [
+        "calibrate",
+        "check",
+        formula,
+        "--from-ledger",
+        target,
+        "--model",
+        model,
+    ]
+    .map(str::to_owned);
+    let table =
+        tokio::task::spawn_blocking(move || run_binary(&args.each_ref().map(String::as_str)))
+            .await
+            .expect("calibrate check's thread joins");
+    (watch, check_row(&table, formula))
+}
+
+/// The `ECE_w15` of `formula`'s one group row in `calibrate check`'s table.
+fn check_row(table: &str, formula: &str) -> EceSide {
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .expect("a header")
+        .split('\t')
+        .collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no {name} column in:\n{table}"))
+    };
+    let (rows, formulas, ece) = (column("rows"), column("formula"), column("ECE_w15"));
+    let found: Vec<Vec<&str>> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .filter(|c| c[0] != "all" && c[formulas] == formula)
+        .collect();
+    assert_eq!(found.len(), 1, "one group under {formula}:\n{table}");
+    EceSide {
+        outcomes: found[0][rows].parse().expect("a row count"),
+        ece: found[0][ece].parse().expect("an ECE"),
+    }
+}
