@@ -4,6 +4,8 @@
 //! more orders teaches it. The request stays a description of what was asked; the prior's
 //! policy lives here.
 
+use super::answers::PipelineError;
+use super::decode::{decode, Decoded, OrderRead};
 use crate::calibration::prior;
 use crate::request::ValidRequest;
 
@@ -53,6 +55,21 @@ pub fn learn(
         book.observe(shape.clone(), reads);
     }
     (req.asked_orders(q) == 1).then(|| book.correction(&shape))
+}
+
+/// Decodes reads with the prior taken out of each, and says so on the answer.
+pub fn corrected(
+    orders: &[OrderRead],
+    c: &prior::Correction,
+    t: f64,
+) -> Result<Decoded, PipelineError> {
+    let mut orders = orders.to_vec();
+    for o in &mut orders {
+        prior::correct(&mut o.logprobs, &c.prior, c.weight);
+    }
+    let mut d = decode(&orders, t)?;
+    d.prior = Some(c.weight);
+    Ok(d)
 }
 
 /// Question `q`'s shape for the prior: type, option count, layout and the `tenant` it is

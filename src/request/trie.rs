@@ -12,7 +12,7 @@
 //! node's answer, so the reads could all go out together; the engine still sends the
 //! root's first, alone, so the backend's prefix cache holds the prompt before the other
 //! nodes arrive, unless the backend shares prefixes between requests in flight
-//! (`engine/pipeline.rs`).
+//! (`engine/pipeline/reads.rs`).
 
 use crate::models::tokens::{OptionLabels, TokenTable};
 
