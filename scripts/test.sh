@@ -31,7 +31,7 @@
 # memory and disk, the toolchain and every live service, and says what will run here and
 # what will not. vLLM runs wherever the CPU has avx2 (AVX-512 kernels with avx512f, AVX2
 # ones without) and ~8 GiB of memory is free; elsewhere its tests (vllm_real::,
-# vllm_cache_salt::) are skipped by name, reported as not run with the reason at the end,
+# vllm_cache_salt::, vllm_traces::) are skipped by name, reported as not run with the reason at the end,
 # and every other test runs and decides the exit status.
 # Works on a fresh machine with the Rust toolchain, Python 3.11, gcc, npm and access to the
 # package registries. Each step that fails stops the script with its own message as the
@@ -70,11 +70,28 @@ export SYSTEMONE_SPAM_DEV
 vars="$(scripts/start-llama.sh 0)"
 eval "$vars"
 export SYSTEMONE_LLAMA_URL="$LLAMA_URL"
-unset SYSTEMONE_VLLM_URL
+unset SYSTEMONE_VLLM_URL SYSTEMONE_VLLM_OTLP_PORT
 if [ "$SYSTEMONE_VLLM_RUN" = 1 ]; then
-  vars="$(SYSTEMONE_VLLM_KERNELS="$SYSTEMONE_VLLM_KERNELS" scripts/start-vllm.sh 0)"
+  # vLLM exports its spans to a port below the kernel's ephemeral range, which no test's
+  # port-0 listener or outgoing connection can take, where tests/live/vllm_traces.rs binds
+  # its OTLP receiver while it runs (nothing listens there otherwise).
+  otlp_port="$(python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for port in random.sample(range(max(1024, low - 8000), low), 200):
+    try:
+        socket.create_server(("127.0.0.1", port)).close()
+    except OSError:
+        continue
+    print(port)
+    break
+else:
+    raise SystemExit(1)
+')" || fail "no free port below the ephemeral range for vLLM's traces"
+  vars="$(SYSTEMONE_VLLM_KERNELS="$SYSTEMONE_VLLM_KERNELS" \
+    SYSTEMONE_VLLM_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$otlp_port/v1/traces" scripts/start-vllm.sh 0)"
   eval "$vars"
-  export SYSTEMONE_VLLM_URL="$VLLM_URL"
+  export SYSTEMONE_VLLM_URL="$VLLM_URL" SYSTEMONE_VLLM_OTLP_PORT="$otlp_port"
 fi
 vars="$(scripts/start-redis.sh)"
 eval "$vars"

@@ -51,3 +51,4 @@ mod token_check;
 mod token_tables;
 mod vllm_cache_salt;
 mod vllm_real;
+mod vllm_traces;

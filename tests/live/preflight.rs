@@ -74,7 +74,7 @@ fn a_cpu_without_avx2_leaves_out_only_vllms_tests_naming_the_flag() {
     assert_eq!(value(&stdout, "SYSTEMONE_VLLM_RUN"), Some("0"), "{stdout}");
     assert_eq!(
         value(&stdout, "SYSTEMONE_NOT_RUN"),
-        Some(r"vllm_real::\ vllm_cache_salt::"),
+        Some(r"vllm_real::\ vllm_cache_salt::\ vllm_traces::"),
         "{stdout}"
     );
     let why = value(&stdout, "SYSTEMONE_NOT_RUN_WHY").unwrap_or_default();
@@ -83,7 +83,7 @@ fn a_cpu_without_avx2_leaves_out_only_vllms_tests_naming_the_flag() {
         stderr.lines().any(|l| l.starts_with("preflight: vLLM")
             && l.contains("NOT RUN")
             && l.contains("avx2")
-            && l.contains("vllm_real, vllm_cache_salt")),
+            && l.contains("vllm_real, vllm_cache_salt, vllm_traces")),
         "{stderr}"
     );
     assert!(

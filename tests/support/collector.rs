@@ -58,12 +58,19 @@ pub struct Collector {
 }
 
 impl Collector {
+    /// A receiver on a free port.
     pub async fn start() -> Self {
+        Self::start_on(0).await
+    }
+
+    /// A receiver on 127.0.0.1:`port`: where a process started before the test (the live
+    /// vLLM) was told to export.
+    pub async fn start_on(port: u16) -> Self {
         let received = Arc::new(Received::default());
         let app = Router::new()
             .route("/v1/traces", post(export))
             .with_state(received.clone());
-        let addr = crate::fake_server::serve(app).await;
+        let addr = crate::fake_server::serve_on(app, port).await;
         Collector { addr, received }
     }
 

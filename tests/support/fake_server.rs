@@ -19,9 +19,15 @@ use serde_json::Value;
 
 /// Serves `app` on 127.0.0.1:0 in the current runtime; returns the bound address.
 pub async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    serve_on(app, 0).await
+}
+
+/// Serves `app` on 127.0.0.1:`port` (0: a free one) in the current runtime; returns the
+/// bound address.
+pub async fn serve_on(app: Router, port: u16) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
-        .expect("bind fake");
+        .unwrap_or_else(|e| panic!("cannot bind 127.0.0.1:{port}: {e}"));
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;

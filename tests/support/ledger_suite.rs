@@ -384,25 +384,14 @@ async fn assert_ledger_readiness(service: &Service, status: u16, available: bool
     assert_eq!(ledger["available"], available, "{policy}: {ledger}");
 }
 
-/// A spawned service, killed (`SIGKILL`) and reaped when dropped, so a failing test leaves
-/// no process behind.
-struct Spawned(std::process::Child);
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The real binary serving `db` against `backend_url`; returns it and its address.
-fn spawn_binary(db: &LedgerDb, backend_url: &str) -> (Spawned, std::net::SocketAddr) {
+fn spawn_binary(db: &LedgerDb, backend_url: &str) -> (super::Spawned, std::net::SocketAddr) {
     let flags = db.flags();
     let mut args = vec!["--backend", "vllm", "--backend-url", backend_url];
     args.extend(["--token-table", "golden-fake", "--model", "glm-5.3-flash"]);
     args.extend(flags.iter().map(String::as_str));
     let (child, addr) = super::spawn_serve(&args);
-    (Spawned(child), addr)
+    (super::Spawned(child), addr)
 }
 
 pub async fn every_answer_survives_kill_9(backend: Backend) {

@@ -521,14 +521,31 @@ pub fn temp_file(name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// A spawned service, killed (`SIGKILL`) and reaped when dropped, so a failing test leaves
+/// no process behind.
+pub struct Spawned(pub std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The real binary's `serve` with `args` after `--listen 127.0.0.1:0` (logging at `warn`
 /// but its own `listening` line), and the address that line names; the rest of its stderr
 /// is drained in a thread. Reads blocking: async tests call it from `spawn_blocking`.
 pub fn spawn_serve(args: &[&str]) -> (std::process::Child, SocketAddr) {
+    spawn_serve_with(args, &[])
+}
+
+/// [`spawn_serve`] with the environment variables `env` set (e.g. the OTLP exporter's).
+pub fn spawn_serve_with(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, SocketAddr) {
     use std::io::BufRead;
     let mut child = binary()
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(args)
+        .envs(env.iter().copied())
         .env("RUST_LOG", "warn,systemone::cli=info")
         .env("NO_COLOR", "1")
         .stderr(std::process::Stdio::piped())
