@@ -36,6 +36,12 @@
 //! again, as clients do: the verified-token cache answers after the first); prints what a
 //! token caller adds over a key caller, issue 40's goal ≤ 10 µs per request at 64 callers;
 //! unset: an open service, no bearer),
+//! `LOAD_VARIANTS` (`name=WORDS;name=WORDS…`: one child of the new binary per variant, each
+//! started with its words: `serve` flags, or `NAME=value` environment variables; `{otlp}`
+//! in them is the URL of an OTLP/HTTP sink this bench runs, which answers 200 to every
+//! export and keeps nothing; e.g. `plain=;traced=--otlp-traces-endpoint {otlp}
+//! OTEL_TRACES_SAMPLER=always_on`; base runs once without them; prints each variant's CPU per
+//! answer and its ratio to the first variant's),
 //! `LOAD_FLOOR=1` (adds two
 //! children, the bare proxies of `benches/floor/`: on sockets, and through axum and reqwest,
 //! each sending upstream exactly the bodies the new binary sent for the same caller body;
@@ -58,6 +64,7 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -180,6 +187,8 @@ struct Config {
     /// `LOAD_CALLERS`: the caller kind (`key`, `token`), the keys file and the bearer
     /// its callers send; `None`: an open service.
     caller: Option<(&'static str, PathBuf, String)>,
+    /// `LOAD_VARIANTS`: the variant's name and words (`None`: no variants, or base).
+    variant: Option<(String, String)>,
 }
 
 impl Config {
@@ -188,14 +197,19 @@ impl Config {
             "default" => format!("{}/{}", self.binary, self.log),
             ledger => format!("{}/{ledger}/{}", self.binary, self.log),
         };
-        match &self.caller {
+        let name = match &self.caller {
             Some((kind, ..)) => format!("{name}/{kind}"),
+            None => name,
+        };
+        match &self.variant {
+            Some((variant, _)) => format!("{name}/{variant}"),
             None => name,
         }
     }
 
-    /// Starts this binary against `backend_url`; returns the guard and its address.
-    fn start(&self, backend_url: &str) -> (ServiceGuard, SocketAddr) {
+    /// Starts this binary against `backend_url` (`otlp`: the sink's URL, for `{otlp}`);
+    /// returns the guard and its address.
+    fn start(&self, backend_url: &str, otlp: &str) -> (ServiceGuard, SocketAddr) {
         if let Some(plan) = &self.floor_plan {
             let mut command = std::process::Command::new(&self.path);
             command.arg(floor::FLAG);
@@ -218,15 +232,25 @@ impl Config {
                     [std::ffi::OsStr::new("--keys-file"), file.as_os_str()]
                 }),
             )
-            .env("NO_COLOR", "1")
-            .env(
-                "RUST_LOG",
-                if self.log == "info" {
-                    "info"
-                } else {
-                    SERVICE_RUST_LOG
-                },
-            );
+            .env("NO_COLOR", "1");
+        let words = self
+            .variant
+            .as_ref()
+            .map_or("", |(_, words)| words.as_str());
+        for word in words.split_whitespace().map(|w| w.replace("{otlp}", otlp)) {
+            match word.split_once('=') {
+                Some((name, value)) if is_env_name(name) => command.env(name, value),
+                _ => command.arg(word),
+            };
+        }
+        command.env(
+            "RUST_LOG",
+            if self.log == "info" {
+                "info"
+            } else {
+                SERVICE_RUST_LOG
+            },
+        );
         match &self.ledger.1 {
             Some(target) => {
                 command
@@ -237,6 +261,46 @@ impl Config {
         }
         support::start_service(command, |_, _| {})
     }
+}
+
+/// `NAME` of a `NAME=value` word of `LOAD_VARIANTS` is an environment variable's
+/// (`OTEL_TRACES_SAMPLER`), not a flag's value.
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// `LOAD_VARIANTS`' `(name, words)` pairs; `[None]` when unset.
+fn variants() -> Vec<Option<(String, String)>> {
+    let text = std::env::var("LOAD_VARIANTS").unwrap_or_default();
+    let variants: Vec<_> = text
+        .split(';')
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| {
+            let (name, words) = v.split_once('=').unwrap_or((v, ""));
+            Some((name.trim().to_string(), words.trim().to_string()))
+        })
+        .collect();
+    if variants.is_empty() {
+        vec![None]
+    } else {
+        variants
+    }
+}
+
+/// An OTLP/HTTP sink for `{otlp}` in `LOAD_VARIANTS`, on the current runtime: answers 200
+/// to every `POST /v1/traces` and counts the exports and their bytes (that spans really
+/// left the services), keeping nothing. Its URL.
+async fn otlp_sink(seen: Arc<(fake_server::Recorder, AtomicUsize)>) -> String {
+    let export = move |body: axum::body::Bytes| {
+        let _counted = seen.0.enter();
+        seen.1.fetch_add(body.len(), Ordering::Relaxed);
+        std::future::ready(axum::http::StatusCode::OK)
+    };
+    let app = axum::Router::new().route("/v1/traces", axum::routing::post(export));
+    format!("http://{}/v1/traces", fake_server::serve(app).await)
 }
 
 /// The ledgers `LOAD_LEDGERS` names, each with the `SYSTEMONE_LEDGER` of one child (a
@@ -489,9 +553,12 @@ fn knobs() -> Knobs {
     }
     let mut binaries = Vec::new();
     if let Some(b) = &base {
-        binaries.push(("base", b.clone()));
+        binaries.push(("base", b.clone(), None));
     }
-    binaries.push(("new", PathBuf::from(env!("CARGO_BIN_EXE_systemone"))));
+    for variant in variants() {
+        let new = PathBuf::from(env!("CARGO_BIN_EXE_systemone"));
+        binaries.push(("new", new, variant));
+    }
     let callers = callers(list("LOAD_CALLERS"));
     let ledgers = ledgers(
         list("LOAD_LEDGERS"),
@@ -501,7 +568,7 @@ fn knobs() -> Knobs {
     for (ledger, targets) in &ledgers {
         let mut targets = targets.iter();
         for log in &logs {
-            for (binary, path) in &binaries {
+            for (binary, path, variant) in &binaries {
                 for caller in &callers {
                     configs.push(Config {
                         floor_plan: None,
@@ -510,6 +577,7 @@ fn knobs() -> Knobs {
                         log: log.clone(),
                         ledger: (ledger.clone(), targets.next().cloned().flatten()),
                         caller: caller.clone(),
+                        variant: variant.clone(),
                     });
                 }
             }
@@ -548,8 +616,10 @@ fn main() {
     let fake = fake_rt.block_on(FakeVllm::start());
     fake.set_keep_bodies(false);
 
+    let otlp_seen = Arc::new((fake_server::Recorder::default(), AtomicUsize::new(0)));
+    let otlp = fake_rt.block_on(otlp_sink(otlp_seen.clone()));
     let start = |config: Config| {
-        let (guard, addr) = config.start(&fake.base_url());
+        let (guard, addr) = config.start(&fake.base_url(), &otlp);
         eprintln!("{} (pid {}) at {addr}", config.name(), guard.pid());
         Running {
             config,
@@ -594,6 +664,7 @@ fn main() {
             log: "quiet".to_string(),
             ledger: ("off".to_string(), Some("off".to_string())),
             caller: None,
+            variant: None,
         }));
     }
     eprintln!(
@@ -663,6 +734,13 @@ fn main() {
     };
     table.print(knobs.round * knobs.rounds as u32);
     drop(services);
+    if otlp_seen.0.requests() > 0 {
+        println!(
+            "\nThe OTLP sink received {} exports, {:.1} MB.",
+            otlp_seen.0.requests(),
+            otlp_seen.1.load(Ordering::Relaxed) as f64 / 1e6
+        );
+    }
     if let Some(plan) = floor_plan {
         let _ = std::fs::remove_file(plan);
     }
@@ -779,6 +857,7 @@ impl Table<'_> {
             self.print_ledgers();
         }
         self.print_callers();
+        self.print_variants();
         if let (Some(quiet), Some(info)) = (self.find("new", "quiet"), self.find("new", "info")) {
             self.print_logging_cost(
                 quiet,
@@ -999,6 +1078,47 @@ impl Table<'_> {
                     t.phase.percentile_ms(50.0),
                     k.phase.errors,
                     t.phase.errors,
+                );
+            }
+        }
+    }
+
+    /// Each `LOAD_VARIANTS` child of the new binary against the first one of its ledger
+    /// (quiet logging): CPU per answer and its ratio, and base's beside them.
+    fn print_variants(&self) {
+        let variants: Vec<usize> = (0..self.services.len())
+            .filter(|&i| self.services[i].config.variant.is_some())
+            .filter(|&i| self.services[i].config.log == "quiet")
+            .collect();
+        if variants.len() < 2 {
+            return;
+        }
+        println!();
+        println!("#### the new binary's `LOAD_VARIANTS`, each against the first variant of its ledger; quiet logging");
+        println!();
+        println!("| scenario | callers | child | CPU µs/answer | ÷ first variant | ÷ base | answers/s | p50 ms | errors |");
+        println!("|---|---:|---|---:|---:|---:|---:|---:|---:|");
+        for (row, s, callers) in self.rows() {
+            for &i in &variants {
+                let ledger = &self.services[i].config.ledger.0;
+                let first = variants
+                    .iter()
+                    .find(|&&f| self.services[f].config.ledger.0 == *ledger)
+                    .copied()
+                    .unwrap_or(i);
+                let cpu = |i: usize| self.measured[row][i].cpu_us_per_answer(s);
+                let base = self.find_ledger("base", "quiet", ledger);
+                let m = &self.measured[row][i];
+                println!(
+                    "| {} | {callers} | {} | {:.1} | {:.3} | {} | {:.0} | {:.3} | {} |",
+                    s.label(),
+                    self.services[i].config.name(),
+                    cpu(i),
+                    cpu(i) / cpu(first),
+                    base.map_or("–".to_string(), |b| format!("{:.3}", cpu(i) / cpu(b))),
+                    m.phase.rate() * s.questions as f64,
+                    m.phase.percentile_ms(50.0),
+                    m.phase.errors,
                 );
             }
         }
