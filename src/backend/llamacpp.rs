@@ -41,8 +41,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::chat::{BiasMap, ChatResponse, Positions, TokenLogprobs};
-use super::context_window::ContextWindow;
 use super::http::{exchange, exchange_up_to, get, post};
+use super::window_probe::ContextWindow;
 use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest, ReadUsage, Routing};
 use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;

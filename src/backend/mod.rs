@@ -8,14 +8,14 @@
 //! This file holds the [`Backend`] trait; the read's types are in `masked_read.rs`, its
 //! failures in `failure.rs`, the user message in `user_content.rs`, the chat wire types in
 //! `chat.rs`, what a probe found in `host_report.rs`, upkeep timing in `due.rs`, the routing key
-//! a read carries for a router in front of replicas in `routing_key.rs`.
+//! a read carries for a router in front of replicas in `routing_key.rs`, the host's context
+//! window as the upkeep reads it in `window_probe.rs`.
 
 mod http;
 pub use http::set_log_error_text;
 pub mod pool;
 pub use pool::Pool;
 pub mod chat;
-pub mod context_window;
 mod due;
 mod failure;
 pub mod host_report;
@@ -26,6 +26,7 @@ mod routing_key;
 pub mod systemone;
 mod user_content;
 pub mod vllm;
+pub mod window_probe;
 
 pub use chat::Messages;
 pub use due::Due;

@@ -30,8 +30,8 @@ use serde::{Deserialize, Serialize};
 
 use super::chat::ChatResponse;
 use super::chat::Positions;
-use super::context_window::ContextWindow;
 use super::http::{exchange, get, post, Call};
+use super::window_probe::ContextWindow;
 use super::{Backend, BackendError, Due, Messages, ReadReply, ReadRequest};
 use crate::in_flight::{InFlight, InFlightPermit};
 use crate::secret::Secret;

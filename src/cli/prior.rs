@@ -71,7 +71,7 @@ pub(super) fn run(fit: PriorFit<'_>) -> Result<String, String> {
         let pending = book.take_pending();
         runtime.block_on(async {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            PriorStore::file(dir)
+            PriorStore::embedded(dir)
                 .exchange(fit.model, &pending, SEED_TIMEOUT)
                 .await
                 .map_err(|e| format!("{}: {e}", dir.join(FILE_NAME).display()))

@@ -38,7 +38,6 @@ impl Pipeline {
         req: &ValidRequest,
         sent: &AtomicU64,
     ) -> Result<Answers, PipelineError> {
-        crate::models::upkeep::start(req.model(), self.in_flight());
         let asked: Vec<usize> = (0..req.questions().len())
             .filter(|q| req.questions()[*q].options.len() >= 2)
             .collect();

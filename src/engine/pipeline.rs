@@ -275,9 +275,6 @@ impl Pipeline {
             spans::prior_sampled();
         }
         let req = sampled.as_ref().unwrap_or(req);
-        // The model's upkeep (token-table check, host probe) runs in the background; a
-        // pipeline used without a router starts it here.
-        crate::models::upkeep::start(req.model(), &self.in_flight);
         // A dialect that probes its host knows how to slice the reads only after the probe.
         backend.prepare().await?;
         self.check_table(req).await?;

@@ -127,8 +127,8 @@ fn prior_sync(
 ) -> Result<Option<PriorSync>, ConfigError> {
     let settings = &config.limit_store;
     let store = match (config.redis_url()?, &settings.state_dir) {
-        (Some(url), _) => PriorStore::shared(&url, &settings.redis_prefix)?,
-        (None, Some(dir)) => PriorStore::file(dir),
+        (Some(url), _) => PriorStore::redis(&url, &settings.redis_prefix)?,
+        (None, Some(dir)) => PriorStore::embedded(dir),
         (None, None) => return Ok(None),
     };
     let interval = std::time::Duration::from_millis(config.prior_sync_ms);

@@ -7,7 +7,7 @@
 //!   unreachable, a success when it answered. Once the window holds `min_calls` requests
 //!   and `failure_rate` percent of them failed, the circuit opens. A rate, not a run of
 //!   failures: under load a stall ends several reads at once (five read timeouts within
-//!   130 ms opened the old five-in-a-row breaker at 5% faults and refused 83% of a
+//!   130 ms at 5% faults: a rule of five in a row opens on them, and refuses 83% of a
 //!   10,000-request run), and a rate judges them against the answers around them, while a
 //!   backend failing every request still opens it after `min_calls` of them. Outcomes that
 //!   say nothing about the backend's health (a protocol break, the caller's deadline, a

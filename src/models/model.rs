@@ -70,8 +70,8 @@ pub struct Model {
     /// The headers every read carries the request's routing key in (for a router in front
     /// of replicas; empty: none).
     pub routing_headers: Vec<hyper::header::HeaderName>,
-    /// Whether its background [`super::upkeep`] task runs (started once, by the first router or
-    /// request in a runtime).
+    /// Whether its background [`super::upkeep`] task runs (started once, by the router that
+    /// serves it, [`super::Models::start_upkeep`]).
     pub upkeep_started: std::sync::atomic::AtomicBool,
 }
 

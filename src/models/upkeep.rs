@@ -23,8 +23,11 @@ pub const RETRY_FIRST: Duration = Duration::from_secs(1);
 /// The longest wait between retries of attempts that could not conclude.
 pub const RETRY_MAX: Duration = Duration::from_secs(30);
 
-/// Starts `model`'s upkeep task, once per model (later calls do nothing). Needs a tokio
-/// runtime; without one, nothing starts (a later call from inside one will).
+/// Starts `model`'s upkeep task, once per model (later calls do nothing). Started where
+/// models start serving: the service's router starts every model's
+/// ([`super::Models::start_upkeep`]); code that runs a pipeline on a model of its own (a
+/// test) calls this first. A request never starts it. Needs a tokio runtime; without one,
+/// nothing starts (a later call from inside one will).
 pub fn start(model: &Arc<Model>, in_flight: &InFlight) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;

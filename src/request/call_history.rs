@@ -11,3 +11,14 @@ pub enum History {
     /// A history per question (aligned with the questions); `None` keeps the plain layout.
     PerQuestion(Vec<Option<String>>),
 }
+
+impl History {
+    /// Question `question`'s history, if any: the shared one, or its own.
+    pub fn of(&self, question: usize) -> Option<&str> {
+        match self {
+            History::None => None,
+            History::Shared(h) => Some(h.as_str()),
+            History::PerQuestion(per) => per[question].as_deref(),
+        }
+    }
+}

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::ask::Ask;
-use super::{History, ValidRequest};
+use super::ValidRequest;
 use crate::backend::{EncodedContent, Part, UserContent};
 use crate::json::{write_python, write_python_str, NonFiniteNumber};
 use crate::models::tokens::{OptionLabels, TokenTable};
@@ -131,14 +131,10 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
         .iter()
         .enumerate()
         .map(|(qi, question)| {
-            let history = match req.history() {
-                History::None => None,
-                History::Shared(h) => Some(h.as_str()),
-                History::PerQuestion(per) => per[qi].as_deref(),
-            }
-            .filter(|h| !h.is_empty())
-            .map(history_text);
-            (question.shifts.iter().zip(&question.json).enumerate())
+            let history = (req.history().of(qi))
+                .filter(|h| !h.is_empty())
+                .map(history_text);
+            (question.shifts.iter().zip(&question.text).enumerate())
                 .map(|(order, (shift, lines))| Ask {
                     question: qi,
                     order,

@@ -118,17 +118,17 @@ pub fn render_orders(
 ) -> Result<RenderedQuestion, NonFiniteNumber> {
     let n = q.options.len();
     let shifts = shifts(n, permutations);
-    let mut json = Vec::with_capacity(shifts.len());
-    json.push(first);
+    let mut text = Vec::with_capacity(shifts.len());
+    text.push(first);
     for shift in &shifts[1..] {
-        json.push(render_question(q, *shift, table, layout)?);
+        text.push(render_question(q, *shift, table, layout)?);
     }
     // Validation refuses a question the table cannot label; were one to get here, it
     // would read nothing and decoding would refuse it as a protocol break.
     let reads = ReadPlan::new(table, n).unwrap_or_else(ReadPlan::nothing);
     Ok(RenderedQuestion {
         shifts,
-        json,
+        text,
         reads,
     })
 }
@@ -167,23 +167,14 @@ pub fn plan(req: &ValidRequest) -> Vec<Vec<Ask>> {
                     text: req.state_json(),
                     escaped: &orders.escaped.state,
                 },
-                history: history_of(req, qi),
+                history: req.history().of(qi),
                 images: &images,
             };
-            (question.shifts.iter().zip(&question.json).enumerate())
+            (question.shifts.iter().zip(&question.text).enumerate())
                 .map(|(r, (shift, qjson))| orders.ask(&message, qi, r, *shift, qjson))
                 .collect()
         })
         .collect()
-}
-
-/// Question `qi`'s history, if any.
-fn history_of(req: &ValidRequest, qi: usize) -> Option<&str> {
-    match req.history() {
-        History::None => None,
-        History::Shared(h) => Some(h.as_str()),
-        History::PerQuestion(per) => per[qi].as_deref(),
-    }
 }
 
 /// What every ask of a request shares: the rendered questions, their escaped forms, and
@@ -279,7 +270,7 @@ fn escape(s: &str) -> String {
 
 /// Each question's objects, one per order.
 fn rendered_json(rendered: &[RenderedQuestion]) -> Vec<&[String]> {
-    rendered.iter().map(|q| q.json.as_slice()).collect()
+    rendered.iter().map(|q| q.text.as_slice()).collect()
 }
 
 /// The whole question block for order index `r` (the `cost` layout, a shared history):

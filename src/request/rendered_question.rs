@@ -10,7 +10,7 @@ pub struct RenderedQuestion {
     pub shifts: Vec<usize>,
     /// The question as the layout writes it in each order, aligned with `shifts`: the
     /// question object (Python JSON), or the `compact` layout's lines.
-    pub json: Vec<String>,
+    pub text: Vec<String>,
     /// The masked reads of one order, and how they join into one log-probability per option.
     pub reads: trie::ReadPlan,
 }

@@ -13,7 +13,7 @@ impl ValidRequest {
         for (q, rendered) in self.questions.iter().zip(rotated.rendered.iter_mut()) {
             if q.options.len() >= 2 && rendered.shifts == [0] {
                 let order = prompt::render_question(q, shift, &table, self.layout).ok()?;
-                rendered.json.push(order);
+                rendered.text.push(order);
                 rendered.shifts.push(shift);
             }
         }

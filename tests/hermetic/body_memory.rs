@@ -1,5 +1,5 @@
 //! Request bodies share one memory budget while they are decompressed and parsed
-//! (`--max-body-memory-mb`, issue 29 item 5). With a small budget (16 MiB, a 6 MiB body
+//! (`--max-body-memory-mb`). With a small budget (16 MiB, a 6 MiB body
 //! limit): concurrent gzip bodies that expand to ~5 MB each are answered or refused with
 //! 503 `system_one_overloaded` and `Retry-After`, never any other 5xx; the budget is given
 //! back, so a body after the burst is answered, and a request waiting on its backend holds

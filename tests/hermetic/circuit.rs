@@ -212,9 +212,9 @@ fn seen(counts: &BTreeMap<(u16, String), usize>, status: u16, code: &str) -> usi
         .unwrap_or(0)
 }
 
-/// The breaker judges a failure rate, not a run of failures (issue 29). At the default
+/// The breaker judges a failure rate, not a run of failures. At the default
 /// settings, 400 requests from 32 concurrent callers while the backend fails 5 in a row of
-/// every 100 (5%; each such run alone opened the old five-in-a-row breaker): the circuit
+/// every 100 (5%; each such run alone would open a five-in-a-row breaker): the circuit
 /// never opens, every request reaches the backend and 95% are answered. Then a backend
 /// failing every request, the same load: the circuit opens after the minimum of calls
 /// (plus those already admitted), and the rest are refused up front. The cool-down is an

@@ -109,7 +109,7 @@ async fn a_host_without_a_window_is_not_checked() {
     assert!(fake.chat_requests() > 0);
 }
 
-/// Token limits without `--tokenizer` (issue 30): a state of 1,402 bytes but 402 tokens
+/// Token limits without `--tokenizer`: a state of 1,402 bytes but 402 tokens
 /// (`answer ` repeated; the fake's tokenizer reads `answer` as one token) is over
 /// `--max-state-tokens 500` on the byte estimate only: the service counts the request's
 /// pieces with the backend's `/tokenize` (preamble, state, question: one request each)

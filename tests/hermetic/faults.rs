@@ -844,7 +844,7 @@ async fn jev_latest_resolves_to_the_default_model() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The `openai` dialect (issue 15): the same faults of an OpenAI-compatible host map the same
+// The `openai` dialect: the same faults of an OpenAI-compatible host map the same
 // way, after its probe; the anchor merge's reads hold the in-flight cap.
 // ---------------------------------------------------------------------------------------
 

@@ -69,7 +69,7 @@ async fn a_request_whose_reads_were_sent_is_charged_even_when_it_fails() {
 }
 
 /// An `openai` host the probe cannot reach: the request is refused (503) before any read,
-/// and its questions go back (the old rule refunded only a token-table mismatch).
+/// and its questions go back (not only a token-table mismatch's: anything that sent no read).
 #[tokio::test]
 async fn a_refusal_that_sent_no_read_is_refunded() {
     let closed = {

@@ -30,7 +30,7 @@ use systemone::engine::decode::{decode, OrderRead};
 use systemone::engine::{Answers, Pipeline};
 use systemone::json::to_python;
 use systemone::models::tokens::TokenTable;
-use systemone::models::Model;
+use systemone::models::{upkeep, Model};
 use systemone::question::lower_choice;
 use systemone::request::prompt::plan;
 use systemone::request::{History, ReferenceError, ValidRequest};
@@ -321,6 +321,8 @@ async fn the_pipeline_replays_every_case_exactly() {
             continue;
         }
         let pipeline = Pipeline::new(&UpstreamSettings::default());
+        // Upkeep starts where models start (a router); this model has none.
+        upkeep::start(&m, pipeline.in_flight());
         for (temperature, key) in [
             (None, "result_default_temperature"),
             (Some(1.0), "result_temperature_1"),

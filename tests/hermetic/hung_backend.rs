@@ -1,4 +1,4 @@
-//! A hung backend holds the in-flight slots only for the read timeout (issue 29, item 1):
+//! A hung backend holds the in-flight slots only for the read timeout:
 //! the real binary with 16 slots in front of the fake vLLM through a connection-counting
 //! proxy. 16 requests arrive while the backend accepts and never answers; each read times
 //! out (504), which closes its connection, and the slot is free once the socket is closed.
@@ -97,7 +97,7 @@ async fn a_hung_backend_holds_slots_only_for_the_read_timeout() {
     assert!(hung.iter().all(|s| *s == Some(504)), "{hung:?}");
 
     // Healthy again. Every timed-out read's connection is closed (the backend sees none
-    // outstanding) well before the old 60 s hold would have ended...
+    // outstanding) well before a 60 s hold would have ended...
     setup.fake.set_fault(Fault::None);
     let closed = tokio::time::timeout(Duration::from_secs(15), async {
         while setup.counter.busy() > 0 {

@@ -1,6 +1,6 @@
 //! The in-flight cap holds exactly as the backend sees it: through a TCP proxy that counts
-//! connections with a request outstanding (tests/support/tcp_counter.rs), the most at once
-//! equals `--max-in-flight` under cancellation-heavy load: failing questions cancelling
+//! connections with a request outstanding (`tests/hermetic/setup/tcp_counter.rs`), the most
+//! at once equals `--max-in-flight` under cancellation-heavy load: failing questions cancelling
 //! their siblings, read timeouts, and clients that hang up mid-request. A read whose
 //! caller stopped waiting keeps its slot until its connection's socket is closed
 //! (src/backend/pool.rs).

@@ -1,4 +1,4 @@
-//! API keys never reach the logs (issue 5 "Keys never appear in logs or errors").
+//! API keys never reach the logs (nor errors).
 //!
 //! It captures the binary's TRACE log (`support::log::capture`, as
 //! `tests/hermetic/robustness_privacy.rs` does): every event and span, text and JSON, in memory.
@@ -14,7 +14,7 @@
 //! document) ever reach a log line, `/metrics`, an error body or a header. The same holds
 //! for `/v1/decisions` (its input, instructions, choices and names, also in a refused
 //! body). Nor does a state the backend echoes back in its error text: that error is
-//! logged by status, length and hash only. The `openai` dialect (issue 15) leaves its
+//! logged by status, length and hash only. The `openai` dialect leaves its
 //! probe's line and the count of options missing from a top-K, and none of the caller's
 //! state, labels or question ids, nor the backend key.
 
@@ -34,9 +34,9 @@ const DOC_CANARY: &str = "canary-document-51c9";
 const INPUT_CANARY: &str = "canary-input-8d2e";
 const CHOICE_CANARY: &str = "canary-choice-8d2e";
 const NAME_CANARY: &str = "canary-name-8d2e";
-/// In a state the fake backend echoes back in its error text (issue 16, item 3).
+/// In a state the fake backend echoes back in its error text.
 const ECHO_CANARY: &str = "canary-echoed-state-3b7f";
-/// In the state, a label and a question id sent through the `openai` dialect (issue 15).
+/// In the state, a label and a question id sent through the `openai` dialect.
 const OPENAI_STATE_CANARY: &str = "canary-openai-state-6e1a";
 const OPENAI_LABEL_CANARY: &str = "canary-openai-label-6e1a";
 const OPENAI_ID_CANARY: &str = "canary-openai-id-6e1a";
@@ -242,7 +242,7 @@ fn api_keys_never_reach_logs_errors_or_headers() {
     }
 }
 
-/// The `openai` dialect (issue 15): its probe, a 50-option anchor merge with caller content
+/// The `openai` dialect: its probe, a 50-option anchor merge with caller content
 /// in the state, a label and the question id, a host error that echoes the messages (with
 /// them), and a top-K missing an option. Every answer and error body is free of the
 /// backend's key; the log lines are checked with the rest.

@@ -537,7 +537,7 @@ async fn an_unreachable_host_is_unprobed_and_503_until_it_answers() {
 
 /// A host without a tokenizer endpoint cannot count a request exactly: one the byte
 /// estimate puts over a token limit is refused on the estimate, and the message says so
-/// (issue 30: elsewhere the backend's `/tokenize` settles it first). Nothing is read.
+/// (where the backend has one, its `/tokenize` settles it first). Nothing is read.
 #[tokio::test]
 async fn without_a_tokenizer_a_request_over_the_estimate_is_refused_saying_so() {
     let (fake, service) = setup_with(

@@ -4,7 +4,7 @@
 //! A second canary, `KEYCANARY-2d8c`, sits only in the caller's keys and values that are
 //! not question ids (state keys, option labels, unknown fields, history keys, noul criteria
 //! keys, numbers in the state), repeated or refused: no error body ever holds it either
-//! (issue 29: a duplicate key was echoed as `the key "K" appears twice`).
+//! (a duplicate key is located by path and position, never named as `the key "K"`).
 
 use crate::support;
 
@@ -299,7 +299,7 @@ fn caller_content_and_the_api_key_never_reach_the_logs() {
         );
     }
     // The backend's error is logged once, at warn, with the request id, by its status,
-    // length and hash (issue 16: a backend may echo the prompt, so never its text): proof
+    // length and hash (a backend may echo the prompt, so never its text): proof
     // that the backend failure paths were captured too.
     let (id_500, _) = ids
         .iter()

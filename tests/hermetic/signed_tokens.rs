@@ -1,5 +1,5 @@
-//! Signed tokens (issue 40): a P-256 key pair made by the test, a JWKS served by the test on
-//! 127.0.0.1 (`setup/fake_jwks.rs`), tokens signed by the test.
+//! Signed tokens: a P-256 key pair made by the test, a JWKS served by the test on
+//! 127.0.0.1 (`tests/support/fake_jwks.rs`), tokens signed by the test.
 //!
 //! * A valid token is answered; an API key keeps working beside tokens.
 //! * Expired, not yet valid, wrong issuer, wrong audience, a tampered payload, an unknown

@@ -1,4 +1,4 @@
-//! Tiers, scopes and cache salts (issue 40), for keys and tokens alike.
+//! Tiers, scopes and cache salts, for keys and tokens alike.
 //!
 //! * A tier refused a model or a route is 403 `system_one_tier_model_refused` /
 //!   `system_one_tier_route_refused`, naming the tier and what it lacks; a token naming no

@@ -545,8 +545,8 @@ async fn digit_split_labels_pass_and_a_tokenizer_that_merges_digits_is_caught() 
 
 /// A backend that accepts connections and never answers: the first check hangs (its
 /// bound is an hour here), and `/readyz` answers at once all the same, 503 with
-/// `"token_table": "checking"`, in well under 100 ms of paused time (the old `/readyz`
-/// waited for the check: it would have taken the hour), while the check still runs.
+/// `"token_table": "checking"`, in well under 100 ms of paused time (a `/readyz` that
+/// waited for the check would take the hour), while the check still runs.
 #[tokio::test(start_paused = true)]
 async fn readyz_answers_within_100_ms_while_the_backend_hangs() {
     let hung = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -1,4 +1,4 @@
-//! Every validation rule of the public contract (`/work/shared/spec/contract.md`), of
+//! Every validation rule of the public contract (`docs/api/systemone.md`), of
 //! `src/request/validate/` and of `src/http/body.rs`, as one table of requests over HTTP: JSON
 //! syntax, body shape, duplicate keys, model, state, questions and their ids and types,
 //! choice options and labels, noul and score criteria, temperature, layout, permutations,

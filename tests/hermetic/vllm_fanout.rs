@@ -1,7 +1,7 @@
 //! How a request's reads reach vLLM: all at once. vLLM shares a prompt head between
 //! requests that arrive together, so neither the `cost` layout's first question nor a trie's
 //! root goes ahead alone (that would only add a round trip; measured in
-//! `docs/benchmarks.md`, issue 26). A request with images stays staged
+//! `docs/benchmarks/vllm.md`). A request with images stays staged
 //! (`tests/hermetic/images.rs`).
 //!
 //! The fake answers every read after the same delay, so reads that go out together are

@@ -247,10 +247,12 @@ mod tests {
     use std::time::Duration;
 
     use super::super::keys_file::KeySpec;
-    use super::super::{secs_to_utc_midnight, LimitKind, ANONYMOUS, DAY_SECS};
+    use super::super::ANONYMOUS;
     use super::*;
     use crate::config::ConfigError;
+    use crate::days::{secs_to_utc_midnight, DAY_SECS};
     use crate::error::{ApiError, Code};
+    use crate::quota::LimitKind;
     use crate::secret::Secret;
 
     fn hex(d: [u8; 32]) -> String {

@@ -26,7 +26,7 @@
 //! the next UTC midnight, so a client does not retry before the cap resets). Requests are
 //! counted when the key is checked, before the body is read; questions after validation,
 //! before any upstream call. Where they are counted (this process, a `redb` file, or a
-//! Redis every replica shares) is [`crate::quota`]'s business; this file knows keys by
+//! Redis every replica shares) is [`crate::quota`]'s business; this folder knows keys by
 //! digest and hands the store their configured names only.
 //!
 //! The same file may hold `[[tier]]`s ([`tier`]: limits, models and routes a key or token
@@ -42,9 +42,6 @@
 //! matches a bearer to a caller, [`identity`] is who it is; [`caller`] is what the routes ask of a [`Caller`] (names,
 //! tier, scopes, limits) and the extractor; [`refusal`] turns each refusal into its
 //! contract error.
-
-pub use crate::days::{secs_to_utc_midnight, DAY_SECS};
-pub use crate::quota::{LimitKind, MAX_RATE_RETRY_SECS};
 
 mod caller;
 mod identity;

@@ -1,9 +1,9 @@
 //! [`Scope`]s: what a caller may do beyond being who it is. Keys and tokens carry the same
 //! six; the doors and the ops routes each ask for theirs.
 //!
-//! A key without `scopes` has [`Scopes::KEY_DEFAULT`] (every scope but `usage:all`: what every
-//! key could do before scopes existed, so no deployment changes behaviour); the admin key
-//! (`--admin-key`) reads every key's usage and records as before. A token's scopes come from
+//! A key without `scopes` has [`Scopes::KEY_DEFAULT`] (every scope but `usage:all`: a key
+//! configured with none may do everything but read other keys' usage); the admin key
+//! (`--admin-key`) reads every key's usage and records. A token's scopes come from
 //! its scope claim (`scope`, space-separated as OAuth 2 writes it, or an array), names this
 //! service does not know being ignored; a token without the claim has the `[jwt]` section's
 //! `default_scopes` (`["ask"]` unless set). Callers of an open service (no keys, no tokens)

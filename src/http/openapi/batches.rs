@@ -1,5 +1,7 @@
 //! Batch jobs' operations and bodies (`/v1/files`, `/v1/batches`), in OpenAI's shapes.
 
+#![allow(dead_code)] // Described, never built or called: utoipa reads the types and functions.
+
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::{IntoResponses, ToSchema};
@@ -8,7 +10,6 @@ use super::schemas::ErrorBody;
 
 /// The refusals of the batch routes.
 #[derive(IntoResponses)]
-#[allow(dead_code)] // Described, never built.
 pub(super) enum BatchErrors {
     /// The body could not be read.
     #[response(status = 400)]
@@ -144,7 +145,6 @@ pub(super) struct BatchList {
     request_body(content = FileUpload, content_type = "multipart/form-data"),
     responses((status = 200, description = "The file.", body = FileObject), BatchErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn files_upload() {}
 
 /// The caller's files, newest first.
@@ -155,7 +155,6 @@ pub(super) fn files_upload() {}
         ("limit" = Option<i64>, Query, description = "1 to 100 (default 20)")),
     responses((status = 200, description = "The page.", body = FileList), BatchErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn files_list() {}
 
 /// One file of the caller's.
@@ -163,7 +162,6 @@ pub(super) fn files_list() {}
     params(("file_id" = String, Path, description = "The file's id")),
     responses((status = 200, description = "The file.", body = FileObject), BatchErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn files_get() {}
 
 /// Deletes an input file.
@@ -171,7 +169,6 @@ pub(super) fn files_get() {}
     params(("file_id" = String, Path, description = "The file's id")),
     responses((status = 200, description = "Deleted.", body = FileDeleted), BatchErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn files_delete() {}
 
 /// A file's bytes: an upload as sent; an output or error file as JSONL lines
@@ -180,7 +177,6 @@ pub(super) fn files_delete() {}
     params(("file_id" = String, Path, description = "The file's id")),
     responses((status = 200, description = "JSON Lines.", body = String, content_type = "application/jsonl"), BatchErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn files_content() {}
 
 /// Creates a batch of an uploaded file's lines for one door; they run in the background.
@@ -188,7 +184,6 @@ pub(super) fn files_content() {}
     request_body(content = BatchCreate, content_type = "application/json"),
     responses((status = 200, description = "The batch.", body = BatchObject), BatchErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn batches_create() {}
 
 /// The caller's batches, newest first.
@@ -198,7 +193,6 @@ pub(super) fn batches_create() {}
         ("limit" = Option<i64>, Query, description = "1 to 100 (default 20)")),
     responses((status = 200, description = "The page.", body = BatchList), BatchErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn batches_list() {}
 
 /// One batch of the caller's, its `request_counts` current.
@@ -206,7 +200,6 @@ pub(super) fn batches_list() {}
     params(("batch_id" = String, Path, description = "The batch's id")),
     responses((status = 200, description = "The batch.", body = BatchObject), BatchErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn batches_get() {}
 
 /// Cancels a running batch: its finished lines are kept, the rest go to the error file.
@@ -214,5 +207,4 @@ pub(super) fn batches_get() {}
     params(("batch_id" = String, Path, description = "The batch's id")),
     responses((status = 200, description = "The batch, cancelling or cancelled.", body = BatchObject), BatchErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn batches_cancel() {}

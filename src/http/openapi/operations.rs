@@ -2,6 +2,8 @@
 //! bodies) whose `utoipa::path` attributes say the method, the path, the bodies and the
 //! refusals.
 
+#![allow(dead_code)] // Documentation only: utoipa reads these functions, nothing calls them.
+
 use super::refusals::{ContractErrors, DecisionErrors, KeyErrors, LedgerErrors};
 use super::schemas::*;
 
@@ -10,7 +12,6 @@ use super::schemas::*;
     request_body(content = SystemOneRequest, content_type = "application/json"),
     responses((status = 200, description = "Every answer, in question order.", body = SystemOneResponse), ContractErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn systemone() {}
 
 /// OpenAI's Decisions API (`client.decisions.create`).
@@ -18,7 +19,6 @@ pub(super) fn systemone() {}
     request_body(content = DecisionRequest, content_type = "application/json"),
     responses((status = 200, description = "OpenAI's Decision.", body = Decision), DecisionErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn decisions() {}
 
 /// Cohere's rerank: one noul per document.
@@ -26,7 +26,6 @@ pub(super) fn decisions() {}
     request_body(content = RerankRequest, content_type = "application/json"),
     responses((status = 200, description = "Results by score, descending.", body = RerankResponse), ContractErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn rerank_v2() {}
 
 /// The same as `/v2/rerank` (TEI and Jina clients call this path).
@@ -34,14 +33,12 @@ pub(super) fn rerank_v2() {}
     request_body(content = RerankRequest, content_type = "application/json"),
     responses((status = 200, description = "Results by score, descending.", body = RerankResponse), ContractErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn rerank_v1() {}
 
 /// The models served, in TypeSafe's shape and OpenAI's.
 #[utoipa::path(get, path = "/v1/models", tag = "service",
     responses((status = 200, description = "The models and every name for them.", body = ModelsResponse), KeyErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn models() {}
 
 /// Each key's answered requests and usage per UTC day: the admin key reads every key's,
@@ -59,7 +56,6 @@ pub(super) fn models() {}
         (status = 429, description = "The key's requests per minute.", body = ErrorBody),
         (status = 503, description = "The limit store is unavailable.", body = ErrorBody)),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn usage() {}
 
 /// A page of decision records, newest first: a key's own, every key's for the admin key.
@@ -77,7 +73,6 @@ pub(super) fn usage() {}
         ("label" = Option<Vec<String>>, Query, description = "Choice labels to show by name (repeatable)")),
     responses((status = 200, description = "The page.", body = LedgerPage), LedgerErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn ledger_decisions() {}
 
 /// The calibration watch's figures per model and question shape over the hours, days or
@@ -94,7 +89,6 @@ pub(super) fn ledger_decisions() {}
         ("window" = Option<String>, Query, description = "hour, day (default) or week")),
     responses((status = 200, description = "The figures.", body = CalibrationPage), LedgerErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn calibration() {}
 
 /// One decision record.
@@ -105,7 +99,6 @@ pub(super) fn calibration() {}
         ("label" = Option<Vec<String>>, Query, description = "Choice labels to show by name (repeatable)")),
     responses((status = 200, description = "The record.", body = LedgerDecision), LedgerErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn ledger_decision() {}
 
 /// Records what was true for one question of a decision (or a person's override): once per
@@ -119,13 +112,11 @@ pub(super) fn ledger_decision() {}
         (status = 409, description = "The question already has an outcome and replace was not asked.", body = ErrorBody),
         LedgerErrors),
     security((), ("bearer" = [])))]
-#[allow(dead_code)]
 pub(super) fn ledger_outcomes() {}
 
 /// Liveness: 200 while the process runs.
 #[utoipa::path(get, path = "/healthz", tag = "service",
     responses((status = 200, description = "Alive.", body = Health)))]
-#[allow(dead_code)]
 pub(super) fn healthz() {}
 
 /// Readiness: every model's backend answered and its token table is verified.
@@ -133,30 +124,25 @@ pub(super) fn healthz() {}
     responses(
         (status = 200, description = "Every model is ready.", body = Readiness),
         (status = 503, description = "Some model is not ready.", body = Readiness)))]
-#[allow(dead_code)]
 pub(super) fn readyz() {}
 
 /// Prometheus text format.
 #[utoipa::path(get, path = "/metrics", tag = "service",
     responses((status = 200, description = "The metrics.", body = String, content_type = "text/plain")))]
-#[allow(dead_code)]
 pub(super) fn metrics() {}
 
 /// The playground: a page that asks `/v1/systemone` and draws the answers (no key needed
 /// for the page; its API calls need one when keys are configured).
 #[utoipa::path(get, path = "/playground", tag = "service",
     responses((status = 200, description = "The page.", body = String, content_type = "text/html; charset=utf-8")))]
-#[allow(dead_code)]
 pub(super) fn playground() {}
 
 /// To the playground.
 #[utoipa::path(get, path = "/", tag = "service",
     responses((status = 307, description = "Redirects to `playground`.", headers(("location" = String, description = "The playground")))))]
-#[allow(dead_code)]
 pub(super) fn root() {}
 
 /// This description.
 #[utoipa::path(get, path = "/openapi.json", tag = "service",
     responses((status = 200, description = "OpenAPI 3.1.", body = Object)))]
-#[allow(dead_code)]
 pub(super) fn openapi_json() {}

@@ -1,5 +1,7 @@
 //! The refusals each kind of route may answer, every one with the error body.
 
+#![allow(dead_code)] // Described, never built.
+
 use utoipa::IntoResponses;
 
 use super::schemas::ErrorBody;
@@ -7,7 +9,6 @@ use super::schemas::ErrorBody;
 /// The refusals of the contract's routes (`/v1/systemone`, `/v2/rerank`), each with the
 /// contract's error body.
 #[derive(IntoResponses)]
-#[allow(dead_code)] // Described, never built.
 pub(super) enum ContractErrors {
     /// The body is not JSON, or a multipart body has no `request` part.
     #[response(status = 400)]
@@ -43,7 +44,6 @@ pub(super) enum ContractErrors {
 
 /// The refusals of `/v1/decisions`, in OpenAI's shape: every broken rule is a 400.
 #[derive(IntoResponses)]
-#[allow(dead_code)] // Described, never built.
 pub(super) enum DecisionErrors {
     /// Any rule the request breaks (the contract's 413s and 422s included), with `param`.
     #[response(status = 400)]
@@ -73,7 +73,6 @@ pub(super) enum DecisionErrors {
 
 /// The refusals of a key-checked route without a body.
 #[derive(IntoResponses)]
-#[allow(dead_code)] // Described, never built.
 pub(super) enum KeyErrors {
     /// A wrong key (when keys are configured).
     #[response(status = 401)]
@@ -91,7 +90,6 @@ pub(super) enum KeyErrors {
 
 /// The ledger's refusals shared by its three operations.
 #[derive(IntoResponses)]
-#[allow(dead_code)] // Described, never built.
 pub(super) enum LedgerErrors {
     /// A wrong key (when keys are configured).
     #[response(status = 401)]

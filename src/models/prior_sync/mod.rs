@@ -3,23 +3,23 @@
 //! new sums to a store, which adds them to what it holds, and installs the merged sums it
 //! gets back. The sums merge by adding, so the order replicas write in does not matter.
 //!
-//! * [`file`](mod@file): `prior.redb` under `--state-dir` (one instance): the estimate survives a
+//! * [`embedded`]: `prior.redb` under `--state-dir` (one instance): the estimate survives a
 //!   restart.
-//! * [`shared`]: the Redis of `--redis-url` (replicas): every replica adds its deltas to
-//!   one hash per (model, shape) with `HINCRBYFLOAT` and reads the merged sums back, so
-//!   they share one prior, and it survives their restarts as Redis keeps its data.
+//! * [`redis`](mod@redis): the Redis of `--redis-url` (replicas): every replica adds its
+//!   deltas to one hash per (model, shape) with `HINCRBYFLOAT` and reads the merged sums
+//!   back, so they share one prior, and it survives their restarts as Redis keeps its data.
 //!
 //! Keys hold the model's configured name and the shape label (type/options/layout), never
 //! anything a caller sent. Without either store the priors live in memory only.
 
+mod embedded;
 mod exchanged;
-mod file;
-mod shared;
+mod redis;
 mod store;
 mod task;
 
+pub use embedded::FILE_NAME;
 pub use exchanged::{Exchanged, SetAside, IMPLAUSIBLE, NOT_A_NUMBER, UNREADABLE};
-pub use file::FILE_NAME;
 pub use store::PriorStore;
 pub use task::{PriorStatus, PriorSync};
 

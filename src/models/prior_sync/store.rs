@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::file::FileStore;
-use super::shared::SharedStore;
+use super::embedded::EmbeddedStore;
+use super::redis::RedisStore;
 use super::{Exchanged, Sums};
 use crate::config::ConfigError;
 use crate::secret::Secret;
@@ -12,9 +12,9 @@ use crate::secret::Secret;
 /// Where the position priors outlive the process.
 pub enum PriorStore {
     /// `prior.redb` in the state directory.
-    File(FileStore),
+    Embedded(EmbeddedStore),
     /// Redis, shared by replicas.
-    Shared(SharedStore),
+    Redis(RedisStore),
 }
 
 impl std::fmt::Debug for PriorStore {
@@ -26,20 +26,20 @@ impl std::fmt::Debug for PriorStore {
 
 impl PriorStore {
     /// The file store under `dir`.
-    pub fn file(dir: &Path) -> Self {
-        PriorStore::File(FileStore::new(dir))
+    pub fn embedded(dir: &Path) -> Self {
+        PriorStore::Embedded(EmbeddedStore::new(dir))
     }
 
     /// The Redis store at `url`, its keys under `prefix`.
-    pub fn shared(url: &Secret, prefix: &str) -> Result<Self, ConfigError> {
-        SharedStore::open(url, prefix).map(PriorStore::Shared)
+    pub fn redis(url: &Secret, prefix: &str) -> Result<Self, ConfigError> {
+        RedisStore::open(url, prefix).map(PriorStore::Redis)
     }
 
     /// `file` or `redis`: the metric label.
     pub fn kind(&self) -> &'static str {
         match self {
-            PriorStore::File(_) => "file",
-            PriorStore::Shared(_) => "redis",
+            PriorStore::Embedded(_) => "file",
+            PriorStore::Redis(_) => "redis",
         }
     }
 
@@ -54,8 +54,8 @@ impl PriorStore {
     ) -> Result<Exchanged, String> {
         let call = async {
             match self {
-                PriorStore::File(f) => f.exchange(model, added).await,
-                PriorStore::Shared(s) => s.exchange(model, added).await,
+                PriorStore::Embedded(f) => f.exchange(model, added).await,
+                PriorStore::Redis(s) => s.exchange(model, added).await,
             }
         };
         tokio::time::timeout(timeout, call)

@@ -5,8 +5,8 @@
 //! Token limits are counted with [`crate::models::tokens::estimate_tokens`] (see its doc for how
 //! it errs) until a model's real tokenizer is configured.
 //!
-//! One file per rule family; [`validate_with_parts`] runs them in a fixed order, and that
-//! order decides which error a body breaking several rules gets:
+//! One file per rule family; [`validate_with_parts`] (`run.rs`) runs them in a fixed order,
+//! and that order decides which error a body breaking several rules gets:
 //!
 //! 1. `fields.rs`: the body's shape, `model`, `state`;
 //! 2. `questions.rs` (the map and each question's own fields), then `criteria.rs` (each
@@ -33,9 +33,9 @@ mod fields;
 pub use fields::{ignored_fields, requested_model};
 mod history;
 mod images;
-mod in_order;
 mod questions;
 mod refusal;
+mod run;
 #[cfg(test)]
 mod test_support;
 mod tokens;
@@ -46,9 +46,9 @@ pub use tokens::{
 
 use super::prompt;
 use entry::Entry;
-pub use in_order::{validate, validate_with_parts, TABLE_PENDING_RETRY_SECS};
 use refusal::refuse_field_type;
 pub use refusal::{loc, refuse, refuse_type};
+pub use run::{validate, validate_with_parts, TABLE_PENDING_RETRY_SECS};
 
 /// Most characters in a choice label.
 pub const MAX_LABEL_CHARS: usize = 128;

@@ -138,7 +138,7 @@ pub struct PieceTokens {
 /// request's layout writes it.
 pub fn piece_texts(req: &ValidRequest) -> Vec<Cow<'_, str>> {
     let mut texts = vec![preamble(req.layout).into(), state_piece(req)];
-    texts.extend(req.rendered.iter().map(|r| r.json[0].as_str().into()));
+    texts.extend(req.rendered.iter().map(|r| r.text[0].as_str().into()));
     match &req.history {
         History::None => {}
         History::Shared(h) => texts.push(history_piece(req, h)),

@@ -22,16 +22,16 @@ use crate::config::ConfigError;
 use crate::secret::Secret;
 
 /// The Redis store; connects on first use and reconnects by itself.
-pub struct SharedStore {
+pub struct RedisStore {
     client: redis::Client,
     prefix: String,
     conn: Mutex<Option<ConnectionManager>>,
 }
 
-impl SharedStore {
+impl RedisStore {
     pub(super) fn open(url: &Secret, prefix: &str) -> Result<Self, ConfigError> {
         let client = crate::stores::redis::client(url)?;
-        Ok(SharedStore {
+        Ok(RedisStore {
             client,
             prefix: prefix.to_string(),
             conn: Mutex::new(None),

@@ -24,13 +24,13 @@ pub const FILE_NAME: &str = "prior.redb";
 
 /// The file, opened per exchange.
 #[derive(Debug)]
-pub struct FileStore {
+pub struct EmbeddedStore {
     path: PathBuf,
 }
 
-impl FileStore {
+impl EmbeddedStore {
     pub(super) fn new(dir: &Path) -> Self {
-        FileStore {
+        EmbeddedStore {
             path: dir.join(FILE_NAME),
         }
     }
