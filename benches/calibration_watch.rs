@@ -67,16 +67,19 @@ struct Rule {
     for_ms: i64,
 }
 
+/// `gauge{window} OP threshold and on(…) guard{window} >= min`.
+#[derive(Debug, Clone)]
+struct Threshold {
+    gauge: String,
+    window: String,
+    above: bool,
+    threshold: f64,
+    guard: Option<(String, f64)>,
+}
+
 #[derive(Debug, Clone)]
 enum Expr {
-    /// `gauge{window} OP threshold and on(…) guard{window} >= min`.
-    Threshold {
-        gauge: String,
-        window: String,
-        above: bool,
-        threshold: f64,
-        guard: Option<(String, f64)>,
-    },
+    Threshold(Threshold),
     /// `gauge{window} < factor * (gauge{window} offset DURATION)`.
     Offset {
         gauge: String,
@@ -138,13 +141,13 @@ fn parse_expr(expr: &str) -> Expr {
         assert_eq!(guard_window, window, "{expr}");
         (name, words[at + 1].parse().expect("a count"))
     });
-    Expr::Threshold {
+    Expr::Threshold(Threshold {
         gauge,
         window,
         above,
         threshold,
         guard,
-    }
+    })
 }
 
 /// The rules of the shipped YAML (alert, expr block, for), or of the file
@@ -211,24 +214,19 @@ fn scrape(watch: &Watch, now_ms: i64) -> Scrape {
 fn holds(expr: &Expr, now: &Scrape, past: &HashMap<i64, Scrape>, now_ms: i64) -> bool {
     let get = |s: &Scrape, g: &str, w: &str| s.get(&(g.to_owned(), w.to_owned())).copied();
     match expr {
-        Expr::Threshold {
-            gauge,
-            window,
-            above,
-            threshold,
-            guard,
-        } => {
-            let Some(v) = get(now, gauge, window) else {
+        Expr::Threshold(t) => {
+            let Some(v) = get(now, &t.gauge, &t.window) else {
                 return false;
             };
-            let past_threshold = if *above {
-                v > *threshold
+            let past_threshold = if t.above {
+                v > t.threshold
             } else {
-                v < *threshold
+                v < t.threshold
             };
-            let guarded = guard
+            let guarded = t
+                .guard
                 .as_ref()
-                .is_none_or(|(g, min)| get(now, g, window).is_some_and(|c| c >= *min));
+                .is_none_or(|(g, min)| get(now, g, &t.window).is_some_and(|c| c >= *min));
             past_threshold && guarded
         }
         Expr::Offset {
