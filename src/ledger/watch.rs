@@ -43,8 +43,9 @@ pub fn answer<'a>(d: &'a Decision, q: &'a QuestionRecord) -> Answer<'a> {
     }
 }
 
-/// A committed record's answers.
-pub(super) fn record(watch: &Watch, d: &Decision) {
+/// A committed record's answers (public for `benches/calibration_watch.rs`, which feeds
+/// the watch as the writer does).
+pub fn record(watch: &Watch, d: &Decision) {
     if d.status >= 400 {
         return;
     }
@@ -124,7 +125,8 @@ async fn feed_outcomes(
 
 /// The gauges' rows: per shape (every key's answers merged) and span, the figures of the
 /// window holding `now_ms`, in `metrics::CALIBRATION_FIGURES`' order.
-pub(super) fn gauges(watch: &Watch, now_ms: i64) -> Vec<([String; 6], Vec<Option<f64>>)> {
+/// Public for `benches/calibration_watch.rs`, which reads them as a scrape would.
+pub fn gauges(watch: &Watch, now_ms: i64) -> Vec<([String; 6], Vec<Option<f64>>)> {
     let mut rows = Vec::new();
     for span in Span::ALL {
         for shape in watch.figures(&Query::default(), span, now_ms) {
