@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 /// A tag: the one string a `type` field may hold (a tagged enum would put `type` beside
 /// a struct that allows no other field, which no body could satisfy).
@@ -920,6 +920,39 @@ pub(super) struct OutcomeRecorded {
     replace: bool,
 }
 
+/// The calibration watch's filters (`GET /v1/calibration` and its charts).
+#[derive(Serialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct CalibrationQuery {
+    /// Only this configured model
+    model: Option<String>,
+    /// Only this question type: choice, noul or score
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    /// Only this option count
+    options: Option<usize>,
+    /// Only this layout: accuracy, cost or compact
+    layout: Option<String>,
+    /// Only raw, prior (corrected by the position prior) or profile answers
+    class: Option<String>,
+    /// hour, day (default) or week
+    window: Option<String>,
+}
+
+/// A shape of question, as the calibration watch keeps its figures.
+#[derive(Serialize, ToSchema)]
+pub(super) struct CalibrationShapeName {
+    /// The configured model.
+    model: String,
+    #[serde(rename = "type")]
+    kind: String,
+    options: usize,
+    /// `accuracy`, `cost`, `compact` (`unknown` for records older than the field).
+    layout: String,
+    /// `raw`, `prior` (corrected by the position prior) or `profile` (a profile covered it).
+    class: String,
+}
+
 /// `GET /v1/calibration`: the calibration watch's figures per shape over one span's
 /// windows (the caller's own answers, or every key's for the admin).
 #[derive(Serialize, ToSchema)]
@@ -931,6 +964,34 @@ pub(super) struct CalibrationPage {
     /// The reference window the drift figures compare against; null before any answer.
     reference: Option<CalibrationReference>,
     shapes: Vec<CalibrationShape>,
+}
+
+/// `GET /v1/calibration/charts`: per shape, its figures drawn as SVG.
+#[derive(Serialize, ToSchema)]
+pub(super) struct CalibrationCharts {
+    /// `calibration.charts`.
+    object: String,
+    /// `hour`, `day` or `week`.
+    window: String,
+    shapes: Vec<CalibrationShapeCharts>,
+}
+
+/// One shape's charts over the windows shown.
+#[derive(Serialize, ToSchema)]
+pub(super) struct CalibrationShapeCharts {
+    #[serde(flatten)]
+    shape: CalibrationShapeName,
+    /// Answers over the windows shown.
+    answers: u64,
+    /// Answers with a current outcome over them.
+    outcomes: u64,
+    /// SVG: the reliability diagram (15 equal-width bins) of the outcomes.
+    reliability: String,
+    /// SVG: the histogram (15 bins) of the answers' top probabilities.
+    histogram: String,
+    /// SVG per drift figure (`psi`, `em_prior_shift`, `expected_accuracy`, `accuracy`,
+    /// `ece_equal_width_15`, `mean_option_mass`) over the windows.
+    drift: HashMap<String, String>,
 }
 
 /// The reference window.
@@ -947,15 +1008,8 @@ pub(super) struct CalibrationReference {
 /// One shape's figures.
 #[derive(Serialize, ToSchema)]
 pub(super) struct CalibrationShape {
-    /// The configured model.
-    model: String,
-    #[serde(rename = "type")]
-    kind: String,
-    options: usize,
-    /// `accuracy`, `cost`, `compact` (`unknown` for records older than the field).
-    layout: String,
-    /// `raw`, `prior` (corrected by the position prior) or `profile` (a profile covered it).
-    class: String,
+    #[serde(flatten)]
+    shape: CalibrationShapeName,
     /// Oldest first; the last holds now. A window without answers has null figures.
     windows: Vec<CalibrationWindow>,
     /// The reference window's own figures.
