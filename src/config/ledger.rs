@@ -184,7 +184,7 @@ impl LedgerSettings {
 }
 
 /// `FROM..UNTIL` as Unix milliseconds, `FROM` before `UNTIL`.
-fn parse_reference(text: &str) -> Result<(i64, i64), String> {
+pub fn parse_reference(text: &str) -> Result<(i64, i64), String> {
     let (from, until) = text
         .split_once("..")
         .ok_or("expected FROM..UNTIL (Unix milliseconds or UTC dates YYYY-MM-DD)")?;

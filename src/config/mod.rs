@@ -30,7 +30,9 @@ pub use batches::BatchSettings;
 pub use dialect::{BackendKind, Flavor};
 pub use edge::EdgeSettings;
 pub use error::ConfigError;
-pub use ledger::{LedgerInputs, LedgerSettings, LedgerTarget, LEDGER_RETENTION_EVERY};
+pub use ledger::{
+    parse_reference, LedgerInputs, LedgerSettings, LedgerTarget, LEDGER_RETENTION_EVERY,
+};
 pub use limit_store::{FailurePolicy, LimitStoreSettings};
 pub use limits::Limits;
 pub use model::{

@@ -4,8 +4,6 @@
 //! first, so the figures survive a restart. Nothing here reads the store per request or
 //! per scrape.
 
-use std::sync::Arc;
-
 use super::record::{Decision, QuestionRecord};
 use super::store::{decode, Store, StoreError, COLUMNS};
 use crate::calibration::watch::{Answer, Class, Figures, Query, Span, Watch};
@@ -67,11 +65,9 @@ pub fn outcome(
 
 /// Feeds `watch` the records written before `opened_ms` (when this process opened the
 /// ledger; the writer feeds every later one) and the outcomes current then, oldest first.
-pub(super) async fn rebuild(
-    store: &Store,
-    watch: &Arc<Watch>,
-    opened_ms: i64,
-) -> Result<u64, StoreError> {
+/// `systemone calibrate report` feeds a watch of its own the same way (`opened_ms`:
+/// `i64::MAX`, every record).
+pub async fn rebuild(store: &Store, watch: &Watch, opened_ms: i64) -> Result<u64, StoreError> {
     let (mut at, mut id, mut fed) = (i64::MIN, String::new(), 0u64);
     loop {
         let rows = sqlx::query(&format!(

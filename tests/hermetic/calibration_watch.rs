@@ -273,3 +273,197 @@ fn em_prior_and_cbpe_agree_with_quapy_and_nannyml() {
         "the fixture held its cases ({checked} figures)"
     );
 }
+
+/// `calibrate report` with `flags`, off the test's runtime (the command starts its own).
+async fn report(flags: Vec<String>) -> Result<String, String> {
+    tokio::task::spawn_blocking(move || {
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        systemone::cli::calibrate::run(&crate::support::calibrate_args(&flags))
+    })
+    .await
+    .expect("the report ran")
+}
+
+/// The report's line for `(type, window start)`, by column name.
+fn report_line<'r>(table: &'r str, kind: &str, from: &str) -> Vec<(&'r str, &'r str)> {
+    let head: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("model\t"))
+        .unwrap_or_else(|| panic!("a header: {table}"))
+        .split('\t')
+        .collect();
+    let line = table
+        .lines()
+        .find(|l| {
+            let cells: Vec<&str> = l.split('\t').collect();
+            cells.get(1) == Some(&kind) && cells.get(5) == Some(&from)
+        })
+        .unwrap_or_else(|| panic!("no line for {kind} {from}: {table}"));
+    head.into_iter().zip(line.split('\t')).collect()
+}
+
+/// `YYYY-MM-DDTHH:00Z` of a window's start, as the report writes it.
+fn window_start(ms: i64) -> String {
+    let (day, hour) = (
+        ms.div_euclid(86_400_000),
+        ms.rem_euclid(86_400_000) / 3_600_000,
+    );
+    format!("{}T{hour:02}:00Z", systemone::days::date_of(day as u64))
+}
+
+/// `calibrate report` over a ledger the service wrote prints, per shape and window, the
+/// figures `GET /v1/calibration` shows for the same records (count, accuracy, ECE, Brier,
+/// NLL, PSI, CBPE), its filters select as the route's do, and `--svg` draws the
+/// reliability diagram through the same code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_offline_report_prints_the_routes_figures() {
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let flags = ["--api-keys", ADMIN, "--admin-key", "key-1"];
+    let (fake, service) = service(&db, &flags).await;
+    let mut ids = Vec::new();
+    for state in [
+        "charged twice",
+        "app crashes",
+        "login fails",
+        "refund please",
+        "slow",
+    ] {
+        let body = three_questions(state, "team", "bug", "Which team?");
+        let reply = ask_as(&service, Some(ADMIN), &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        ids.push(request_id(&reply));
+    }
+    // Outcomes, one of them replaced (counted once), both right and wrong answers.
+    for (id, label) in ids.iter().zip(["bug", "billing", "other", "bug"]) {
+        post_outcome(
+            &service,
+            id,
+            ADMIN,
+            json!({"question": "team", "outcome": label}),
+        )
+        .await;
+        post_outcome(
+            &service,
+            id,
+            ADMIN,
+            json!({"question": "refund", "outcome": true}),
+        )
+        .await;
+    }
+    let replace = json!({"question": "team", "outcome": "billing", "replace": true});
+    post_outcome(&service, &ids[0], ADMIN, replace).await;
+    let mut route = Value::Null;
+    for _ in 0..500 {
+        route = get_as(&service, "/v1/calibration?window=hour", Some(ADMIN))
+            .await
+            .body;
+        let answers: u64 = route["shapes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["windows"].as_array().into_iter().flatten())
+            .filter_map(|w| w["answers"].as_u64())
+            .sum();
+        if answers == 15 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let svg = crate::support::temp_file("reliability.svg", "");
+    let svg_flag = svg.to_str().expect("utf-8").to_owned();
+    let args = [
+        "report",
+        "--from-ledger",
+        &db.target,
+        "--window",
+        "hour",
+        "--svg",
+        &svg_flag,
+    ];
+    let table = report(args.map(str::to_owned).to_vec())
+        .await
+        .expect("reports");
+    eprint!("{table}");
+
+    let mut compared = 0;
+    for shape in route["shapes"].as_array().expect("shapes") {
+        let kind = shape["type"].as_str().expect("type");
+        assert_eq!(shape["class"], "raw");
+        for w in shape["windows"].as_array().expect("windows") {
+            if w["answers"].as_u64() == Some(0) {
+                continue;
+            }
+            let line = report_line(
+                &table,
+                kind,
+                &window_start(w["from_ms"].as_i64().expect("ms")),
+            );
+            for (column, text) in line.iter().skip(6) {
+                let want = &w[*column];
+                match want.as_f64() {
+                    Some(want) => {
+                        let got: f64 = text.parse().unwrap_or_else(|_| panic!("{column}: {text}"));
+                        assert!(
+                            (got - want).abs() < 1e-6,
+                            "{kind} {column}: {got} against {want}"
+                        );
+                    }
+                    None => assert_eq!(*text, "-", "{kind} {column}: the route has none"),
+                }
+                compared += 1;
+            }
+        }
+    }
+    assert!(
+        compared >= 3 * 13,
+        "every shape's figures compared ({compared})"
+    );
+    // Every answer and outcome compared: the choice's 4 outcomes (one replaced twice).
+    let choice = route["shapes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["type"] == "choice")
+        .expect("the choice's shape");
+    let total = |field: &str| -> u64 {
+        choice["windows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|w| w[field].as_u64())
+            .sum()
+    };
+    assert_eq!((total("answers"), total("outcomes")), (5, 4), "{choice}");
+
+    // The filters select as the route's do; no answer was corrected by the prior.
+    let only_noul = [
+        "report",
+        "--from-ledger",
+        &db.target,
+        "--type",
+        "noul",
+        "--options",
+        "2",
+    ];
+    let noul = report(only_noul.map(str::to_owned).to_vec())
+        .await
+        .expect("reports");
+    assert!(noul.lines().any(|l| l.contains("\tnoul\t2\t")), "{noul}");
+    assert!(noul.lines().all(|l| !l.contains("\tchoice\t")), "{noul}");
+    let prior = ["report", "--from-ledger", &db.target, "--class", "prior"];
+    let prior = report(prior.map(str::to_owned).to_vec())
+        .await
+        .expect("reports");
+    assert_eq!(
+        prior.lines().last().map(|l| l.starts_with("model\t")),
+        Some(true),
+        "{prior}"
+    );
+
+    // The diagram: the outcomes' bars and one line per shape, drawn by src/draw.rs.
+    let drawn = std::fs::read_to_string(&svg).expect("the SVG was written");
+    assert!(drawn.starts_with("<svg") && drawn.contains("Reliability (15 equal-width bins)"));
+    assert_eq!(drawn.matches("<polyline").count(), 3, "{drawn}");
+    assert!(drawn.contains("fill=\"#c6dbef\""), "bars: {drawn}");
+    drop(fake);
+}

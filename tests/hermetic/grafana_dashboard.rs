@@ -122,24 +122,7 @@ async fn metrics_after_traffic() -> String {
     let ledger = support::ledger::LedgerDb::new(support::ledger::Backend::Sqlite)
         .await
         .target;
-    let config = support::registry_config(
-        &registry,
-        &[
-            "--keys-file",
-            keys.to_str().expect("utf-8"),
-            // A Redis that is not there (port 1 is closed): under the default fail_open policy
-            // the service serves and counts locally, and the limit-store series exist (calls
-            // timed and failed, policy decisions, store down), as they do when Redis is down.
-            "--redis-url",
-            "redis://127.0.0.1:1",
-            // A decision ledger (an SQLite file of this test's own): its commit series, and
-            // an outcome for the per-model figures.
-            "--ledger",
-            &ledger,
-            "--ledger-key",
-            support::ledger::TEST_LEDGER_KEY,
-        ],
-    );
+    let config = support::registry_config(&registry, &ledger_flags(&keys, &ledger));
     let service = support::ledger::start_with_ledger(config).await;
     let key = Some(key);
     let plain = json!({"state": "Subject: WIN a FREE cruise!!!",
@@ -184,7 +167,57 @@ async fn metrics_after_traffic() -> String {
         }
     }
     assert!(refused.is_some(), "the key's 5 requests per minute refuse");
-    support::metrics(&service).await
+    let mut text = support::metrics(&service).await;
+    // The calibration watch's drift gauges (PSI, the EM prior's shift) need a reference
+    // window that is over: a second service on the same ledger names the first answer's
+    // millisecond as its reference, reads the ledger back at start-up, and exports them.
+    let store = service.state.ledger.store().expect("the ledger is on");
+    let first = store.decision(id).await.expect("reads").expect("on record");
+    let reference = format!("{}..{}", first.at_ms, first.at_ms + 1);
+    let flags = ["--calibration-reference", reference.as_str()];
+    let again = support::ledger::start_with_ledger(support::registry_config(
+        &registry,
+        &[&ledger_flags(&keys, &ledger)[..], &flags[..]].concat(),
+    ))
+    .await;
+    // The share under the escalation threshold: `serve` hands the watch the models'
+    // `escalate_below` (the test harness does not), then an answer of `cheap` counts.
+    let watch = again.state.ledger.watch().expect("the watch");
+    watch.set_thresholds([("cheap".to_owned(), 1.0)].into_iter().collect());
+    let reply = ask_as(&again, key, &escalated).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    for _ in 0..500 {
+        again.state.ledger.refresh_quality().await;
+        let drift = support::metrics(&again).await;
+        if drift.contains("systemone_calibration_confidence_psi{")
+            && drift.contains("systemone_calibration_em_prior_shift{")
+            && drift.contains("systemone_calibration_below_threshold_share{")
+        {
+            text.push_str(&drift);
+            return text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("no drift or threshold gauges once the reference window is over")
+}
+
+/// The first service's flags: the keys file, an unreachable Redis, the ledger.
+fn ledger_flags<'a>(keys: &'a std::path::Path, ledger: &'a str) -> Vec<&'a str> {
+    vec![
+        "--keys-file",
+        keys.to_str().expect("utf-8"),
+        // A Redis that is not there (port 1 is closed): under the default fail_open policy
+        // the service serves and counts locally, and the limit-store series exist (calls
+        // timed and failed, policy decisions, store down), as they do when Redis is down.
+        "--redis-url",
+        "redis://127.0.0.1:1",
+        // A decision ledger (an SQLite file of this test's own): its commit series, and
+        // an outcome for the per-model figures.
+        "--ledger",
+        ledger,
+        "--ledger-key",
+        support::ledger::TEST_LEDGER_KEY,
+    ]
 }
 
 /// The dashboard is Grafana's JSON model with a `${DS_PROMETHEUS}` input; each panel has a

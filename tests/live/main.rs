@@ -21,6 +21,7 @@ mod setup;
 mod support;
 
 mod auto_table;
+mod calibration_browser;
 mod calibration_watch;
 mod eval_e2e;
 mod eval_recipe;

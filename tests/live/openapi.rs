@@ -26,6 +26,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/ledger/decisions/{request_id}"),
     ("post", "/v1/ledger/decisions/{request_id}/outcomes"),
     ("get", "/v1/calibration"),
+    ("get", "/v1/calibration/charts"),
     ("post", "/v1/files"),
     ("get", "/v1/files"),
     ("get", "/v1/files/{file_id}"),
@@ -40,6 +41,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/metrics"),
     ("get", "/openapi.json"),
     ("get", "/playground"),
+    ("get", "/calibration"),
     ("get", "/"),
 ];
 
@@ -324,6 +326,21 @@ async fn real_answers_match_their_schemas() {
         post(&ledgered.client, &outcomes, &wrong).await,
         422,
     );
+    // The calibration watch's figures and charts, over the answer and its outcome.
+    for path in ["/v1/calibration", "/v1/calibration/charts"] {
+        check(
+            "get",
+            path,
+            get(&ledgered, &format!("{path}?window=hour")).await,
+            200,
+        );
+        check(
+            "get",
+            path,
+            get(&ledgered, &format!("{path}?window=year")).await,
+            422,
+        );
+    }
     check_against(&doc, &answers).await;
 }
 

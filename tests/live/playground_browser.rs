@@ -400,11 +400,11 @@ async fn a_blank_label_shows_the_services_error(tab: &mut Tab, service: &Service
 
 /// A headless Chromium with its own profile directory; killed (and the profile removed)
 /// when dropped, whatever the test's outcome.
-struct Chromium {
+pub(crate) struct Chromium {
     child: Child,
     profile: PathBuf,
     /// The browser's DevTools websocket (`ws://127.0.0.1:<port>/devtools/browser/<id>`).
-    devtools_url: String,
+    pub(crate) devtools_url: String,
 }
 
 /// `$SYSTEMONE_CHROMIUM`, else `chromium` on the PATH; a missing browser fails the test
@@ -430,7 +430,7 @@ fn chromium_binary() -> PathBuf {
 }
 
 impl Chromium {
-    fn launch() -> Self {
+    pub(crate) fn launch() -> Self {
         let binary = chromium_binary();
         let profile = std::env::temp_dir().join(format!(
             "systemone-chromium-{}",
@@ -513,16 +513,16 @@ type Socket =
 
 /// One page target, driven through the browser's websocket (flat sessions: each command
 /// carries the page's `sessionId`).
-struct Tab {
+pub(crate) struct Tab {
     socket: Socket,
     next_id: u64,
     session: Option<String>,
     /// Script exceptions and console or security errors the page reported.
-    problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
 }
 
 impl Tab {
-    async fn open(devtools_url: &str) -> Self {
+    pub(crate) async fn open(devtools_url: &str) -> Self {
         let (socket, _) = tokio_tungstenite::connect_async(devtools_url)
             .await
             .expect("DevTools websocket");
@@ -554,7 +554,7 @@ impl Tab {
 
     /// Sends one command and returns its result; events that arrive meanwhile are checked
     /// for problems.
-    async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Value {
         self.try_call(method, params)
             .await
             .unwrap_or_else(|error| panic!("{method}: {error}"))
@@ -614,7 +614,7 @@ impl Tab {
     /// Evaluates `expression` in the page and returns its value; it may use the page's `$`
     /// and `$$`, and `output(state)` and `modelStatus(state)`, which read the states the
     /// page marks its answer area and its model list with.
-    async fn eval(&mut self, expression: &str) -> Value {
+    pub(crate) async fn eval(&mut self, expression: &str) -> Value {
         let result = self.evaluate(expression).await.expect("the page answers");
         assert!(
             result.get("exceptionDetails").is_none(),
@@ -645,7 +645,7 @@ impl Tab {
 
     /// Polls `expression` until it is truthy (returned), failing after [`PATIENCE`]. While
     /// the page is not there yet (no context, `$` undefined) it reads as false.
-    async fn wait_for(&mut self, what: &str, expression: &str) -> Value {
+    pub(crate) async fn wait_for(&mut self, what: &str, expression: &str) -> Value {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let value = match self.evaluate(expression).await {

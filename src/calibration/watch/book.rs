@@ -232,6 +232,12 @@ impl Watch {
         })
     }
 
+    /// The newest answer's instant (`None` before the first): where an offline report's
+    /// windows end.
+    pub fn newest_ms(&self) -> Option<i64> {
+        Some(self.book().newest_ms).filter(|n| *n != i64::MIN)
+    }
+
     /// The figures of the shapes `query` selects over `span`'s windows up to the one
     /// holding `now_ms`, sorted by shape.
     pub fn figures(&self, query: &Query, span: Span, now_ms: i64) -> Vec<ShapeFigures> {

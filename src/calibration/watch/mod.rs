@@ -22,6 +22,7 @@
 mod answer;
 mod book;
 mod cells;
+pub mod charts;
 mod em;
 pub mod figures;
 mod point;

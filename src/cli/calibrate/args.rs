@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use crate::calibration::watch::{Class, Span};
 use crate::config::{Layout, LedgerTarget};
 
 /// The job `systemone calibrate` does.
@@ -24,6 +25,10 @@ pub enum Job {
     /// Judge formulas on the rows: per option count, NLL and ECE raw and under each. For
     /// held-out rows none of them was fitted on. Writes nothing.
     Check(CheckArgs),
+    /// The calibration watch's figures (`GET /v1/calibration`'s) over a ledger's records
+    /// and outcomes, computed by the watch's own code: a table per shape and window, and
+    /// with `--svg` a reliability diagram. Writes nothing else.
+    Report(ReportArgs),
 }
 
 /// The labelled rows a job reads, and the model they are for.
@@ -142,4 +147,59 @@ pub struct CheckArgs {
     /// The rows.
     #[command(flatten)]
     pub rows: RowsArgs,
+}
+
+/// `systemone calibrate report …`
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// The ledger (`sqlite:PATH` or `postgres://…`) whose answers and outcomes are read.
+    #[arg(long)]
+    pub from_ledger: LedgerTarget,
+    /// The windows: `hour` (the last 24), `day` (the last 7) or `week` (the last 4), up to
+    /// the one holding the newest answer (or `--until`).
+    #[arg(long, default_value = "day", value_parser = parse_span)]
+    pub window: Span,
+    /// The last window is the one holding this instant (Unix milliseconds or a UTC date
+    /// YYYY-MM-DD) instead of the newest answer's.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// The reference window the drift figures compare against, `FROM..UNTIL` (as `serve
+    /// --calibration-reference`); default the first full week after the first answer.
+    #[arg(long, value_parser = crate::config::parse_reference)]
+    pub reference: Option<(i64, i64)>,
+    /// Only this key's answers (a key's name, or a token caller's name as the ledger
+    /// records it); default every key's, merged.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Only this configured model's answers.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Only this question type (`choice`, `noul`, `score`).
+    #[arg(long = "type")]
+    pub kind: Option<String>,
+    /// Only questions of this many options.
+    #[arg(long)]
+    pub options: Option<usize>,
+    /// Only this prompt layout.
+    #[arg(long)]
+    pub layout: Option<String>,
+    /// Only this class: `raw`, `prior` (corrected by the position prior) or `profile`
+    /// (covered by a calibration profile).
+    #[arg(long, value_parser = parse_class)]
+    pub class: Option<Class>,
+    /// Write the reliability diagram (every shape's outcomes as bars, one line per shape)
+    /// to this SVG file.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+fn parse_span(text: &str) -> Result<Span, String> {
+    Span::ALL
+        .into_iter()
+        .find(|s| s.as_str() == text)
+        .ok_or_else(|| format!("expected hour, day or week, got {text:?}"))
+}
+
+fn parse_class(text: &str) -> Result<Class, String> {
+    Class::parse(text).ok_or_else(|| format!("expected raw, prior or profile, got {text:?}"))
 }

@@ -31,7 +31,7 @@ pub fn run_command(command: &CalibrateCommand) -> Result<(), String> {
 /// Runs one job and returns its one-screen summary: the formula (default
 /// `calibration/<model>.json`) or one group's profile (default
 /// `calibration/profiles/<profile>.json`) fitted and written, the prior fitted (and a state
-/// directory seeded), or formulas judged.
+/// directory seeded), formulas judged, or the watch's figures reported.
 pub fn run(job: &Job) -> Result<String, String> {
     match job {
         Job::Prior(args) => crate::cli::prior::run(crate::cli::prior::PriorFit {
@@ -42,6 +42,7 @@ pub fn run(job: &Job) -> Result<String, String> {
             tenant: args.tenant.as_deref(),
         }),
         Job::Check(args) => check_formulas(&load(&args.rows)?.groups, &args.formulas),
+        Job::Report(args) => super::report::run(args),
         Job::Formula(args) => {
             let rows = load(&args.rows)?;
             let file = calibrate(

@@ -1,4 +1,4 @@
-//! `systemone calibrate`: four jobs on labelled raw probabilities, each a subcommand.
+//! `systemone calibrate`: five jobs on labelled raw probabilities, each a subcommand.
 //!
 //! * `formula`: fit a model's temperature formula and write the calibration file the
 //!   service reads ([`formula`]).
@@ -6,6 +6,8 @@
 //!   ([`crate::calibration::profile`]; [`profile`]).
 //! * `prior`: fit a model's position prior again from a ledger (`cli/prior.rs`).
 //! * `check`: judge formulas on the rows, writing nothing ([`check`]).
+//! * `report`: the calibration watch's figures over a ledger, as a table and an SVG
+//!   reliability diagram ([`report`]).
 //!
 //! Input (`formula`, `profile`, `check`): JSON lines, one answered question each (blank
 //! lines skipped):
@@ -25,11 +27,14 @@ mod flags;
 mod formula;
 mod jobs;
 mod profile;
+mod report;
 mod rows;
 
 use clap::Args;
 
-pub use args::{CheckArgs, FormulaArgs, Job, PriorArgs, ProfileArgs, ProfileFit, RowsArgs};
+pub use args::{
+    CheckArgs, FormulaArgs, Job, PriorArgs, ProfileArgs, ProfileFit, ReportArgs, RowsArgs,
+};
 pub use flags::{CalibrateFlags, DEPRECATED};
 pub use formula::{calibrate, today_utc, MIN_TRUSTED_ROWS};
 pub use jobs::{run, run_command};

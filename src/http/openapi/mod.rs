@@ -48,11 +48,13 @@ use security::BearerKeys;
         batches_get,
         batches_cancel,
         calibration,
+        calibration_charts,
         healthz,
         readyz,
         metrics,
         openapi_json,
         playground,
+        calibration_page,
         root
     ),
     components(schemas(ErrorBody, ErrorObject, ErrorDetail)),

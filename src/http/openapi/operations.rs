@@ -80,16 +80,20 @@ pub(super) fn ledger_decisions() {}
 /// confidence and option_mass, PSI, CBPE, the EM label prior). A key sees its own answers'
 /// figures; the admin key every key's, merged.
 #[utoipa::path(get, path = "/v1/calibration", tag = "ledger",
-    params(
-        ("model" = Option<String>, Query, description = "Only this configured model"),
-        ("type" = Option<String>, Query, description = "Only this question type: choice, noul or score"),
-        ("options" = Option<usize>, Query, description = "Only this option count"),
-        ("layout" = Option<String>, Query, description = "Only this layout: accuracy, cost or compact"),
-        ("class" = Option<String>, Query, description = "Only raw, prior (corrected by the position prior) or profile answers"),
-        ("window" = Option<String>, Query, description = "hour, day (default) or week")),
+    params(CalibrationQuery),
     responses((status = 200, description = "The figures.", body = CalibrationPage), LedgerErrors),
     security((), ("bearer" = [])))]
 pub(super) fn calibration() {}
+
+/// The same figures drawn as SVG by the service (what the `/calibration` page shows): per
+/// shape, the reliability diagram and the confidence histogram over the windows shown, and
+/// each drift figure over them. JSON holding SVG text (no script, no external resource).
+#[utoipa::path(get, path = "/v1/calibration/charts", tag = "ledger",
+    params(CalibrationQuery),
+    responses((status = 200, description = "The charts.", body = CalibrationCharts), LedgerErrors),
+    security((), ("bearer" = [])))]
+#[allow(dead_code)]
+pub(super) fn calibration_charts() {}
 
 /// One decision record.
 #[utoipa::path(get, path = "/v1/ledger/decisions/{request_id}", tag = "ledger",
@@ -136,6 +140,13 @@ pub(super) fn metrics() {}
 #[utoipa::path(get, path = "/playground", tag = "service",
     responses((status = 200, description = "The page.", body = String, content_type = "text/html; charset=utf-8")))]
 pub(super) fn playground() {}
+
+/// The calibration watch's page: the charts of `/v1/calibration/charts` for the key typed
+/// into it (no key needed for the page; its API calls need one when keys are configured).
+#[utoipa::path(get, path = "/calibration", tag = "service",
+    responses((status = 200, description = "The page.", body = String, content_type = "text/html; charset=utf-8")))]
+#[allow(dead_code)]
+pub(super) fn calibration_page() {}
 
 /// To the playground.
 #[utoipa::path(get, path = "/", tag = "service",

@@ -1,4 +1,4 @@
-//! `GET /v1/calibration`: the calibration watch's figures.
+//! `GET /v1/calibration` and its charts: the calibration watch's figures.
 
 use super::*;
 
@@ -15,6 +15,67 @@ pub(in crate::http::openapi) struct CalibrationPage {
     shapes: Vec<CalibrationShape>,
 }
 
+/// The calibration watch's filters (`GET /v1/calibration` and its charts).
+#[derive(Serialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(in crate::http::openapi) struct CalibrationQuery {
+    /// Only this configured model
+    model: Option<String>,
+    /// Only this question type: choice, noul or score
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    /// Only this option count
+    options: Option<usize>,
+    /// Only this layout: accuracy, cost or compact
+    layout: Option<String>,
+    /// Only raw, prior (corrected by the position prior) or profile answers
+    class: Option<String>,
+    /// hour, day (default) or week
+    window: Option<String>,
+}
+
+/// A shape of question, as the calibration watch keeps its figures.
+#[derive(Serialize, ToSchema)]
+pub(in crate::http::openapi) struct CalibrationShapeName {
+    /// The configured model.
+    model: String,
+    #[serde(rename = "type")]
+    kind: String,
+    options: usize,
+    /// `accuracy`, `cost`, `compact` (`unknown` for records older than the field).
+    layout: String,
+    /// `raw`, `prior` (corrected by the position prior) or `profile` (a profile covered it).
+    class: String,
+}
+
+/// `GET /v1/calibration/charts`: per shape, its figures drawn as SVG.
+#[derive(Serialize, ToSchema)]
+pub(in crate::http::openapi) struct CalibrationCharts {
+    /// `calibration.charts`.
+    object: String,
+    /// `hour`, `day` or `week`.
+    window: String,
+    shapes: Vec<CalibrationShapeCharts>,
+}
+
+/// One shape's charts over the windows shown.
+#[derive(Serialize, ToSchema)]
+pub(in crate::http::openapi) struct CalibrationShapeCharts {
+    #[serde(flatten)]
+    shape: CalibrationShapeName,
+    /// Answers over the windows shown.
+    answers: u64,
+    /// Answers with a current outcome over them.
+    outcomes: u64,
+    /// SVG: the reliability diagram (15 equal-width bins) of the outcomes.
+    reliability: String,
+    /// SVG: the histogram (15 bins) of the answers' top probabilities.
+    histogram: String,
+    /// SVG per drift figure (`psi`, `em_prior_shift`, `expected_accuracy`, `accuracy`,
+    /// `ece_equal_width_15`, `mean_option_mass`) over the windows.
+    drift: HashMap<String, String>,
+}
+
 /// The reference window.
 #[derive(Serialize, ToSchema)]
 pub(in crate::http::openapi) struct CalibrationReference {
@@ -29,15 +90,8 @@ pub(in crate::http::openapi) struct CalibrationReference {
 /// One shape's figures.
 #[derive(Serialize, ToSchema)]
 pub(in crate::http::openapi) struct CalibrationShape {
-    /// The configured model.
-    model: String,
-    #[serde(rename = "type")]
-    kind: String,
-    options: usize,
-    /// `accuracy`, `cost`, `compact` (`unknown` for records older than the field).
-    layout: String,
-    /// `raw`, `prior` (corrected by the position prior) or `profile` (a profile covered it).
-    class: String,
+    #[serde(flatten)]
+    shape: CalibrationShapeName,
     /// Oldest first; the last holds now. A window without answers has null figures.
     windows: Vec<CalibrationWindow>,
     /// The reference window's own figures.

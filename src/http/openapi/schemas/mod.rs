@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 /// A tag: the one string a `type` field may hold (a tagged enum would put `type` beside
 /// a struct that allows no other field, which no body could satisfy).

@@ -10,7 +10,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use super::route::asked;
-use crate::calibration::watch::{figures::Figures, ShapeFigures};
+use crate::calibration::watch::{charts, figures::Figures, ShapeFigures};
 use crate::draw;
 use crate::error::ApiError;
 use crate::http::auth::Caller;
@@ -69,62 +69,8 @@ pub(in crate::http) fn shape_charts(s: &ShapeFigures) -> Value {
         "class": s.shape.class,
         "answers": windows.iter().map(|f| f.answers).sum::<u64>(),
         "outcomes": windows.iter().map(|f| f.outcomes).sum::<u64>(),
-        "reliability": reliability(&windows),
-        "histogram": histogram(&windows),
+        "reliability": charts::reliability(&windows),
+        "histogram": charts::histogram(&windows),
         "drift": drift,
     })
-}
-
-/// The reliability diagram of every window's outcomes together (bins add up: count-weighted
-/// means).
-fn reliability(windows: &[&Figures]) -> String {
-    let bins = windows.first().map_or(0, |f| f.reliability.len());
-    let bars: Vec<draw::Bar> = (0..bins)
-        .map(|i| {
-            let mut bar = draw::Bar {
-                lo: 0.0,
-                count: 0,
-                confidence: 0.0,
-                accuracy: 0.0,
-            };
-            for b in windows.iter().filter_map(|f| f.reliability.get(i)) {
-                bar.lo = b.lo;
-                let n = b.count as f64;
-                bar.confidence += b.confidence.unwrap_or(0.0) * n;
-                bar.accuracy += b.accuracy.unwrap_or(0.0) * n;
-                bar.count += b.count;
-            }
-            if bar.count > 0 {
-                bar.confidence /= bar.count as f64;
-                bar.accuracy /= bar.count as f64;
-            }
-            bar
-        })
-        .collect();
-    let points: Vec<(f64, f64)> = bars
-        .iter()
-        .filter(|b| b.count > 0)
-        .map(|b| (b.confidence, b.accuracy))
-        .collect();
-    let n = bars.iter().map(|b| b.count as usize).sum();
-    let line = draw::Line {
-        name: "answers with an outcome".into(),
-        points,
-        n,
-    };
-    draw::reliability(bins, &bars, &[line])
-}
-
-/// Every window's answers' top probabilities together.
-fn histogram(windows: &[&Figures]) -> String {
-    let bins = windows.first().map_or(0, |f| f.confidence_histogram.len());
-    let counts: Vec<u64> = (0..bins)
-        .map(|i| {
-            windows
-                .iter()
-                .filter_map(|f| f.confidence_histogram.get(i))
-                .sum()
-        })
-        .collect();
-    draw::histogram("Confidence histogram", &counts)
 }
