@@ -12,7 +12,10 @@
 //! Each with `--batch-share` 0.5 (the default: batch lines hold at most half the in-flight cap)
 //! and 1 (all of it, as with no online traffic), one service each.
 //! `cargo bench --bench batches`; `BATCH_BENCH_LINES` (default 10,000), `BATCH_BENCH_RUNS`
-//! (runs of each, alternating, default 2; the best of each is reported).
+//! (runs of each, alternating, default 2; the best of each is reported),
+//! `BATCH_BENCH_LEVELS` (the client concurrencies, `16,32,64,128`; empty: no online runs),
+//! `BATCH_BENCH_SHARES` (`0.5,1`), and `BATCH_BENCH_OLD_BINARY`: another build of the
+//! service, measured beside this one run for run (each run both builds in turn).
 
 // Shared with the tests; this bench uses a part of it.
 #[allow(dead_code)]
@@ -26,6 +29,7 @@ mod fake_vllm;
 mod support;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,8 +38,18 @@ use fake_vllm::FakeVllm;
 use serde_json::{json, Value};
 use support::{built_binary, load_client, start_on_fake};
 
-const LEVELS: [usize; 4] = [16, 32, 64, 128];
+const LEVELS: &str = "16,32,64,128";
 const BOUNDARY: &str = "batchbenchboundary";
+
+/// A comma-separated list from `name` (empty: none), else `default`'s.
+fn env_list(name: &str, default: &str) -> Vec<String> {
+    let text = std::env::var(name).unwrap_or_else(|_| default.to_string());
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -136,29 +150,52 @@ async fn batch(addr: SocketAddr, file: &[u8], lines: usize) -> (f64, f64) {
             );
             break;
         }
-        assert_eq!(now["status"], "in_progress", "{now}");
+        assert!(
+            ["in_progress", "finalizing"].contains(&now["status"].as_str().unwrap_or("")),
+            "{now}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     (upload_secs, lines as f64 / started.elapsed().as_secs_f64())
 }
 
-/// One service (with `--batch-share share`): the best online rate per level and the best
-/// batch rate, over `runs` alternating runs.
-fn measure(fake: &FakeVllm, share: &str, lines: usize, runs: usize) -> (Vec<f64>, f64, f64) {
-    let dir = std::env::temp_dir().join(format!(
-        "systemone-batch-bench-{}-{share}",
-        std::process::id()
-    ));
-    let dir_flag = dir.to_str().expect("utf-8").to_string();
-    let flags = [
-        "--max-concurrent-requests",
-        "1024",
-        "--state-dir",
-        &dir_flag,
-        "--batch-share",
-        share,
-    ];
-    let (_guard, addr) = start_on_fake(built_binary(), &fake.base_url(), &flags);
+/// What one build measured: the best online rate per level, the best batch rate, the
+/// fastest upload.
+struct Measured {
+    online: Vec<f64>,
+    batch: f64,
+    upload: f64,
+}
+
+/// One service per build (each with `--batch-share share`), measured in turn within each of
+/// `runs` runs, so a build's runs and another's meet the same load: the best of each.
+fn measure(
+    binaries: &[PathBuf],
+    fake: &FakeVllm,
+    share: &str,
+    (lines, runs, levels): (usize, usize, &[usize]),
+) -> Vec<Measured> {
+    let services: Vec<_> = binaries
+        .iter()
+        .enumerate()
+        .map(|(n, binary)| {
+            let dir = std::env::temp_dir().join(format!(
+                "systemone-batch-bench-{}-{share}-{n}",
+                std::process::id()
+            ));
+            let dir_flag = dir.to_str().expect("utf-8").to_string();
+            let flags = [
+                "--max-concurrent-requests",
+                "1024",
+                "--state-dir",
+                &dir_flag,
+                "--batch-share",
+                share,
+            ];
+            let (guard, addr) = start_on_fake(binary, &fake.base_url(), &flags);
+            (guard, addr, dir)
+        })
+        .collect();
     let bodies: Vec<String> = (0..lines).map(|i| body(i, lines).to_string()).collect();
     let file: String = bodies
         .iter()
@@ -167,23 +204,42 @@ fn measure(fake: &FakeVllm, share: &str, lines: usize, runs: usize) -> (Vec<f64>
         .collect();
     let bodies = Arc::new(bodies);
     let rt = support::runtime("load");
-    let mut best_online = vec![0.0f64; LEVELS.len()];
-    let (mut best_batch, mut upload) = (0.0f64, f64::MAX);
+    let mut measured: Vec<Measured> = binaries
+        .iter()
+        .map(|_| Measured {
+            online: vec![0.0; levels.len()],
+            batch: 0.0,
+            upload: f64::MAX,
+        })
+        .collect();
     for _ in 0..runs {
-        for (i, c) in LEVELS.iter().enumerate() {
-            best_online[i] = best_online[i].max(rt.block_on(online(addr, bodies.clone(), *c)));
+        for ((_, addr, _), m) in services.iter().zip(&mut measured) {
+            for (i, c) in levels.iter().enumerate() {
+                m.online[i] = m.online[i].max(rt.block_on(online(*addr, bodies.clone(), *c)));
+            }
+            let (up, rate) = rt.block_on(batch(*addr, file.as_bytes(), lines));
+            m.batch = m.batch.max(rate);
+            m.upload = m.upload.min(up);
         }
-        let (up, rate) = rt.block_on(batch(addr, file.as_bytes(), lines));
-        best_batch = best_batch.max(rate);
-        upload = upload.min(up);
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    (best_online, best_batch, upload)
+    for (guard, _, dir) in services {
+        drop(guard);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    measured
 }
 
 fn main() {
     let lines = env_usize("BATCH_BENCH_LINES", 10_000);
     let runs = env_usize("BATCH_BENCH_RUNS", 2);
+    let levels: Vec<usize> = env_list("BATCH_BENCH_LEVELS", LEVELS)
+        .iter()
+        .map(|l| l.parse().expect("BATCH_BENCH_LEVELS: numbers"))
+        .collect();
+    let mut builds = vec![("this", built_binary().to_path_buf())];
+    if let Ok(old) = std::env::var("BATCH_BENCH_OLD_BINARY") {
+        builds.push(("old", PathBuf::from(old)));
+    }
     let fake_rt = support::runtime("fake-vllm");
     let fake = fake_rt.block_on(FakeVllm::start());
     fake.set_keep_bodies(false);
@@ -191,19 +247,27 @@ fn main() {
         "{lines} lines, best of {runs} runs each, {} CPUs\n",
         support::cpus()
     );
-    println!("| --batch-share | mode | client concurrency | lines/s | x best online |");
-    println!("|---:|---|---:|---:|---:|");
-    for share in ["0.5", "1"] {
-        let (online, batch, upload) = measure(&fake, share, lines, runs);
-        let best = online.iter().cloned().fold(0.0, f64::max);
-        for (i, c) in LEVELS.iter().enumerate() {
+    println!("| build | --batch-share | mode | client concurrency | lines/s | x best online |");
+    println!("|---|---:|---|---:|---:|---:|");
+    let binaries: Vec<PathBuf> = builds.iter().map(|(_, b)| b.clone()).collect();
+    for share in env_list("BATCH_BENCH_SHARES", "0.5,1") {
+        let measured = measure(&binaries, &fake, &share, (lines, runs, &levels));
+        for ((build, _), m) in builds.iter().zip(measured) {
+            let best = m.online.iter().cloned().fold(0.0, f64::max);
+            for (i, c) in levels.iter().enumerate() {
+                println!(
+                    "| {build} | {share} | online | {c} | {:.0} | {:.2} |",
+                    m.online[i],
+                    m.online[i] / best
+                );
+            }
             println!(
-                "| {share} | online | {c} | {:.0} | {:.2} |",
-                online[i],
-                online[i] / best
+                "| {build} | {share} | batch | - | {:.0} | {:.2} |",
+                m.batch,
+                m.batch / best
             );
+            let upload = m.upload;
+            println!("| {build} | {share} | (upload of the file) | - | {upload:.2} s | |");
         }
-        println!("| {share} | batch | - | {batch:.0} | {:.2} |", batch / best);
-        println!("| {share} | (upload of the file) | - | {:.2} s | |", upload);
     }
 }

@@ -35,7 +35,7 @@ def parse(argv):
     p.ui = False
     threads = None
     args = list(argv)
-    flags = {"--swa-full": "swa_full", "--no-webui": None}
+    flags = {"--swa-full": "swa_full", "--no-webui": None, "--metrics": "endpoint_metrics"}
     while args:
         a = args.pop(0)
         if a in flags:

@@ -50,6 +50,8 @@ pub(super) struct RequestContext {
     pub summary: Arc<Summary>,
     /// What the ledger step needs to know of it (who, which model, whether recorded).
     pub ledger: Arc<LedgerNote>,
+    /// Whether it is a batch line (its usage is also counted as the batch flow's).
+    pub batch: bool,
 }
 
 impl RequestContext {
@@ -62,6 +64,7 @@ impl RequestContext {
             at_ms: crate::ledger::now_ms(),
             summary: Arc::default(),
             ledger: Arc::default(),
+            batch: false,
         }
     }
 
@@ -70,6 +73,7 @@ impl RequestContext {
     pub(super) fn batch_line(route: &str, request_id: String) -> Self {
         RequestContext {
             id: RequestId(request_id),
+            batch: true,
             ..RequestContext::arriving(route.to_string())
         }
     }

@@ -15,7 +15,7 @@ use super::clock::{LimitClock, Now};
 use super::key::KeyQuota;
 use super::refusal::Refusal;
 use super::store::{LimitStore, StoreError};
-use super::usage::{UsageCounts, UsageRow};
+use super::usage::{batch_usage_name, UsageCounts, UsageRow};
 use super::{embedded, memory, redis};
 use crate::config::{ConfigError, FailurePolicy, LimitStoreSettings};
 use crate::metrics::Metrics;
@@ -352,6 +352,14 @@ impl Quotas {
         }
     }
 
+    /// Adds a batch line's counts to `name`'s batch counters today (beside its usage, which
+    /// [`Quotas::record`] counts as any request's): they are kept as the usage of
+    /// [`batch_usage_name`]`(name)`, a row of the same five counters in every store, so no
+    /// store's format changes and a day recorded before batches reads as all online.
+    pub async fn record_batch(&self, name: &str, counts: UsageCounts) {
+        self.record(&batch_usage_name(name), counts).await;
+    }
+
     fn keep_pending(&self, name: String, day: u64, counts: UsageCounts) {
         self.lock_pending()
             .entry((name, day))
@@ -363,7 +371,8 @@ impl Quotas {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Usage of `names` on the days `from..=to`, by key then day.
+    /// Usage of `names` on the days `from..=to`, by key then day (a name's batch counters
+    /// are the rows of [`batch_usage_name`]).
     pub async fn usage(
         &self,
         names: &[String],

@@ -53,6 +53,16 @@ impl UsageCounts {
     }
 }
 
+/// What a name's batch counters are kept under in the stores: the name and `#batch`. No
+/// caller's name holds `#` (key names, token subjects and name claims are all of
+/// `A-Z a-z 0-9 - _ .`, with `@` in a claim's), so it names no caller's own usage.
+pub fn batch_usage_name(name: &str) -> String {
+    format!("{name}{BATCH_SUFFIX}")
+}
+
+/// The part of a name's batch counters' name after the name.
+pub const BATCH_SUFFIX: &str = "#batch";
+
 /// One key's usage on one UTC day.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageRow {

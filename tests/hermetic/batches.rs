@@ -206,6 +206,43 @@ async fn each_line_is_answered_as_online_and_a_refused_line_goes_to_the_error_fi
 }
 
 #[tokio::test]
+async fn usage_counts_a_batchs_lines_as_batch_and_online_requests_as_online() {
+    let dir = state_dir();
+    let (_fake, service) = support::setup(&["--state-dir", dir.to_str().expect("utf-8")]).await;
+    for i in 0..2 {
+        let online = support::ask(&service, &choice_about(json!(format!("ticket {i}")), 3)).await;
+        assert_eq!(online.status, 200, "{}", online.text);
+    }
+    let before = get(&service, "/v1/usage", None).await;
+    assert_eq!(before.status, 200, "{}", before.text);
+    let online = &before.body["usage"][0];
+    assert_eq!(online["requests"], 2, "{}", before.text);
+    assert_eq!(
+        online["batch"]["requests"], 0,
+        "online requests are not batch lines"
+    );
+    let batch = submit(&service, &file_of(5), None).await;
+    let done = ended(&service, batch["id"].as_str().expect("id"), None).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let after = get(&service, "/v1/usage", None).await;
+    let row = &after.body["usage"][0];
+    assert_eq!(row["requests"], 7, "{}", after.text);
+    let part = &row["batch"];
+    assert_eq!(part["requests"], 5, "{}", after.text);
+    for counter in ["questions", "input_tokens", "upstream_requests"] {
+        let all = row[counter].as_u64().expect("a count");
+        let online = online[counter].as_u64().expect("a count");
+        assert_eq!(
+            part[counter].as_u64(),
+            Some(all - online),
+            "{counter}: {}",
+            after.text
+        );
+    }
+    assert_eq!(after.body["total"]["batch"], *part, "{}", after.text);
+}
+
+#[tokio::test]
 async fn a_malformed_file_is_refused_with_the_rule_it_breaks() {
     let dir = state_dir();
     let (_fake, service) = support::setup(&[

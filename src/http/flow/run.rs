@@ -177,7 +177,7 @@ async fn account(
     let report = match escalated {
         Ok(report) => report,
         Err(e) => {
-            usage::record_unanswered(state, caller, &total).await;
+            usage::record_unanswered(state, context, caller, &total).await;
             ledger_step::failed(state, context, caller, &requests[0], &total, &e).await;
             return Err(e);
         }
@@ -185,7 +185,7 @@ async fn account(
     for (request, answers) in requests.iter().zip(all_answers) {
         observe_answers(state, &request.model().name, answers);
     }
-    usage::record(state, caller, questions, &total).await;
+    usage::record(state, context, caller, questions, &total).await;
     Ok((total, report))
 }
 

@@ -1,16 +1,19 @@
 //! The key's usage, recorded by the flow: an answered request (its questions, tokens and
 //! upstream requests), or what a call that failed once its upstream requests were sent
-//! used (usage counts every request sent). `GET /v1/usage` (`http/ops/usage.rs`) reads it
-//! back.
+//! used (usage counts every request sent). A batch line's usage is counted twice over: in
+//! the key's counters, as any request's, and in the key's batch counters, which say how
+//! much of it came from batches. `GET /v1/usage` (`http/ops/usage.rs`) reads both back.
 
 use crate::engine::TokenUsage;
 use crate::http::auth::Caller;
+use crate::http::context::RequestContext;
 use crate::http::AppState;
 use crate::quota::UsageCounts;
 
 /// Adds one answered request to its key's usage today.
 pub(super) async fn record(
     state: &AppState,
+    context: &RequestContext,
     caller: &Caller,
     questions: usize,
     usage: &TokenUsage,
@@ -20,13 +23,26 @@ pub(super) async fn record(
         questions: questions as u64,
         ..used(usage)
     };
-    state.quotas.record(caller.name(), counts).await;
+    add(state, context, caller, counts).await;
 }
 
 /// Adds what a call that failed after its upstream requests were sent used (its tokens and
 /// upstream requests; not an answered request, nor its questions) to its key's usage today.
-pub(super) async fn record_unanswered(state: &AppState, caller: &Caller, usage: &TokenUsage) {
-    state.quotas.record(caller.name(), used(usage)).await;
+pub(super) async fn record_unanswered(
+    state: &AppState,
+    context: &RequestContext,
+    caller: &Caller,
+    usage: &TokenUsage,
+) {
+    add(state, context, caller, used(usage)).await;
+}
+
+/// `counts` to the key's usage, and to its batch counters for a batch line.
+async fn add(state: &AppState, context: &RequestContext, caller: &Caller, counts: UsageCounts) {
+    state.quotas.record(caller.name(), counts).await;
+    if context.batch {
+        state.quotas.record_batch(caller.name(), counts).await;
+    }
 }
 
 /// The tokens and upstream requests of `usage`, as usage counters.

@@ -6,7 +6,8 @@
 //! admin key (`--admin-key NAME`) and a caller with the `usage:all` scope read every key
 //! (all configured keys without `key`; a token caller's `sub-…` or `…@<tag>` name with
 //! it); any other caller reads only its own. `from` and `to` default to today (UTC), span
-//! at most [`MAX_DAYS`] days, and are inclusive.
+//! at most [`MAX_DAYS`] days, and are inclusive. Each row and the total say how much of
+//! them came from batch lines (`batch`, the same five counters).
 
 use std::collections::HashMap;
 
@@ -20,7 +21,7 @@ use crate::http::auth::names::is_token_name;
 use crate::http::auth::scope::Scope;
 use crate::http::auth::{Caller, ANONYMOUS};
 use crate::http::AppState;
-use crate::quota::{UsageCounts, UsageRow, UNAVAILABLE_RETRY_SECS};
+use crate::quota::{batch_usage_name, UsageCounts, UsageRow, BATCH_SUFFIX, UNAVAILABLE_RETRY_SECS};
 
 /// Most days one usage query may span.
 const MAX_DAYS: u64 = 366;
@@ -103,7 +104,9 @@ pub(in crate::http) async fn handle(
         )));
     }
     let keys = keys_to_read(&state, &caller, query.get("key"))?;
-    let rows = state.quotas.usage(&keys, from, to).await.map_err(|_| {
+    let mut names = keys.clone();
+    names.extend(keys.iter().map(|k| batch_usage_name(k)));
+    let rows = state.quotas.usage(&names, from, to).await.map_err(|_| {
         ApiError::new(
             Code::LimitsUnavailable,
             "usage cannot be read right now: the limit store is unavailable",
@@ -113,20 +116,38 @@ pub(in crate::http) async fn handle(
     Ok(Json(body(&keys, from, to, &rows)))
 }
 
-/// The response: the query, one row per key and day with usage, and their total.
+/// The response: the query, one row per key and day with usage, and their total; each with
+/// the part of it that came from batch lines (`batch`; a day recorded before batches has
+/// none: all online).
 fn body(keys: &[String], from: u64, to: u64, rows: &[UsageRow]) -> Value {
-    let mut total = UsageCounts::default();
-    let listed: Vec<Value> = rows
+    let (batch_rows, key_rows): (Vec<&UsageRow>, Vec<&UsageRow>) =
+        rows.iter().partition(|r| r.key.ends_with(BATCH_SUFFIX));
+    let batch_of = |row: &UsageRow| {
+        batch_rows
+            .iter()
+            .find(|b| b.day == row.day && b.key.strip_suffix(BATCH_SUFFIX) == Some(&row.key))
+            .map(|b| b.counts)
+            .unwrap_or_default()
+    };
+    let (mut total, mut total_batch) = (UsageCounts::default(), UsageCounts::default());
+    let listed: Vec<Value> = key_rows
         .iter()
         .map(|row| {
+            let batch = batch_of(row);
             total.add(&row.counts);
+            total_batch.add(&batch);
             let mut entry = json!({"key": row.key, "date": date_of(row.day)});
             if let (Some(map), Value::Object(counts)) = (entry.as_object_mut(), json!(row.counts)) {
                 map.extend(counts);
+                map.insert("batch".into(), json!(batch));
             }
             entry
         })
         .collect();
+    let mut total = json!(total);
+    if let Some(map) = total.as_object_mut() {
+        map.insert("batch".into(), json!(total_batch));
+    }
     json!({
         "object": "usage",
         "from": date_of(from),

@@ -38,7 +38,7 @@ pub(in crate::http::openapi) struct UsageReport {
     keys: Vec<String>,
     /// One row per key and day with usage.
     usage: Vec<UsageRow>,
-    total: UsageCounts,
+    total: UsageTotal,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -47,6 +47,17 @@ pub(in crate::http::openapi) struct UsageRow {
     date: String,
     #[serde(flatten)]
     counts: UsageCounts,
+    /// The part of these counts that came from batch lines (`/v1/batches`); the rest is
+    /// online requests'. A day recorded before batches has zeros here.
+    batch: UsageCounts,
+}
+
+/// Every row's counts summed, and their batch lines' part.
+#[derive(Serialize, ToSchema)]
+pub(in crate::http::openapi) struct UsageTotal {
+    #[serde(flatten)]
+    counts: UsageCounts,
+    batch: UsageCounts,
 }
 
 #[derive(Serialize, ToSchema)]
