@@ -180,8 +180,8 @@ impl Models {
     }
 
     /// How the configured dialect serves the model: a native upstream's forwarding, or the
-    /// reads of a chat dialect, at one URL or at several replicas (a [`Fleet`], each with
-    /// its own circuit and token-table check, by `checks`: the check timeout and the
+    /// reads of a chat dialect on a [`Fleet`]: of one URL (a fleet of one), or of several
+    /// replicas (each with its own circuit and token-table check, by `checks`: the check timeout and the
     /// circuit's settings). The `openai` dialect learns the label texts of `table`, which it
     /// always has, and probes within the check timeout.
     fn serving(
@@ -204,7 +204,7 @@ impl Models {
         }
         let read = |url: &str| Self::reads(c, client, url, upstream_model, table, checks.0);
         if let [url] = c.backend_url.as_slice() {
-            return Ok(Serving::Reads(read(url)));
+            return Ok(Serving::Reads(Arc::new(Fleet::one(read(url)))));
         }
         let (check_timeout, circuit) = checks;
         let replicas = c
@@ -220,7 +220,7 @@ impl Models {
                 )
             })
             .collect();
-        Ok(Serving::Fleet(Arc::new(Fleet::new(
+        Ok(Serving::Reads(Arc::new(Fleet::new(
             replicas,
             c.replica_load_factor,
         ))))

@@ -1,6 +1,7 @@
 //! [`Serving`]: how a model's requests are answered, one of two roles. A model either reads
-//! through a chat dialect (the engine lowers each question into masked reads) or forwards
-//! whole requests to a native System One upstream, which reads for itself. What both share
+//! through a chat dialect (the engine lowers each question into masked reads), on a
+//! [`Fleet`] of its replicas (one URL is a fleet of one), or forwards whole requests to a
+//! native System One upstream, which reads for itself. What both share
 //! (the dialect's name, the host's upkeep and report) is asked of the enum, never of a
 //! downcast.
 
@@ -14,10 +15,8 @@ use crate::in_flight::InFlight;
 /// How a model's requests are answered.
 #[derive(Debug, Clone)]
 pub enum Serving {
-    /// Masked reads through a chat dialect.
-    Reads(Arc<dyn Backend>),
-    /// Masked reads through a chat dialect, each request's on one of several replicas.
-    Fleet(Arc<Fleet>),
+    /// Masked reads through a chat dialect, each request's on one replica of the fleet.
+    Reads(Arc<Fleet>),
     /// Whole requests forwarded to a native System One upstream.
     Forwards(Arc<SystemOneBackend>),
 }
@@ -26,8 +25,7 @@ impl Serving {
     /// The dialect's name, for logs, metrics and `/readyz`.
     pub fn dialect(&self) -> &'static str {
         match self {
-            Serving::Reads(backend) => backend.dialect(),
-            Serving::Fleet(fleet) => fleet.dialect(),
+            Serving::Reads(fleet) => fleet.dialect(),
             Serving::Forwards(upstream) => upstream.dialect(),
         }
     }
@@ -36,8 +34,7 @@ impl Serving {
     /// nothing to find out.
     pub fn host_report(&self) -> Option<HostReport> {
         match self {
-            Serving::Reads(backend) => backend.host_report(),
-            Serving::Fleet(fleet) => fleet.host_report(),
+            Serving::Reads(fleet) => fleet.host_report(),
             Serving::Forwards(upstream) => upstream.host_report(),
         }
     }
@@ -46,8 +43,7 @@ impl Serving {
     /// back. Only the model's upkeep task calls it.
     pub async fn upkeep(&self, in_flight: &InFlight) -> Due {
         match self {
-            Serving::Reads(backend) => backend.upkeep(in_flight).await,
-            Serving::Fleet(fleet) => fleet.upkeep(in_flight).await,
+            Serving::Reads(fleet) => fleet.upkeep(in_flight).await,
             Serving::Forwards(upstream) => upstream.upkeep(in_flight).await,
         }
     }
@@ -57,16 +53,16 @@ impl Serving {
     /// (nothing to read with, tokenize with or check a token table against).
     pub fn reads(&self) -> Option<&dyn Backend> {
         match self {
-            Serving::Reads(backend) => Some(backend.as_ref()),
-            Serving::Fleet(fleet) => Some(fleet.any_backend()),
+            Serving::Reads(fleet) => Some(fleet.any_backend()),
             Serving::Forwards(_) => None,
         }
     }
 
-    /// The model's replicas, when it has several.
+    /// The model's replicas, when it has several (a fleet of one, a single URL, shows no
+    /// replicas: its model's circuit and token-table check are its own).
     pub fn fleet(&self) -> Option<&Fleet> {
         match self {
-            Serving::Fleet(fleet) => Some(fleet),
+            Serving::Reads(fleet) if fleet.has_several() => Some(fleet),
             _ => None,
         }
     }
@@ -74,7 +70,7 @@ impl Serving {
 
 impl<B: Backend + 'static> From<Arc<B>> for Serving {
     fn from(backend: Arc<B>) -> Self {
-        Serving::Reads(backend)
+        Serving::Reads(Arc::new(Fleet::one(backend)))
     }
 }
 

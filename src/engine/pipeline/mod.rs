@@ -13,7 +13,9 @@
 //! Every read of a request carries its routing key (a hash of the prompts' shared head) in
 //! the model's routing headers; a model with several replicas reads all of a request from
 //! one of them, the first of the request's order that takes it, and tries the next when
-//! one could not be reached before any read was answered ([`crate::models::fleet`]).
+//! one could not be reached before any read was answered ([`crate::models::fleet`]). A
+//! single URL is a fleet of one, read the same way: its replica never refuses (the model's
+//! circuit and check are its) and its one try ends the request.
 //!
 //! The steps, each in its file, in the order a request meets them:
 //! * the position prior's sample (which single-read requests are asked once more) and its
@@ -46,7 +48,7 @@ use super::context_window;
 use super::position_prior;
 use super::spans;
 use super::tenant::Tenant;
-use reads::{routing, Via};
+use reads::Via;
 
 use crate::config::UpstreamSettings;
 use crate::error::MAX_RETRY_AFTER_SECS;
@@ -130,14 +132,7 @@ impl Pipeline {
         let result = match &req.model().serving {
             // A native upstream answers the whole request: its own timeout is the deadline.
             Serving::Forwards(upstream) => self.forward(upstream, req, sent).await,
-            Serving::Reads(backend) => {
-                let routing = routing(req);
-                let via = Via::direct(backend.as_ref(), routing.as_ref(), tenant);
-                timeout(self.request_timeout, self.run_unbounded(req, via, sent))
-                    .await
-                    .unwrap_or(Err(PipelineError::Deadline))
-            }
-            Serving::Fleet(fleet) => timeout(
+            Serving::Reads(fleet) => timeout(
                 self.request_timeout,
                 self.run_fleet(req, fleet, sent, tenant),
             )

@@ -14,7 +14,6 @@ use super::Pipeline;
 use crate::backend::{Backend, BackendError, ReadReply, ReadRequest, Routing};
 use crate::engine::answers::PipelineError;
 use crate::engine::spans::{self, ReadSpan};
-use crate::engine::tenant::Tenant;
 use crate::models::fleet::Replica;
 use crate::request::prompt::Ask;
 use crate::request::ValidRequest;
@@ -156,29 +155,19 @@ impl Pipeline {
     }
 }
 
-/// The routing key of a request read from one URL, when its model sends one (for a router
-/// in front of the URL).
-pub(super) fn routing(req: &ValidRequest) -> Option<Routing> {
-    let headers = &req.model().routing_headers;
-    if headers.is_empty() {
-        return None;
-    }
-    Routing::new(headers, &req.head_key().hex())
-}
-
 /// Where one request's reads go.
 #[derive(Clone, Copy)]
 pub(super) struct Via<'a> {
     /// The backend (of a fleet, the chosen replica's).
     pub(super) backend: &'a dyn Backend,
-    /// Of a fleet: the model's name and the replica, whose reads are counted.
+    /// Of a fleet of several: the model's name and the replica, whose reads are counted
+    /// (a single URL's fleet of one shows no replica).
     pub(super) replica: Option<(&'a str, &'a Replica)>,
     /// Which replica of the request's order this is (1 the first; 1 for one URL).
     pub(super) attempt: u32,
     /// The routing key every read carries, when the model sends one.
     pub(super) routing: Option<&'a Routing>,
-    /// Of a fleet: counts the reads answered, so an unreachable replica is skipped only
-    /// while none was.
+    /// Counts the reads answered, so an unreachable replica is skipped only while none was.
     pub(super) answered: Option<&'a AtomicU64>,
     /// The caller's tenant salt, for a dialect that sends one (`http/auth/salt.rs`).
     pub(super) cache_salt: Option<&'a str>,
@@ -196,23 +185,6 @@ impl<'a> Via<'a> {
             attempt: self.attempt,
             options,
             sample,
-        }
-    }
-
-    /// Straight to a model's one backend.
-    pub(super) fn direct(
-        backend: &'a dyn Backend,
-        routing: Option<&'a Routing>,
-        tenant: &'a Tenant,
-    ) -> Self {
-        Via {
-            backend,
-            replica: None,
-            attempt: 1,
-            routing,
-            answered: None,
-            cache_salt: tenant.cache_salt.as_deref(),
-            tenant: &tenant.prior,
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::engine::answers::{Answers, PipelineError};
 use crate::engine::tenant::Tenant;
 use crate::error::MAX_RETRY_AFTER_SECS;
 use crate::models::circuit::{CircuitState, Health, Ticket};
-use crate::models::fleet::Fleet;
+use crate::models::fleet::{Fleet, Replica};
 use crate::models::tokens::verify::Verdict;
 use crate::request::ValidRequest;
 
@@ -20,10 +20,9 @@ impl Pipeline {
     /// Runs `req` on one replica of `fleet`: the first in the request's order (rendezvous,
     /// bounded by load) whose table matched its tokenizer and whose circuit admits. Reads
     /// are idempotent, so the request goes on to the next replica when one could not be
-    /// reached (refused, no connection within the connect timeout, or a connection that
-    /// broke before an answer) before any read was answered, or when one answered with
-    /// something that is not a valid completion. Each replica's circuit learns its own
-    /// outcome; the model's circuit (the caller's ticket) the request's.
+    /// reached ([`unreached`]) before any read was answered, or answered with something
+    /// that is not a valid completion. Each replica's circuit learns its own outcome; the
+    /// model's circuit (the caller's ticket) the request's.
     pub(super) async fn run_fleet(
         &self,
         req: &ValidRequest,
@@ -33,6 +32,7 @@ impl Pipeline {
     ) -> Result<Answers, PipelineError> {
         let key = req.head_key();
         let routing = Routing::new(&req.model().routing_headers, &key.hex());
+        let several = fleet.has_several();
         let mut skipped = Skipped::default();
         let mut garbled = Garbled::default();
         for (attempt, index) in (1..).zip(fleet.order(key.as_u64())) {
@@ -52,7 +52,7 @@ impl Pipeline {
             let answered = AtomicU64::new(0);
             let via = Via {
                 backend: replica.backend.as_ref(),
-                replica: Some((&req.model().name, replica)),
+                replica: several.then(|| (req.model().name.as_str(), replica)),
                 attempt,
                 routing: routing.as_ref(),
                 answered: Some(&answered),
@@ -61,7 +61,7 @@ impl Pipeline {
             };
             let result = self.run_unbounded(req, via, sent).await;
             if result.as_ref().is_err_and(PipelineError::is_garbled) {
-                tracing::warn!(model = %req.model().name, replica = %replica.label, "replica answered with something that is not a valid completion: trying the next in its order");
+                skipping(several, req, replica, GARBLED);
                 garbled.hold(ticket);
                 skipped.failed = result.err();
                 continue;
@@ -69,13 +69,26 @@ impl Pipeline {
             garbled.settle(result.is_ok());
             record_replica(fleet, index, ticket, &result);
             if unreached(&result) && answered.load(Ordering::Relaxed) == 0 {
-                tracing::warn!(model = %req.model().name, replica = %replica.label, "replica unreachable before any read of the request was answered: trying the next in its order");
+                skipping(several, req, replica, UNREACHED);
                 skipped.failed = result.err();
                 continue;
             }
             return result;
         }
         Err(skipped.into_error())
+    }
+}
+
+/// Why a replica was skipped for the next: it answered with garbage.
+const GARBLED: &str = "answered with something that is not a valid completion";
+/// Why a replica was skipped for the next: it could not be reached in time.
+const UNREACHED: &str = "unreachable before any read of the request was answered";
+
+/// Logs that `replica` is skipped `why` for the next in the request's order; a fleet of one
+/// (a single URL) has no next, and its one try ends the request without this line.
+fn skipping(several: bool, req: &ValidRequest, replica: &Replica, why: &str) {
+    if several {
+        tracing::warn!(model = %req.model().name, replica = %replica.label, "replica {why}: trying the next in its order");
     }
 }
 

@@ -11,6 +11,11 @@
 //! Each replica has its own circuit ([`crate::models::circuit`]), its own token-table
 //! check (against the model's table; an automatic table is built from the first replica)
 //! and its own counters (`replica.rs`).
+//!
+//! One URL is a fleet of one ([`Fleet::one`]), so a request takes one read path however the
+//! model is served. Its replica has no circuit or check of its own (the model's are its),
+//! and it is not shown as a replica: no replica metrics, no `replicas` in `/readyz`, no
+//! replica in a read's span, as for a model that never had several.
 
 mod rendezvous;
 mod replica;
@@ -21,7 +26,7 @@ use crate::backend::{Backend, Due, HostReport};
 use crate::in_flight::InFlight;
 use crate::models::tokens::served::ServedTable;
 
-/// A model's replicas (at least two; one URL is read directly).
+/// A model's replicas (one URL: a fleet of one).
 #[derive(Debug)]
 pub struct Fleet {
     /// In configuration order; the first builds an automatic token table.
@@ -40,6 +45,17 @@ impl Fleet {
             replicas,
             factor: factor.max(1.0),
         }
+    }
+
+    /// The fleet of one replica: a model's single URL, read through `backend`.
+    pub fn one(backend: std::sync::Arc<dyn Backend>) -> Self {
+        Fleet::new(vec![Replica::alone(backend)], 1.0)
+    }
+
+    /// Whether a request that could not be served by one replica has another to try (and
+    /// the replicas are shown as such: metrics, `/readyz`, spans).
+    pub fn has_several(&self) -> bool {
+        self.replicas.len() > 1
     }
 
     /// The replicas, in configuration order.

@@ -50,6 +50,25 @@ impl Replica {
         }
     }
 
+    /// The one replica of a fleet of one (a model's single URL): its breaker is off and its
+    /// check turned off, since the model's own circuit and token-table check already judge
+    /// the same backend; its label is never shown.
+    pub fn alone(backend: Arc<dyn Backend>) -> Self {
+        let off = crate::config::CircuitSettings {
+            failure_rate: 0,
+            eject_after: 0,
+            ..Default::default()
+        };
+        Replica {
+            label: String::new(),
+            backend,
+            circuit: Circuit::new("", off),
+            verifier: Verifier::new(std::time::Duration::ZERO, std::time::Duration::ZERO),
+            seed: 0,
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+
     /// Counts a request on it until the lease is dropped.
     pub fn lease(&self) -> Lease<'_> {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
