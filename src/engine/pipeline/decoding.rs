@@ -43,7 +43,7 @@ pub(super) fn decode_all(
 /// Decodes question `q`'s reads: with the named profile when it covers the question
 /// (decoded at T = 1, then recalibrated), else at the request's temperature or the
 /// model's formula for its option count, after the model's position prior is taken out of
-/// a single-read request's reads ([`prior`]).
+/// a single-read request's reads ([`position_prior`]).
 /// A single read the prior declined to correct is counted by reason in `metrics`.
 fn decode_question(
     req: &ValidRequest,
