@@ -9,12 +9,9 @@
 use std::fmt::Write as _;
 
 use super::args::ReportArgs;
+use crate::calibration::watch::ring::{DAY_MS, HOUR_MS};
 use crate::calibration::watch::{charts, Figures, Query, Settings, ShapeFigures, Watch};
 use crate::draw;
-
-/// A day and an hour, in Unix ms.
-const DAY_MS: i64 = 86_400_000;
-const HOUR_MS: i64 = 3_600_000;
 
 /// A column: its name, and how to read it from a window's figures.
 type Column = (&'static str, fn(&Figures) -> Option<f64>);
