@@ -9,9 +9,7 @@
 //! - no script error and no CSP violation happens (a listener installed before the page's
 //!   own script records every violation; the test shows the listener catches one).
 
-use flate2::read::ZlibDecoder;
 use serde_json::{json, Value};
-use std::io::Read;
 
 use crate::playground_browser::{Chromium, Tab};
 use crate::support;
@@ -190,23 +188,7 @@ async fn the_charts_hold_the_routes_bins(tab: &mut Tab, shapes: &[(String, usize
 /// The page's screenshot: a PNG exactly the page's size with more than one colour over a
 /// fair share of it (a blank or a lone-colour page fails).
 async fn the_screenshot_is_not_blank(tab: &mut Tab) {
-    let metrics = tab.call("Page.getLayoutMetrics", json!({})).await;
-    let size = &metrics["cssContentSize"];
-    let (width, height) = (
-        size["width"].as_f64().expect("width").ceil() as u32,
-        size["height"].as_f64().expect("height").ceil() as u32,
-    );
-    let clip = json!({"x": 0, "y": 0, "width": width, "height": height, "scale": 1});
-    let shot = tab
-        .call(
-            "Page.captureScreenshot",
-            json!({"format": "png", "captureBeyondViewport": true, "clip": clip}),
-        )
-        .await;
-    use base64::Engine;
-    let png = base64::engine::general_purpose::STANDARD
-        .decode(shot["data"].as_str().expect("data"))
-        .expect("base64");
+    let (png, width, height) = tab.screenshot_page().await;
     let image = decode_png(&png);
     assert_eq!(
         (image.width, image.height),
@@ -231,7 +213,7 @@ async fn the_screenshot_is_not_blank(tab: &mut Tab) {
     }
 }
 
-/// An 8-bit RGB or RGBA PNG, unfiltered.
+/// A decoded PNG, 8 bits a channel.
 struct Image {
     width: u32,
     height: u32,
@@ -246,87 +228,19 @@ impl Image {
     }
 }
 
-/// Reads the chunks, inflates the IDAT data and undoes each row's filter (PNG spec §9).
+/// Decodes the screenshot with the `png` crate (palette and 16-bit samples brought to 8
+/// bits a channel).
 fn decode_png(png: &[u8]) -> Image {
-    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
-    let (mut at, mut header, mut data) = (8, None, Vec::new());
-    while at + 8 <= png.len() {
-        let len = u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let kind = &png[at + 4..at + 8];
-        let body = &png[at + 8..at + 8 + len];
-        match kind {
-            b"IHDR" => header = Some(body.to_vec()),
-            b"IDAT" => data.extend_from_slice(body),
-            _ => {}
-        }
-        at += 12 + len;
-    }
-    let header = header.expect("IHDR");
-    let be = |i: usize| u32::from_be_bytes(header[i..i + 4].try_into().expect("4 bytes"));
-    let (width, height) = (be(0), be(4));
-    assert_eq!(header[8], 8, "8 bits a channel");
-    let channels = match header[9] {
-        2 => 3,
-        6 => 4,
-        other => panic!("colour type {other}"),
-    };
-    let mut raw = Vec::new();
-    ZlibDecoder::new(&data[..])
-        .read_to_end(&mut raw)
-        .expect("inflate");
-    let stride = width as usize * channels;
-    assert_eq!(raw.len(), height as usize * (stride + 1), "the rows");
-    let mut pixels = vec![0u8; height as usize * stride];
-    for y in 0..height as usize {
-        let filter = raw[y * (stride + 1)];
-        let row = &raw[y * (stride + 1) + 1..(y + 1) * (stride + 1)];
-        for i in 0..stride {
-            let a = if i >= channels {
-                pixels[y * stride + i - channels]
-            } else {
-                0
-            };
-            let b = if y > 0 {
-                pixels[(y - 1) * stride + i]
-            } else {
-                0
-            };
-            let c = if y > 0 && i >= channels {
-                pixels[(y - 1) * stride + i - channels]
-            } else {
-                0
-            };
-            let predicted = match filter {
-                0 => 0,
-                1 => a,
-                2 => b,
-                3 => ((u16::from(a) + u16::from(b)) / 2) as u8,
-                4 => paeth(a, b, c),
-                other => panic!("filter {other}"),
-            };
-            pixels[y * stride + i] = row[i].wrapping_add(predicted);
-        }
-    }
+    let mut decoder = png::Decoder::new(std::io::Cursor::new(png));
+    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    let mut reader = decoder.read_info().expect("a PNG");
+    let mut pixels = vec![0; reader.output_buffer_size().expect("the size")];
+    let frame = reader.next_frame(&mut pixels).expect("a frame");
+    pixels.truncate(frame.buffer_size());
     Image {
-        width,
-        height,
-        channels,
+        width: frame.width,
+        height: frame.height,
+        channels: frame.color_type.samples(),
         pixels,
-    }
-}
-
-fn paeth(a: u8, b: u8, c: u8) -> u8 {
-    let p = i16::from(a) + i16::from(b) - i16::from(c);
-    let (pa, pb, pc) = (
-        (p - i16::from(a)).abs(),
-        (p - i16::from(b)).abs(),
-        (p - i16::from(c)).abs(),
-    );
-    if pa <= pb && pa <= pc {
-        a
-    } else if pb <= pc {
-        b
-    } else {
-        c
     }
 }

@@ -346,19 +346,7 @@ async fn the_metrics_are_shown_and_explained(tab: &mut Tab, body: &Value) {
 /// Always taken (so the path stays working); written to `docs/` only when asked.
 async fn screenshot(tab: &mut Tab) {
     tab.eval("window.scrollTo(0, 0)").await;
-    let metrics = tab.call("Page.getLayoutMetrics", json!({})).await;
-    let size = &metrics["cssContentSize"];
-    let clip =
-        json!({"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1});
-    let shot = tab
-        .call(
-            "Page.captureScreenshot",
-            json!({"format": "png", "captureBeyondViewport": true, "clip": clip}),
-        )
-        .await;
-    let png = base64::engine::general_purpose::STANDARD
-        .decode(shot["data"].as_str().expect("data"))
-        .expect("base64");
+    let (png, _, _) = tab.screenshot_page().await;
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     if std::env::var_os("SYSTEMONE_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/playground.png");
@@ -554,6 +542,27 @@ impl Tab {
 
     /// Sends one command and returns its result; events that arrive meanwhile are checked
     /// for problems.
+    /// A PNG of the whole page at its CSS size (rounded up to whole pixels), and that size.
+    pub(crate) async fn screenshot_page(&mut self) -> (Vec<u8>, u32, u32) {
+        let metrics = self.call("Page.getLayoutMetrics", json!({})).await;
+        let size = &metrics["cssContentSize"];
+        let (width, height) = (
+            size["width"].as_f64().expect("width").ceil() as u32,
+            size["height"].as_f64().expect("height").ceil() as u32,
+        );
+        let clip = json!({"x": 0, "y": 0, "width": width, "height": height, "scale": 1});
+        let shot = self
+            .call(
+                "Page.captureScreenshot",
+                json!({"format": "png", "captureBeyondViewport": true, "clip": clip}),
+            )
+            .await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().expect("data"))
+            .expect("base64");
+        (png, width, height)
+    }
+
     pub(crate) async fn call(&mut self, method: &str, params: Value) -> Value {
         self.try_call(method, params)
             .await
