@@ -11,9 +11,9 @@
 
 use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::setup::llama::{backend_turn, llama_config, MODEL};
+use crate::setup::llama::{backend_turn, llama_config, spam_rows, MODEL};
 use crate::support::ledger::{start_with_ledger, watch_and_check_ece, Backend, LedgerDb};
 use crate::support::{ask, post};
 
@@ -22,12 +22,7 @@ const SHORT: &str = "Is this email spam?";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchs_ece_is_calibrate_checks_on_a_real_run() {
-    let path = crate::support::require("SYSTEMONE_SPAM_DEV", "scripts/spam-data.py");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let rows: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON row"))
-        .collect();
+    let rows = spam_rows();
     let (url, _turn) = backend_turn().await;
     let db = LedgerDb::new(Backend::Sqlite).await;
     let flags: Vec<String> = db.flags();

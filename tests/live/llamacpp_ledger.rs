@@ -20,25 +20,9 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::setup::llama::{backend_turn, llama_config, MODEL};
+use crate::setup::llama::{backend_turn, llama_config, spam_rows, MODEL};
 use crate::support::ledger::{run_binary, start_with_ledger, Backend, LedgerDb};
 use crate::support::post;
-
-/// The development rows: `{"state", "questions": {"spam": noul}, "gold": {"spam": bool}}`.
-fn spam_rows() -> Vec<Value> {
-    let path = crate::support::require("SYSTEMONE_SPAM_DEV", "scripts/spam-data.py");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let rows: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON row"))
-        .collect();
-    let spam = rows.iter().filter(|r| r["gold"]["spam"] == true).count();
-    assert!(
-        rows.len() >= 8 && spam > 0 && spam < rows.len(),
-        "{path}: ham and spam rows"
-    );
-    rows
-}
 
 /// Runs the binary with `args` on a blocking thread; its stdout.
 async fn run(args: Vec<String>) -> String {

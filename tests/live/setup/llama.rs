@@ -387,3 +387,20 @@ pub fn raw_logprobs(response: &Value, ids: &[u32]) -> Vec<f64> {
         })
         .collect()
 }
+
+/// The SpamAssassin development rows (`SYSTEMONE_SPAM_DEV`, from `scripts/spam-data.py`):
+/// `{"state", "questions": {"spam": noul}, "gold": {"spam": bool}}`, both labels present.
+pub fn spam_rows() -> Vec<Value> {
+    let path = crate::support::require("SYSTEMONE_SPAM_DEV", "scripts/spam-data.py");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON row"))
+        .collect();
+    let spam = rows.iter().filter(|r| r["gold"]["spam"] == true).count();
+    assert!(
+        rows.len() >= 8 && spam > 0 && spam < rows.len(),
+        "{path}: ham and spam rows"
+    );
+    rows
+}
