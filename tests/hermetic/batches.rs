@@ -355,6 +355,19 @@ async fn a_batch_and_its_files_are_their_callers_alone() {
     assert_eq!(files.body["data"], json!([]), "{}", files.text);
     let anonymous = get(&service, "/v1/batches", None).await;
     assert_eq!(anonymous.status, 403, "{}", anonymous.text);
+    // The lines' usage is key-a's alone: key-b's batch counters hold none of it, and key-b
+    // may not ask for key-a's.
+    let mine = get(&service, "/v1/usage", Some("key-a")).await;
+    assert_eq!(mine.body["total"]["batch"]["requests"], 3, "{}", mine.text);
+    let theirs = get(&service, "/v1/usage", Some("key-b")).await;
+    assert_eq!(theirs.status, 200, "{}", theirs.text);
+    assert_eq!(
+        theirs.body["total"]["batch"]["requests"], 0,
+        "{}",
+        theirs.text
+    );
+    let asked = get(&service, "/v1/usage?key=key-a", Some("key-b")).await;
+    assert_eq!(asked.status, 403, "{}", asked.text);
 }
 
 /// Phase one of a restart: a service (in a runtime of its own) that starts the batch and
