@@ -28,9 +28,10 @@
 //! **Runs.** `BENCH_WATCH_SHIFTS` (default 20) shift runs per rate: the shift falls at a
 //! uniformly random time in the week after the reference; answers-to-flag counts the
 //! answers from the shift to each alert's first firing (up to `BENCH_WATCH_CAP`, default
-//! 5,000 answers). `BENCH_WATCH_STATIONARY` (default 10) stationary runs of 10,000 answers
-//! after the reference week (every rule is live then) count each alert's firings (a firing
-//! episode counts once).
+//! 5,000 answers). `BENCH_WATCH_STATIONARY` (default 10) stationary runs of
+//! `BENCH_WATCH_STATIONARY_ANSWERS` (default 10,000) answers after the reference week (every
+//! rule is live then) count each alert's firings (a firing episode counts once); firings
+//! are shown per 10,000 answers.
 //!
 //! `BENCH_WATCH_RULES=FILE` evaluates another rules file of the same forms instead (to tune
 //! a threshold before shipping it).
@@ -56,8 +57,6 @@ const WEEK_MS: i64 = 7 * 24 * HOUR_MS;
 const REFERENCE_END_MS: i64 = START_MS + 12 * HOUR_MS + WEEK_MS;
 /// Prometheus's evaluation interval.
 const SCRAPE_MS: i64 = 60_000;
-/// Answers per stationary run.
-const STATIONARY_ANSWERS: u64 = 10_000;
 
 /// One rule as parsed from the YAML.
 #[derive(Debug, Clone)]
@@ -452,6 +451,7 @@ fn main() {
         env("BENCH_WATCH_STATIONARY", 10u64),
     );
     let cap = env("BENCH_WATCH_CAP", 5_000u64);
+    let stationary_answers = env("BENCH_WATCH_STATIONARY_ANSWERS", 10_000u64);
     let started = Instant::now();
     let mut shift_table = String::from(
         "| answers/hour | alert | flagged | median answers to flag | worst |\n|---|---|---|---|---|\n",
@@ -508,7 +508,7 @@ fn main() {
                 bias,
                 options,
                 outcome_share,
-                cap: STATIONARY_ANSWERS,
+                cap: stationary_answers,
             };
             let fired = run(&run_, &rules);
             for (k, f) in fired.iter().enumerate() {
@@ -524,14 +524,14 @@ fn main() {
         for (name, n) in names.zip(&firings) {
             false_table.push_str(&format!(
                 "| {rate} | {name} | {n} | {:.2} |\n",
-                *n as f64 / stationary as f64
+                *n as f64 * 10_000.0 / (stationary * stationary_answers) as f64
             ));
         }
     }
     println!("Shift: label bias {bias} nat, {options} options, outcomes on {outcome_share} of answers, {shifts} shifts per rate\n");
     println!("{shift_table}");
     println!(
-        "Stationary: {stationary} runs of {STATIONARY_ANSWERS} answers after the reference week\n"
+        "Stationary: {stationary} runs of {stationary_answers} answers after the reference week\n"
     );
     println!("{false_table}");
     eprintln!("{:.0} s in all", started.elapsed().as_secs_f64());

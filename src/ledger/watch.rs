@@ -6,7 +6,7 @@
 
 use super::record::{Decision, QuestionRecord};
 use super::store::{decode, Store, StoreError, COLUMNS};
-use crate::calibration::watch::{Answer, Class, Figures, Query, Span, Watch};
+use crate::calibration::watch::{Answer, Class, Figures, Query, Watch, Window};
 
 /// Records read per page of the start-up scan.
 const PAGE: i64 = 500;
@@ -119,13 +119,14 @@ async fn feed_outcomes(
     Ok(())
 }
 
-/// The gauges' rows: per shape (every key's answers merged) and span, the figures of the
-/// window holding `now_ms`, in `metrics::CALIBRATION_FIGURES`' order.
+/// The gauges' rows: per shape (every key's answers merged) and window (`hour`, `day`,
+/// `week`: the one holding `now_ms`; `recent`: the shape's last few hundred answers), the
+/// figures in `metrics::CALIBRATION_FIGURES`' order.
 /// Public for `benches/calibration_watch.rs`, which reads them as a scrape would.
 pub fn gauges(watch: &Watch, now_ms: i64) -> Vec<([String; 6], Vec<Option<f64>>)> {
     let mut rows = Vec::new();
-    for span in Span::ALL {
-        for shape in watch.figures(&Query::default(), span, now_ms) {
+    for window in Window::ALL {
+        for shape in watch.windowed(&Query::default(), window, now_ms) {
             let Some(now) = shape.windows.last() else {
                 continue;
             };
@@ -136,7 +137,7 @@ pub fn gauges(watch: &Watch, now_ms: i64) -> Vec<([String; 6], Vec<Option<f64>>)
                 s.options.to_string(),
                 s.layout.clone(),
                 s.class.as_str().to_owned(),
-                span.as_str().to_owned(),
+                window.as_str().to_owned(),
             ];
             rows.push((labels, gauge_values(&now.figures)));
         }

@@ -17,9 +17,16 @@ const ADMIN: &str = "sk-watch-admin-5b21";
 
 /// Answers and outcomes in the newest day window, per question type, as `bearer` sees them.
 async fn day(service: &Service, bearer: &str) -> Vec<(String, u64, u64)> {
-    let reply = get_as(service, "/v1/calibration?window=day", Some(bearer)).await;
+    newest(service, bearer, "day").await
+}
+
+/// Answers and outcomes in the newest `window` (`hour`, `day`, `week`, `recent`), per
+/// question type, as `bearer` sees them.
+async fn newest(service: &Service, bearer: &str, window: &str) -> Vec<(String, u64, u64)> {
+    let path = format!("/v1/calibration?window={window}");
+    let reply = get_as(service, &path, Some(bearer)).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
-    assert_eq!(reply.body["window"], "day");
+    assert_eq!(reply.body["window"], window);
     let mut found: Vec<(String, u64, u64)> = reply.body["shapes"]
         .as_array()
         .expect("shapes")
@@ -95,10 +102,25 @@ async fn a_key_sees_only_its_own_figures_and_an_outcome_counts_once() {
     assert_eq!(day(&service, ADMIN).await, shapes((4, 1), (4, 0), (4, 0)));
     let mut filtered = get_as(&service, "/v1/calibration?type=noul&options=2", Some(KEY_B)).await;
     assert_eq!(filtered.body["shapes"].as_array().map(Vec::len), Some(1));
+    // The recent window (each shape's last answers) filters by key as the day's does.
+    let recent = |bearer| newest(&service, bearer, "recent");
+    assert_eq!(recent(KEY_A).await, shapes((3, 1), (3, 0), (3, 0)));
+    assert_eq!(recent(KEY_B).await, shapes((1, 0), (1, 0), (1, 0)));
+    assert_eq!(recent(ADMIN).await, shapes((4, 1), (4, 0), (4, 0)));
+    filtered = get_as(
+        &service,
+        "/v1/calibration?window=recent&type=choice&class=raw",
+        Some(KEY_A),
+    )
+    .await;
+    let only = filtered.body["shapes"].as_array().expect("shapes");
+    assert_eq!(only.len(), 1, "{}", filtered.text);
+    assert_eq!(only[0]["type"], "choice");
+    assert_eq!(only[0]["windows"].as_array().map(Vec::len), Some(1));
     filtered = get_as(&service, "/v1/calibration?window=fortnight", Some(KEY_B)).await;
     assert_error(&filtered, 422, "system_one_bad_ledger_query", "invalid");
     assert!(
-        filtered.message().contains("hour, day or week"),
+        filtered.message().contains("hour, day, week or recent"),
         "{}",
         filtered.text
     );
@@ -106,15 +128,17 @@ async fn a_key_sees_only_its_own_figures_and_an_outcome_counts_once() {
     // The gauges hold every key's answers, and no key's name.
     service.state.ledger.refresh_quality().await;
     let metrics = get_as(&service, "/metrics", None).await.text;
-    let line = metrics
-        .lines()
-        .find(|l| {
-            l.starts_with("systemone_calibration_answers{")
-                && l.contains("type=\"noul\"")
-                && l.contains("window=\"day\"")
-        })
-        .unwrap_or_else(|| panic!("a gauge per shape: {metrics}"));
-    assert!(line.ends_with(" 4"), "{line}");
+    for window in ["day", "recent"] {
+        let line = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("systemone_calibration_answers{")
+                    && l.contains("type=\"noul\"")
+                    && l.contains(&format!("window=\"{window}\""))
+            })
+            .unwrap_or_else(|| panic!("a gauge per shape and window: {metrics}"));
+        assert!(line.ends_with(" 4"), "{line}");
+    }
     let calibration: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("systemone_calibration_"))
@@ -465,5 +489,81 @@ async fn the_offline_report_prints_the_routes_figures() {
     assert!(drawn.starts_with("<svg") && drawn.contains("Reliability (15 equal-width bins)"));
     assert_eq!(drawn.matches("<polyline").count(), 3, "{drawn}");
     assert!(drawn.contains("fill=\"#c6dbef\""), "bars: {drawn}");
+    drop(fake);
+}
+
+/// Every shape's `below_threshold_share` in the day window once the watch holds `answers`
+/// answers in all (its start-up read of the ledger is over).
+async fn shares_once_read(watch: &watch::Watch, answers: u64) -> Vec<Option<f64>> {
+    let day = || {
+        watch.figures(
+            &watch::Query::default(),
+            watch::Span::Day,
+            systemone::ledger::now_ms(),
+        )
+    };
+    for _ in 0..500 {
+        let held: u64 = day()
+            .iter()
+            .filter_map(|s| s.windows.last())
+            .map(|w| w.figures.answers)
+            .sum();
+        if held == answers {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    day()
+        .iter()
+        .map(|s| {
+            let now = &s.windows.last().expect("the day holding now").figures;
+            assert_eq!(now.answers, answers / 3, "read back: {s:?}");
+            now.below_threshold_share
+        })
+        .collect()
+}
+
+/// The escalation thresholds reach the watch before its start-up read of the ledger
+/// (`Ledger::open` takes them), so the answers read back count under `escalate_below`:
+/// with a threshold above every confidence, each shape's share is 1. Given only once that
+/// read is over (the order this guards against), the same answers have no share at all.
+#[tokio::test]
+async fn answers_read_at_start_up_count_under_the_escalation_threshold() {
+    let db = LedgerDb::new(Backend::Sqlite).await;
+    let (fake, service) = service(&db, &[]).await;
+    let body = three_questions("charged twice", "team", "bug", "Which team?");
+    for _ in 0..3 {
+        let reply = ask_as(&service, None, &body).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    let model = service.state.ledger.watch().expect("on").figures(
+        &watch::Query::default(),
+        watch::Span::Day,
+        systemone::ledger::now_ms(),
+    )[0]
+    .shape
+    .model
+    .clone();
+    drop(service);
+    let flags = db.flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let config = crate::support::config(&fake.base_url(), &flags);
+    let thresholds: std::collections::HashMap<String, f64> = [(model, 1.01)].into();
+    let open = |thresholds| {
+        let metrics = std::sync::Arc::new(systemone::metrics::Metrics::new());
+        systemone::ledger::Ledger::open(&config.ledger, None, metrics, thresholds)
+    };
+
+    let ledger = open(thresholds.clone()).await.expect("the ledger opens");
+    let watch = ledger.watch().expect("on").clone();
+    assert_eq!(shares_once_read(&watch, 9).await, vec![Some(1.0); 3]);
+    drop((ledger, watch));
+
+    let ledger = open(Default::default()).await.expect("the ledger opens");
+    let watch = ledger.watch().expect("on").clone();
+    let read = shares_once_read(&watch, 9).await;
+    watch.set_thresholds(thresholds);
+    assert_eq!(read, vec![None; 3]);
+    assert_eq!(shares_once_read(&watch, 9).await, vec![None; 3]);
     drop(fake);
 }

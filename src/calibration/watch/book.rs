@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::answer::{Answer, Class, Shape};
 use super::figures::{self, Figures};
 use super::point::Point;
+use super::recent::{Held, Recent};
 use super::ring::{Ring, Span, WEEK_MS};
 use super::sums::Sums;
 
@@ -38,10 +39,11 @@ impl Default for Settings {
     }
 }
 
-/// One key's shape: its windows and its reference window.
+/// One key's shape: its calendar windows, its recent window and its reference window.
 #[derive(Debug, Clone)]
 struct Watched {
     rings: [Ring; 3],
+    recent: Recent,
     reference: Sums,
 }
 
@@ -49,6 +51,7 @@ impl Watched {
     fn new(options: usize) -> Self {
         Watched {
             rings: Span::ALL.map(Ring::new),
+            recent: Recent::new(),
             reference: Sums::new(options),
         }
     }
@@ -69,6 +72,7 @@ impl Watched {
                 sums.add_answer(point);
             }
         }
+        self.recent.add(point, at_ms);
         if (from..until).contains(&at_ms) {
             self.reference.add_answer(point);
         }
@@ -173,6 +177,35 @@ pub struct Watch {
     max_shapes: usize,
     /// Escalation thresholds per configured model (set once the models are known).
     thresholds: RwLock<HashMap<String, f64>>,
+}
+
+/// Which windows a reader asks for: a calendar span's, or the recent window (each shape's
+/// last few hundred answers, [`super::recent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    Calendar(Span),
+    Recent,
+}
+
+impl Window {
+    pub const ALL: [Window; 4] = [
+        Window::Calendar(Span::Hour),
+        Window::Calendar(Span::Day),
+        Window::Calendar(Span::Week),
+        Window::Recent,
+    ];
+
+    /// `hour`, `day`, `week` or `recent`: the route's `window` and the gauges' label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Window::Calendar(span) => span.as_str(),
+            Window::Recent => "recent",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Window::ALL.into_iter().find(|w| w.as_str() == text)
+    }
 }
 
 /// What a reader asks for: which shapes (each `None`: any) in which window.
@@ -298,6 +331,9 @@ impl Watch {
                 apply(sums);
             }
         }
+        if let Some(sums) = watched.recent.existing(a.at_ms) {
+            apply(sums);
+        }
         if in_reference {
             apply(&mut watched.reference);
         }
@@ -323,6 +359,63 @@ impl Watch {
     /// windows end.
     pub fn newest_ms(&self) -> Option<i64> {
         Some(self.book().newest_ms).filter(|n| *n != i64::MIN)
+    }
+
+    /// The figures of the shapes `query` selects over `window`: a span's windows up to the
+    /// one holding `now_ms` ([`Watch::figures`]), or the recent window ([`Watch::recent`]).
+    pub fn windowed(&self, query: &Query, window: Window, now_ms: i64) -> Vec<ShapeFigures> {
+        match window {
+            Window::Calendar(span) => self.figures(query, span, now_ms),
+            Window::Recent => self.recent(query),
+        }
+    }
+
+    /// The figures of the shapes `query` selects over their recent window (one window per
+    /// shape, from its earliest answer to just after its latest), sorted by shape. Every
+    /// key's recent answers merged: each key's last few hundred.
+    pub fn recent(&self, query: &Query) -> Vec<ShapeFigures> {
+        let book = self.book();
+        let complete = book
+            .reference
+            .is_some_and(|(_, until)| book.newest_ms >= until);
+        let mut merged: BTreeMap<&Shape, (Option<Held>, Sums)> = BTreeMap::new();
+        for (Id { key, shape }, watched) in &book.shapes {
+            if !query.selects(key, shape) {
+                continue;
+            }
+            let entry = merged
+                .entry(shape)
+                .or_insert_with(|| (None, Sums::new(shape.options)));
+            if let Some((sums, from, until)) = watched.recent.sums() {
+                match &mut entry.0 {
+                    Some((all, f, u)) => {
+                        all.merge(&sums);
+                        (*f, *u) = ((*f).min(from), (*u).max(until));
+                    }
+                    None => entry.0 = Some((sums, from, until)),
+                }
+            }
+            entry.1.merge(&watched.reference);
+        }
+        merged
+            .into_iter()
+            .map(|(shape, (recent, reference))| {
+                let against = complete.then_some(&reference);
+                let windows = recent
+                    .map(|(sums, from_ms, until_ms)| Windowed {
+                        from_ms,
+                        until_ms,
+                        figures: figures::figures(&sums, against),
+                    })
+                    .into_iter()
+                    .collect();
+                ShapeFigures {
+                    shape: shape.clone(),
+                    windows,
+                    reference: figures::figures(&reference, against),
+                }
+            })
+            .collect()
     }
 
     /// The figures of the shapes `query` selects over `span`'s windows up to the one

@@ -9,6 +9,10 @@ use super::point::{fine_bin, Point, MAX_OPTION_FIGURES};
 /// cell's ([`COARSE`], answered option, bin). A fixed array, so adding an answer to a cell
 /// it falls in allocates nothing (cells are kept only up to [`MAX_OPTION_FIGURES`] options).
 type Key = [u8; MAX_OPTION_FIGURES];
+/// A cell's probability vectors' sum (the shape's options first, the rest 0): a fixed
+/// array too, so a new cell allocates nothing once the map has room ([`Cells::clear`]
+/// keeps it, for the recent window's blocks, which are cleared and refilled).
+pub(super) type Sum = [f64; MAX_OPTION_FIGURES];
 
 /// The EM cells: the answers' probability vectors grouped by the vector rounded to
 /// 1/[`EM_GRID`] per option, each cell's count and sum, from which the label prior is
@@ -16,7 +20,7 @@ type Key = [u8; MAX_OPTION_FIGURES];
 /// coarse cell by (answered option, confidence bin), so memory stays bounded.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(super) struct Cells {
-    pub(super) cells: HashMap<Key, (u32, Vec<f64>)>,
+    pub(super) cells: HashMap<Key, (u32, Sum)>,
 }
 
 /// Steps per unit of the EM cells' grid.
@@ -39,8 +43,10 @@ impl Cells {
             coarse[..3].copy_from_slice(&[COARSE, p.answer as u8, (fine_bin(p.top) / 2) as u8]);
             coarse
         };
-        let n = p.probabilities.len();
-        let (count, sum) = self.cells.entry(key).or_insert_with(|| (0, vec![0.0; n]));
+        let (count, sum) = self
+            .cells
+            .entry(key)
+            .or_insert((0, [0.0; MAX_OPTION_FIGURES]));
         *count = count.saturating_add(1);
         for (s, v) in sum.iter_mut().zip(p.probabilities) {
             *s += v;
@@ -52,11 +58,16 @@ impl Cells {
             let (c, s) = self
                 .cells
                 .entry(*key)
-                .or_insert_with(|| (0, vec![0.0; sum.len()]));
+                .or_insert((0, [0.0; MAX_OPTION_FIGURES]));
             *c = c.saturating_add(*count);
             for (a, b) in s.iter_mut().zip(sum) {
                 *a += b;
             }
         }
+    }
+
+    /// Forgets every cell, keeping the map's room.
+    pub(super) fn clear(&mut self) {
+        self.cells.clear();
     }
 }

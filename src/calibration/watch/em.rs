@@ -7,6 +7,7 @@
 //! (`tests/fixtures/calibration_watch_reference.json`).
 
 use super::cells::Cells;
+use super::point::MAX_OPTION_FIGURES;
 
 /// Largest change of any option's estimate at which EM stops.
 const TOLERANCE: f64 = 1e-9;
@@ -15,15 +16,19 @@ const MAX_ITERATIONS: usize = 1000;
 /// A reference prior share below this is taken as it (no division by zero).
 const PRIOR_FLOOR: f64 = 1e-9;
 
-/// The re-estimated prior, or `None` without answers or with a reference of another
-/// option count.
+/// The re-estimated prior, or `None` without answers or with a reference of more options
+/// than cells keep (the cells are the reference's shape's: its options come first in each
+/// cell's sum).
 pub(super) fn prior(cells: &Cells, reference: &[f64]) -> Option<Vec<f64>> {
     let n = reference.len();
+    if n > MAX_OPTION_FIGURES {
+        return None;
+    }
     let means: Vec<(f64, &[f64])> = cells
         .cells
         .values()
-        .filter(|(c, sum)| *c > 0 && sum.len() == n)
-        .map(|(c, sum)| (f64::from(*c), sum.as_slice()))
+        .filter(|(c, _)| *c > 0)
+        .map(|(c, sum)| (f64::from(*c), &sum[..n]))
         .collect();
     let total: f64 = means.iter().map(|(c, _)| c).sum();
     if n == 0 || total == 0.0 {

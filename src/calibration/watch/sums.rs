@@ -109,6 +109,35 @@ impl Sums {
         }
     }
 
+    /// Empties the sums, keeping their room: the recent window refills its oldest block
+    /// this way, so a block's turn allocates nothing once its cells' map has grown.
+    pub(super) fn clear(&mut self) {
+        self.answers = 0;
+        self.confidence = 0.0;
+        self.top = 0.0;
+        self.mass_answers = 0;
+        self.mass = 0.0;
+        self.threshold_answers = 0;
+        self.below = 0;
+        self.fine_answers = [0; FINE];
+        self.fine_top = [0.0; FINE];
+        self.posterior.iter_mut().for_each(|x| *x = 0.0);
+        match &mut self.prior {
+            Prior::Open(cells) => cells.clear(),
+            Prior::Closed(..) => self.prior = Prior::Open(Cells::default()),
+            Prior::None => {}
+        }
+        self.outcomes = 0;
+        self.correct = 0;
+        self.brier = 0.0;
+        self.nll = 0.0;
+        self.fine_outcomes = [0; FINE];
+        self.fine_outcome_top = [0.0; FINE];
+        self.fine_right = [0; FINE];
+        self.option_p.iter_mut().for_each(|x| *x = 0.0);
+        self.option_hits.iter_mut().for_each(|x| *x = 0);
+    }
+
     /// Adds (`sign` 1) or takes back (`sign` −1: the outcome was replaced) the outcome
     /// `truth` of the answer `p`.
     pub(super) fn outcome(&mut self, p: &Point<'_>, truth: usize, sign: i8) {

@@ -246,3 +246,163 @@ fn the_default_reference_is_the_first_full_week() {
     let f = watch.figures(&Query::default(), Span::Day, T0);
     assert_eq!(day(&f).psi, None);
 }
+
+fn recent_of(watch: &Watch, key: Option<&str>) -> Option<Windowed> {
+    let q = Query {
+        key: key.map(str::to_owned),
+        ..Query::default()
+    };
+    let shapes = watch.windowed(&q, Window::Recent, 0);
+    assert!(shapes.len() <= 1, "one shape");
+    let window = shapes.first().map(|s| {
+        assert_eq!(s.windows.len(), 1, "one recent window per shape");
+        s.windows[0].clone()
+    });
+    window
+}
+
+/// The recent window holds the last 250 to 300 answers whatever time they took: one an
+/// hour or a thousand a second, the same count, and it runs from the earliest of them to
+/// just after the latest.
+#[test]
+fn the_recent_window_holds_the_last_answers_at_any_rate() {
+    for gap_ms in [1, ring::HOUR_MS] {
+        let watch = Watch::new(Settings::default());
+        let data = rows(1_001, 5);
+        let mut seen = Vec::new();
+        for (i, (p, _)) in data.iter().enumerate() {
+            watch.record(&answer("k", T0 + i as i64 * gap_ms, p));
+            let w = recent_of(&watch, None).expect("answers");
+            seen.push(w.figures.answers);
+            let first = i as i64 + 1 - w.figures.answers as i64;
+            assert_eq!(
+                (w.from_ms, w.until_ms),
+                (T0 + first * gap_ms, T0 + i as i64 * gap_ms + 1)
+            );
+        }
+        assert_eq!(&seen[..3], &[1, 2, 3]);
+        assert_eq!(seen[299], 300, "six full blocks");
+        assert_eq!(seen[300], 251, "the oldest block refilled");
+        assert_eq!(seen[999], 300);
+        assert_eq!(seen[1000], 251);
+        assert!(seen.iter().all(|n| *n <= 300));
+    }
+}
+
+/// A refilled block starts empty: the recent window's figures after 1,000 answers (with
+/// outcomes) are a fresh watch's on the same last 300 answers alone.
+#[test]
+fn the_recent_window_forgets_older_answers() {
+    let watch = Watch::new(Settings::default());
+    let fresh = Watch::new(Settings::default());
+    let data = rows(1_000, 9);
+    for (i, (p, truth)) in data.iter().enumerate() {
+        let a = answer("k", T0 + i as i64, p);
+        watch.record(&a);
+        watch.outcome(&a, *truth, None);
+        if i >= 700 {
+            fresh.record(&a);
+            fresh.outcome(&a, *truth, None);
+        }
+    }
+    let got = recent_of(&watch, None).expect("answers").figures;
+    let want = recent_of(&fresh, None).expect("answers").figures;
+    assert_eq!(got.answers, 300);
+    assert_eq!(
+        (got.answers, got.outcomes, &got.confidence_histogram),
+        (want.answers, want.outcomes, &want.confidence_histogram)
+    );
+    let close = |a: Option<f64>, b: Option<f64>| {
+        let (a, b) = (a.expect("a figure"), b.expect("a figure"));
+        assert!((a - b).abs() < 1e-9, "{a} against {b}");
+    };
+    close(got.mean_confidence, want.mean_confidence);
+    close(got.accuracy, want.accuracy);
+    close(got.brier, want.brier);
+    close(got.ece_equal_width_15, want.ece_equal_width_15);
+}
+
+/// An outcome counts in the recent window while its answer is there, once however often
+/// it is replaced, and not once its answer's block was refilled.
+#[test]
+fn recent_outcomes_follow_their_answers() {
+    let watch = Watch::new(Settings::default());
+    let p = [0.9, 0.1];
+    let first = answer("k", T0, &p);
+    watch.record(&first);
+    watch.outcome(&first, 1, None);
+    for _ in 0..5 {
+        watch.outcome(&first, 0, Some(1));
+        watch.outcome(&first, 1, Some(0));
+    }
+    watch.outcome(&first, 0, Some(1));
+    let w = recent_of(&watch, None).expect("answers").figures;
+    assert_eq!((w.outcomes, w.accuracy), (1, Some(1.0)));
+    for i in 1..=300 {
+        watch.record(&answer("k", T0 + i, &p));
+    }
+    // The first answer's block was refilled: its outcome, replaced now, counts nowhere.
+    watch.outcome(&first, 1, Some(0));
+    let w = recent_of(&watch, None).expect("answers").figures;
+    assert_eq!((w.answers, w.outcomes), (251, 0));
+    let last = answer("k", T0 + 300, &p);
+    watch.outcome(&last, 0, None);
+    let w = recent_of(&watch, None).expect("answers").figures;
+    assert_eq!((w.outcomes, w.accuracy), (1, Some(1.0)));
+}
+
+/// Each key's recent answers are its own; the merged view adds every key's.
+#[test]
+fn recent_windows_keep_keys_apart() {
+    let watch = Watch::new(Settings::default());
+    for i in 0..380 {
+        watch.record(&answer("a", T0 + i, &[0.9, 0.1]));
+    }
+    for i in 0..20 {
+        watch.record(&answer("b", T0 + i, &[0.6, 0.4]));
+    }
+    let count = |key| recent_of(&watch, key).map(|w| w.figures.answers);
+    assert_eq!(
+        (
+            count(Some("a")),
+            count(Some("b")),
+            count(None),
+            count(Some("c"))
+        ),
+        (Some(280), Some(20), Some(300), None)
+    );
+}
+
+/// Why the recent window: 300 answers after the label prior moved, the recent window's EM
+/// shift stands out while the day window, still holding the day's thousands of answers
+/// from before, has barely moved.
+#[test]
+fn the_recent_window_sees_a_shift_the_day_dilutes() {
+    let (from, until) = (T0, T0 + ring::WEEK_MS);
+    let watch = Watch::new(Settings {
+        reference: Some((from, until)),
+        ..Settings::default()
+    });
+    for (i, (p, _)) in rows(4_000, 11).iter().enumerate() {
+        watch.record(&answer("k", from + i as i64 * 100_000, p));
+    }
+    let day = until + ring::DAY_MS;
+    for (i, (p, _)) in rows(5_000, 12).iter().enumerate() {
+        watch.record(&answer("k", day + i as i64 * 1_000, p));
+    }
+    let steady = recent_of(&watch, None).expect("answers").figures;
+    let steady = steady.em_prior_shift.expect("a complete reference");
+    assert!(steady < 0.1, "{steady}");
+    let mut rng = SplitMix64::new(13);
+    let shifted = day + 5_000 * 1_000;
+    for i in 0..300 {
+        let p0 = 0.6 + 0.4 * rng.next_f64();
+        watch.record(&answer("k", shifted + i * 1_000, &[p0, 1.0 - p0]));
+    }
+    let recent = recent_of(&watch, None).expect("answers").figures;
+    let recent = recent.em_prior_shift.expect("a complete reference");
+    let f = watch.figures(&Query::default(), Span::Day, shifted);
+    let whole_day = self::day(&f).em_prior_shift.expect("a complete reference");
+    assert!(recent > 0.2, "{recent}");
+    assert!(whole_day < recent / 2.0, "day {whole_day}, recent {recent}");
+}

@@ -76,7 +76,7 @@ pub(super) fn usage() {}
 pub(super) fn ledger_decisions() {}
 
 /// The calibration watch's figures per model and question shape over the hours, days or
-/// weeks kept: with outcomes (accuracy, ECE, Brier, NLL, reliability) and without (mean
+/// weeks kept, or over each shape's last 250 to 300 answers (`window=recent`): with outcomes (accuracy, ECE, Brier, NLL, reliability) and without (mean
 /// confidence and option_mass, PSI, CBPE, the EM label prior). A key sees its own answers'
 /// figures; the admin key every key's, merged.
 #[utoipa::path(get, path = "/v1/calibration", tag = "ledger",

@@ -8,7 +8,7 @@ use super::*;
 pub(in crate::http::openapi) struct CalibrationPage {
     /// `calibration`.
     object: String,
-    /// `hour`, `day` or `week`.
+    /// `hour`, `day`, `week` or `recent`.
     window: String,
     /// The reference window the drift figures compare against; null before any answer.
     reference: Option<CalibrationReference>,
@@ -30,7 +30,8 @@ pub(in crate::http::openapi) struct CalibrationQuery {
     layout: Option<String>,
     /// Only raw, prior (corrected by the position prior) or profile answers
     class: Option<String>,
-    /// hour, day (default) or week
+    /// hour, day (default) or week: the UTC windows kept; recent: each shape's last 250 to
+    /// 300 answers (per key; the admin's view merges every key's), one window
     window: Option<String>,
 }
 
@@ -53,7 +54,7 @@ pub(in crate::http::openapi) struct CalibrationShapeName {
 pub(in crate::http::openapi) struct CalibrationCharts {
     /// `calibration.charts`.
     object: String,
-    /// `hour`, `day` or `week`.
+    /// `hour`, `day`, `week` or `recent`.
     window: String,
     shapes: Vec<CalibrationShapeCharts>,
 }
@@ -93,6 +94,8 @@ pub(in crate::http::openapi) struct CalibrationShape {
     #[serde(flatten)]
     shape: CalibrationShapeName,
     /// Oldest first; the last holds now. A window without answers has null figures.
+    /// `window=recent`: one window, from the earliest of the shape's recent answers to
+    /// just after the latest.
     windows: Vec<CalibrationWindow>,
     /// The reference window's own figures.
     reference: CalibrationFigures,

@@ -35,15 +35,15 @@ pub(in crate::http) async fn charts(
     caller: Caller,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let (watch, asked, span) = asked(&state, &caller, query)?;
+    let (watch, asked, window) = asked(&state, &caller, query)?;
     let shapes: Vec<Value> = watch
-        .figures(&asked, span, crate::ledger::now_ms())
+        .windowed(&asked, window, crate::ledger::now_ms())
         .iter()
         .map(shape_charts)
         .collect();
     Ok(Json(json!({
         "object": "calibration.charts",
-        "window": span.as_str(),
+        "window": window.as_str(),
         "shapes": shapes,
     })))
 }

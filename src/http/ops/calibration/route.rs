@@ -1,5 +1,5 @@
 //! `GET /v1/calibration`: the calibration watch's figures per model and question shape
-//! over the hours, days or weeks kept, from memory (never a scan of the ledger). A key sees
+//! over the hours, days or weeks kept, or over each shape's recent answers, from memory (never a scan of the ledger). A key sees
 //! the figures of its own answers, the admin key (every caller of an open service) every
 //! key's, merged. No figure holds caller text: shapes are model names, types, option
 //! counts, layouts and classes.
@@ -9,7 +9,7 @@ use axum::extract::{Query, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::calibration::watch::{self, Class, Span, Watch};
+use crate::calibration::watch::{self, Class, Span, Watch, Window};
 use crate::error::{ApiError, Code};
 use crate::http::auth::scope::Scope;
 use crate::http::auth::Caller;
@@ -29,23 +29,23 @@ pub(in crate::http) async fn figures(
     caller: Caller,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let (watch, asked, span) = asked(&state, &caller, query)?;
-    let shapes = watch.figures(&asked, span, crate::ledger::now_ms());
+    let (watch, asked, window) = asked(&state, &caller, query)?;
+    let shapes = watch.windowed(&asked, window, crate::ledger::now_ms());
     Ok(Json(json!({
         "object": "calibration",
-        "window": span.as_str(),
+        "window": window.as_str(),
         "reference": watch.reference(),
         "shapes": shapes,
     })))
 }
 
 /// The watch, and what `caller` asks of it: the query's shapes (only its own answers' unless
-/// it reads every key's) and span.
+/// it reads every key's) and window.
 pub(in crate::http) fn asked<'s>(
     state: &'s AppState,
     caller: &Caller,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Result<(&'s Watch, watch::Query, Span), ApiError> {
+) -> Result<(&'s Watch, watch::Query, Window), ApiError> {
     caller.require(Scope::LedgerRead)?;
     open(state)?;
     let Some(watch) = state.ledger.watch() else {
@@ -57,17 +57,17 @@ pub(in crate::http) fn asked<'s>(
     let pairs = query
         .map(|Query(p)| p)
         .map_err(|_| bad("the query string could not be read as name=value pairs".into()))?;
-    let (mut asked, span) = parse(&pairs)?;
+    let (mut asked, window) = parse(&pairs)?;
     if !is_admin(state, caller) {
         asked.key = Some(caller.name().to_owned());
     }
-    Ok((watch.as_ref(), asked, span))
+    Ok((watch.as_ref(), asked, window))
 }
 
-/// The shapes and the span the query asks for.
-fn parse(pairs: &[(String, String)]) -> Result<(watch::Query, Span), ApiError> {
+/// The shapes and the window the query asks for (default: the day's).
+fn parse(pairs: &[(String, String)]) -> Result<(watch::Query, Window), ApiError> {
     let mut asked = watch::Query::default();
-    let mut span = Span::Day;
+    let mut window = Window::Calendar(Span::Day);
     for (name, value) in pairs {
         match name.as_str() {
             "model" => asked.model = Some(value.clone()),
@@ -86,10 +86,8 @@ fn parse(pairs: &[(String, String)]) -> Result<(watch::Query, Span), ApiError> {
                 )
             }
             "window" => {
-                span = Span::ALL
-                    .into_iter()
-                    .find(|s| s.as_str() == value)
-                    .ok_or_else(|| bad("window must be hour, day or week".into()))?
+                window = Window::parse(value)
+                    .ok_or_else(|| bad("window must be hour, day, week or recent".into()))?
             }
             _ => {
                 return Err(bad(format!(
@@ -98,5 +96,5 @@ fn parse(pairs: &[(String, String)]) -> Result<(watch::Query, Span), ApiError> {
             }
         }
     }
-    Ok((asked, span))
+    Ok((asked, window))
 }
