@@ -6,6 +6,10 @@ online latency with a batch running against online latency alone.
     SYSTEMONE_LLAMA_ARGS=--metrics scripts/start-llama.sh 0     # LLAMA_URL=http://127.0.0.1:PORT/v1
     scripts/batch-llama-measure.py --binary target/release/systemone --llama http://127.0.0.1:PORT \
         [--states 200] [--questions 5] [--online 30] [--shares 0.5,0.0625]
+    # latency only, two builds alternating, each with its own service flags:
+    scripts/batch-llama-measure.py --latency-only --rounds 2 --llama http://127.0.0.1:PORT \
+        --service "old=/path/old/systemone --batch-share 0.0625" \
+        --service "new=target/release/systemone --batch-upstream-slots 1"
 
 Each state (a ticket of a few sentences) is asked `--questions` one-question lines (a noul or
 a choice), shuffled. Tokens are llama-server's `llamacpp:prompt_tokens_total` (`--metrics`)
@@ -18,7 +22,10 @@ before and after:
 Latency: `--online` one-question requests about states of their own, one at a time, alone
 and then while a batch of the shuffled lines runs, for each `--batch-share`. Each phase
 uses texts of its own (a tag in every state), so no phase finds another's in the cache.
-Prints a Markdown table. Standard library only.
+With `--service` (repeated), each round starts each service in turn (the order reversed
+every other round), and measures online p50 alone and with a batch running on it, so two
+builds or two flag sets are compared side by side under the same load. Prints a Markdown
+table. Standard library only.
 """
 
 import argparse
@@ -85,11 +92,12 @@ def free_port():
     return port
 
 
-def start_service(binary, llama, share, state_dir):
+def start_service(binary, llama, share, state_dir, flags=()):
     port = free_port()
     args = [binary, "serve", "--listen", f"127.0.0.1:{port}", "--backend-url", f"{llama}/v1",
-            "--state-dir", state_dir, "--batch-share", share,
-            "--read-timeout-secs", "300", "--request-timeout-secs", "600"]
+            "--state-dir", state_dir, "--read-timeout-secs", "300", "--request-timeout-secs", "600"]
+    args += ["--batch-share", share] if share else []
+    args += list(flags)
     log = open(f"{state_dir}/service.log", "w")
     child = subprocess.Popen(args, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
@@ -143,15 +151,58 @@ def latencies(base, tag, n):
     return out
 
 
+def busy_p50(base, tag, states, questions, online):
+    """Online p50 while a batch of the shuffled lines runs (cancelled after), and its counts
+    when the online requests ended."""
+    running = submit(base, shuffled(tag, states, questions, 2))
+    time.sleep(2)
+    busy = statistics.median(latencies(base, f"O{tag}", online))
+    _, left = http("GET", f"{base}/v1/batches/{running}")
+    try:
+        post_json(f"{base}/v1/batches/{running}/cancel", {})
+    except urllib.error.HTTPError as e:
+        assert e.code == 409, e  # it had ended: the row says so
+    wait_batch(base, running)
+    return busy, json.loads(left)["request_counts"]
+
+
+def compare(a):
+    """Each `--service` in turn, `--rounds` times: online p50 alone, then with a batch."""
+    services = [s.split("=", 1) for s in a.service]
+    print("| round | service | flags | online p50 alone | with a batch running | x alone | batch lines done |")
+    print("|---:|---|---|---:|---:|---:|---:|")
+    for r in range(a.rounds):
+        for k, (label, command) in enumerate(services if r % 2 == 0 else services[::-1]):
+            binary, *flags = command.split()
+            tag = f"{r}{k}{label}"
+            with tempfile.TemporaryDirectory() as state_dir:
+                child, base = start_service(binary, a.llama, None, state_dir, flags)
+                try:
+                    alone = statistics.median(latencies(base, f"A{tag}", a.online))
+                    busy, counts = busy_p50(base, f"R{tag}", a.states, a.questions, a.online)
+                finally:
+                    child.kill()
+                    child.wait()
+            print(f"| {r + 1} | {label} | `{' '.join(flags)}` | {alone * 1000:.0f} ms | "
+                  f"{busy * 1000:.0f} ms | **{busy / alone:.2f}** | "
+                  f"{counts['completed']} of {counts['total']} |", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--binary", required=True)
+    p.add_argument("--binary")
+    p.add_argument("--service", action="append", default=[],
+                   help="label=binary [flags...]; with --latency-only, compared side by side")
+    p.add_argument("--latency-only", action="store_true")
+    p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--llama", required=True, help="llama-server's base URL, without /v1")
     p.add_argument("--states", type=int, default=200)
     p.add_argument("--questions", type=int, default=5)
     p.add_argument("--online", type=int, default=30)
     p.add_argument("--shares", default="0.5,0.0625")
     a = p.parse_args()
+    if a.latency_only:
+        return compare(a)
     lines_n = a.states * a.questions
     rows = []
     for n, share in enumerate(a.shares.split(",")):
