@@ -183,15 +183,12 @@ async fn one_request_is_one_trace_under_the_callers_parent_with_genai_reads() {
         );
     }
     let names: HashSet<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    for step in [
-        "validation",
-        "token-table check",
-        "in-flight permit",
-        "decode and calibrate",
-        "ledger commit",
-    ] {
+    for step in ["validation", "decode and calibrate", "ledger commit"] {
         assert!(names.contains(step), "no {step:?} span in {names:?}");
     }
+    // The two reads go one after the other, under a cap of 16: neither waited for a slot,
+    // so there is no wait's span (`a_read_that_waits_for_a_slot_has_the_waits_span`).
+    assert!(!names.contains("in-flight permit"), "{names:?}");
 
     let reads: Vec<&Span> = spans.iter().filter(|s| s.kind == 3).collect();
     assert_eq!(reads.len(), 2, "one read per question");
@@ -245,6 +242,38 @@ async fn one_request_is_one_trace_under_the_callers_parent_with_genai_reads() {
         parents.insert(fields[2]);
     }
     assert_eq!(parents.len(), 2, "each read its own span");
+}
+
+/// Under a cap of one read in flight, of two requests at once one waits for the other's
+/// slow read: its trace has the `in-flight permit` span, under its SERVER span.
+#[tokio::test]
+async fn a_read_that_waits_for_a_slot_has_the_waits_span() {
+    let fake = FakeVllm::start().await;
+    fake.set_delay(std::time::Duration::from_millis(300));
+    let collector = Collector::start().await;
+    let one = [("SYSTEMONE_MAX_IN_FLIGHT", "1")];
+    let served = serve_with(&fake, Some(&collector.endpoint()), &one).await;
+    let (a, b) = tokio::join!(
+        served.ask(&two_questions(), None),
+        served.ask(&two_questions(), None)
+    );
+    assert_eq!((a.status, b.status), (200, 200), "{} {}", a.text, b.text);
+    let spans = collector
+        .wait_for("both traces and a wait", |spans| {
+            spans.iter().filter(|s| s.kind == 2).count() == 2
+                && spans.iter().filter(|s| s.kind == 3).count() == 4
+                && spans.iter().any(|s| s.name == "in-flight permit")
+        })
+        .await;
+    let servers: Vec<&Span> = spans.iter().filter(|s| s.kind == 2).collect();
+    for wait in spans.iter().filter(|s| s.name == "in-flight permit") {
+        assert!(
+            servers
+                .iter()
+                .any(|s| s.span_id == wait.parent_span_id && s.trace_id == wait.trace_id),
+            "the wait hangs outside its request: {spans:#?}"
+        );
+    }
 }
 
 /// Everything exported (spans, attributes, events, the resource) holds none of the caller's
