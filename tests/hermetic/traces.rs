@@ -253,10 +253,8 @@ async fn a_read_that_waits_for_a_slot_has_the_waits_span() {
     let collector = Collector::start().await;
     let one = [("SYSTEMONE_MAX_IN_FLIGHT", "1")];
     let served = serve_with(&fake, Some(&collector.endpoint()), &one).await;
-    let (a, b) = tokio::join!(
-        served.ask(&two_questions(), None),
-        served.ask(&two_questions(), None)
-    );
+    let body = two_questions();
+    let (a, b) = tokio::join!(served.ask(&body, None), served.ask(&body, None));
     assert_eq!((a.status, b.status), (200, 200), "{} {}", a.text, b.text);
     let spans = collector
         .wait_for("both traces and a wait", |spans| {
