@@ -291,16 +291,49 @@ fn variants() -> Vec<Option<(String, String)>> {
 }
 
 /// An OTLP/HTTP sink for `{otlp}` in `LOAD_VARIANTS`, on the current runtime: answers 200
-/// to every `POST /v1/traces` and counts the exports and their bytes (that spans really
-/// left the services), keeping nothing. Its URL.
-async fn otlp_sink(seen: Arc<(fake_server::Recorder, AtomicUsize)>) -> String {
+/// to every `POST /v1/traces` and counts the exports, their bytes, spans and attributes
+/// (that spans really left the services, and what an export holds), keeping nothing. Its URL.
+async fn otlp_sink(seen: Arc<OtlpSeen>) -> String {
     let export = move |body: axum::body::Bytes| {
-        let _counted = seen.0.enter();
-        seen.1.fetch_add(body.len(), Ordering::Relaxed);
+        let _counted = seen.exports.enter();
+        seen.bytes.fetch_add(body.len(), Ordering::Relaxed);
+        seen.count(&body);
         std::future::ready(axum::http::StatusCode::OK)
     };
     let app = axum::Router::new().route("/v1/traces", axum::routing::post(export));
     format!("http://{}/v1/traces", fake_server::serve(app).await)
+}
+
+/// What the OTLP sink received.
+#[derive(Default)]
+struct OtlpSeen {
+    exports: fake_server::Recorder,
+    bytes: AtomicUsize,
+    spans: AtomicUsize,
+    attributes: AtomicUsize,
+}
+
+impl OtlpSeen {
+    /// Counts the spans and their attributes of one export (protobuf, decoded).
+    fn count(&self, body: &[u8]) {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use prost::Message;
+        let Ok(export) = ExportTraceServiceRequest::decode(body) else {
+            return;
+        };
+        let spans = export
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .flat_map(|s| &s.spans);
+        let (mut count, mut attributes) = (0, 0);
+        for span in spans {
+            count += 1;
+            attributes += span.attributes.len();
+        }
+        self.spans.fetch_add(count, Ordering::Relaxed);
+        self.attributes.fetch_add(attributes, Ordering::Relaxed);
+    }
 }
 
 /// The ledgers `LOAD_LEDGERS` names, each with the `SYSTEMONE_LEDGER` of one child (a
@@ -616,7 +649,7 @@ fn main() {
     let fake = fake_rt.block_on(FakeVllm::start());
     fake.set_keep_bodies(false);
 
-    let otlp_seen = Arc::new((fake_server::Recorder::default(), AtomicUsize::new(0)));
+    let otlp_seen = Arc::new(OtlpSeen::default());
     let otlp = fake_rt.block_on(otlp_sink(otlp_seen.clone()));
     let start = |config: Config| {
         let (guard, addr) = config.start(&fake.base_url(), &otlp);
@@ -734,11 +767,18 @@ fn main() {
     };
     table.print(knobs.round * knobs.rounds as u32);
     drop(services);
-    if otlp_seen.0.requests() > 0 {
+    let exports = otlp_seen.exports.requests();
+    if exports > 0 {
+        let bytes = otlp_seen.bytes.load(Ordering::Relaxed);
+        let spans = otlp_seen.spans.load(Ordering::Relaxed);
+        let attributes = otlp_seen.attributes.load(Ordering::Relaxed);
         println!(
-            "\nThe OTLP sink received {} exports, {:.1} MB.",
-            otlp_seen.0.requests(),
-            otlp_seen.1.load(Ordering::Relaxed) as f64 / 1e6
+            "\nThe OTLP sink received {exports} exports, {:.1} MB: {spans} spans ({:.0} bytes \
+             and {:.1} attributes a span, {:.0} spans an export).",
+            bytes as f64 / 1e6,
+            bytes as f64 / spans.max(1) as f64,
+            attributes as f64 / spans.max(1) as f64,
+            spans as f64 / exports as f64,
         );
     }
     if let Some(plan) = floor_plan {

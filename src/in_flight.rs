@@ -40,6 +40,17 @@ impl InFlight {
         }
     }
 
+    /// A free slot, if one is free now (never ahead of a waiter: the semaphore hands a
+    /// released slot to the first waiter). Lets a caller skip the wait's span when there is
+    /// no wait.
+    pub fn try_acquire(&self) -> Option<InFlightPermit> {
+        self.slots
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .map(InFlightPermit)
+    }
+
     /// Upstream requests in flight right now.
     pub fn in_use(&self) -> usize {
         self.cap - self.slots.available_permits()

@@ -1,7 +1,7 @@
 //! The pipeline's spans in the exported trace ([`crate::telemetry`]): the wait for an
-//! in-flight permit, the token-table check, the position prior's sample, each upstream
-//! read as a GenAI CLIENT span, decoding and calibration, a native forward. Each is a
-//! disabled `tracing` span unless traces are on.
+//! in-flight permit and the token-table check (each only when there is a wait), the
+//! position prior's sample, each upstream read as a GenAI CLIENT span, decoding and
+//! calibration, a native forward. Each is a disabled `tracing` span unless traces are on.
 //!
 //! A read's span follows the OpenTelemetry GenAI conventions: named
 //! `{gen_ai.operation.name} {gen_ai.request.model}` (`chat glm-5.3-flash`), with the
@@ -15,7 +15,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::backend::{BackendError, ReadReply};
 use crate::request::ValidRequest;
-use crate::telemetry::TARGET;
+use crate::telemetry::{int, TARGET};
 
 /// What a read's span says of where it went and what it asks.
 pub(super) struct ReadSpan<'a> {
@@ -47,8 +47,8 @@ pub(super) fn read(req: &ValidRequest, at: &ReadSpan<'_>) -> Span {
         gen_ai.request.model = model,
         systemone.model = req.model().name.as_str(),
         systemone.replica = at.replica,
-        systemone.attempt = at.attempt,
-        systemone.options = at.options,
+        systemone.attempt = i64::from(at.attempt),
+        systemone.options = int(at.options),
         systemone.layout = req.layout().as_str(),
         systemone.prior_sample = at.sample,
     )
@@ -84,12 +84,14 @@ pub(super) fn read_ended(
     );
 }
 
-/// Waiting for a slot under the process-wide in-flight cap.
+/// Waiting for a slot under the process-wide in-flight cap (made only when no slot is free
+/// at once: a read that did not wait has none).
 pub(super) fn permit_wait() -> Span {
     tracing::info_span!(target: TARGET, "in-flight permit")
 }
 
-/// Waiting for the model's token-table check's verdict (its first, at startup).
+/// Waiting for the model's token-table check's verdict (its first, at startup; made only
+/// while that check is pending).
 pub(super) fn token_table_check() -> Span {
     tracing::info_span!(target: TARGET, "token-table check")
 }
@@ -105,8 +107,8 @@ pub(super) fn decode(options: usize, orders: usize) -> Span {
     tracing::info_span!(
         target: TARGET,
         "decode and calibrate",
-        systemone.options = options,
-        systemone.orders = orders,
+        systemone.options = int(options),
+        systemone.orders = int(orders),
     )
 }
 
@@ -120,7 +122,7 @@ pub(super) fn forward(req: &ValidRequest) -> Span {
         otel.kind = "client",
         gen_ai.request.model = model,
         systemone.model = req.model().name.as_str(),
-        systemone.questions = req.questions().len(),
+        systemone.questions = int(req.questions().len()),
     )
 }
 

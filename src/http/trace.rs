@@ -72,7 +72,7 @@ pub(super) fn escalation(from: &str, to: &str, questions: usize) -> Span {
         "escalation",
         systemone.model = from,
         systemone.escalation.model = to,
-        systemone.escalation.questions = questions,
+        systemone.escalation.questions = telemetry::int(questions),
     )
 }
 

@@ -55,6 +55,11 @@ pub fn layer(
         .with_threads(false)
         .with_target(false)
         .with_tracked_inactivity(false)
+        // Nothing reads the OpenTelemetry context of the current thread: a span's parent is
+        // the current `tracing` span, and `inject_current` takes the context from that span.
+        // Activating it on every enter (each poll of an instrumented future) cost a clone,
+        // an attach and a guard per poll (docs/benchmarks/load.md).
+        .with_context_activation(false)
         .with_filter(Targets::new().with_target(TARGET, LevelFilter::TRACE));
     ON.store(true, Ordering::Relaxed);
     let telemetry = Telemetry {

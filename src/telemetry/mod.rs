@@ -38,6 +38,12 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// The layer that exports spans, as the subscriber takes it beside the log's.
 pub type TraceLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
+/// A count as a span's attribute: an `i64`, OpenTelemetry's integer (a `u64` or `usize`
+/// field reaches `tracing-opentelemetry` through `Debug`: a string, formatted for each span).
+pub fn int(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// The log's filter directive that keeps the exported spans out of the log (whatever
 /// `RUST_LOG` says: it is added last).
 pub fn not_in_the_log() -> Option<tracing_subscriber::filter::Directive> {

@@ -42,6 +42,11 @@ impl Drop for Served {
 /// Starts the binary on 127.0.0.1:0 in front of `fake`, with the API key [`KEY`] and a
 /// ledger of its own, exporting traces to `endpoint` when given (batches sent every 10 ms).
 async fn serve(fake: &FakeVllm, endpoint: Option<&str>) -> Served {
+    serve_with(fake, endpoint, &[]).await
+}
+
+/// [`serve`], with the environment variables `env` set too (a sampler, say).
+async fn serve_with(fake: &FakeVllm, endpoint: Option<&str>, env: &[(&str, &str)]) -> Served {
     let ledger = support::temp_file("ledger.sqlite", "");
     let mut command = support::binary();
     command
@@ -68,6 +73,7 @@ async fn serve(fake: &FakeVllm, endpoint: Option<&str>) -> Served {
     ] {
         command.env_remove(name);
     }
+    command.envs(env.iter().copied());
     let mut child = command
         .env("OTEL_BSP_SCHEDULE_DELAY", "10")
         .env("RUST_LOG", "info")
@@ -177,15 +183,12 @@ async fn one_request_is_one_trace_under_the_callers_parent_with_genai_reads() {
         );
     }
     let names: HashSet<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    for step in [
-        "validation",
-        "token-table check",
-        "in-flight permit",
-        "decode and calibrate",
-        "ledger commit",
-    ] {
+    for step in ["validation", "decode and calibrate", "ledger commit"] {
         assert!(names.contains(step), "no {step:?} span in {names:?}");
     }
+    // The two reads go one after the other, under a cap of 16: neither waited for a slot,
+    // so there is no wait's span (`a_read_that_waits_for_a_slot_has_the_waits_span`).
+    assert!(!names.contains("in-flight permit"), "{names:?}");
 
     let reads: Vec<&Span> = spans.iter().filter(|s| s.kind == 3).collect();
     assert_eq!(reads.len(), 2, "one read per question");
@@ -239,6 +242,36 @@ async fn one_request_is_one_trace_under_the_callers_parent_with_genai_reads() {
         parents.insert(fields[2]);
     }
     assert_eq!(parents.len(), 2, "each read its own span");
+}
+
+/// Under a cap of one read in flight, of two requests at once one waits for the other's
+/// slow read: its trace has the `in-flight permit` span, under its SERVER span.
+#[tokio::test]
+async fn a_read_that_waits_for_a_slot_has_the_waits_span() {
+    let fake = FakeVllm::start().await;
+    fake.set_delay(std::time::Duration::from_millis(300));
+    let collector = Collector::start().await;
+    let one = [("SYSTEMONE_MAX_IN_FLIGHT", "1")];
+    let served = serve_with(&fake, Some(&collector.endpoint()), &one).await;
+    let body = two_questions();
+    let (a, b) = tokio::join!(served.ask(&body, None), served.ask(&body, None));
+    assert_eq!((a.status, b.status), (200, 200), "{} {}", a.text, b.text);
+    let spans = collector
+        .wait_for("both traces and a wait", |spans| {
+            spans.iter().filter(|s| s.kind == 2).count() == 2
+                && spans.iter().filter(|s| s.kind == 3).count() == 4
+                && spans.iter().any(|s| s.name == "in-flight permit")
+        })
+        .await;
+    let servers: Vec<&Span> = spans.iter().filter(|s| s.kind == 2).collect();
+    for wait in spans.iter().filter(|s| s.name == "in-flight permit") {
+        assert!(
+            servers
+                .iter()
+                .any(|s| s.span_id == wait.parent_span_id && s.trace_id == wait.trace_id),
+            "the wait hangs outside its request: {spans:#?}"
+        );
+    }
 }
 
 /// Everything exported (spans, attributes, events, the resource) holds none of the caller's
@@ -337,4 +370,81 @@ async fn an_unreachable_collector_changes_no_answer_and_drops_are_counted() {
         sent.iter().flatten().all(|(name, _)| name != "traceparent"),
         "{sent:?}"
     );
+}
+
+/// The `traceparent` of each upstream request `fake` received, split into its four fields.
+fn upstream_traceparents(fake: &FakeVllm) -> Vec<Vec<String>> {
+    fake.routing_headers()
+        .iter()
+        .map(|headers| {
+            let traceparent = headers
+                .iter()
+                .find(|(name, _)| name == "traceparent")
+                .map(|(_, value)| value.as_str())
+                .unwrap_or_else(|| {
+                    panic!("an upstream request without a traceparent: {headers:?}")
+                });
+            traceparent.split('-').map(str::to_owned).collect()
+        })
+        .collect()
+}
+
+/// A request the sampler leaves out is not exported, and its upstream requests still carry
+/// its trace, flagged not sampled (`-00`), so a model server that traces leaves it out too:
+/// a caller's unsampled `traceparent` under the default parent-based sampler, and a request
+/// of a ratio-0 sampler without one.
+#[tokio::test]
+async fn a_sampled_out_request_is_passed_upstream_as_not_sampled() {
+    let fake = FakeVllm::start().await;
+    let collector = Collector::start().await;
+    let served = serve(&fake, Some(&collector.endpoint())).await;
+    let unsampled = format!("00-{TRACE_ID}-{CALLER_SPAN}-00");
+    let reply = served.ask(&two_questions(), Some(&unsampled)).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let sent = upstream_traceparents(&fake);
+    assert_eq!(sent.len(), 2);
+    for fields in &sent {
+        assert_eq!(fields[1], TRACE_ID, "{fields:?}");
+        assert_ne!(fields[2], CALLER_SPAN, "{fields:?}");
+        assert_eq!(fields[3], "00", "sampled out, flagged so: {fields:?}");
+    }
+    // A sampled request afterwards: once its trace has arrived, the first one's spans,
+    // ended before it started, would have too.
+    let sampled_trace = "0af7651916cd43dd8448eb211c80319c";
+    let sampled = format!("00-{sampled_trace}-{CALLER_SPAN}-01");
+    let reply = served.ask(&two_questions(), Some(&sampled)).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let spans = collector
+        .wait_for("the sampled request's trace", |spans| {
+            spans.iter().any(|s| s.kind == 2) && spans.iter().filter(|s| s.kind == 3).count() == 2
+        })
+        .await;
+    assert!(
+        spans.iter().all(|s| s.trace_id == sampled_trace),
+        "{spans:#?}"
+    );
+    let sent = upstream_traceparents(&fake);
+    assert!(
+        sent[2..]
+            .iter()
+            .all(|f| f[1] == sampled_trace && f[3] == "01"),
+        "{sent:?}"
+    );
+
+    let fake = FakeVllm::start().await;
+    let never = [
+        ("OTEL_TRACES_SAMPLER", "traceidratio"),
+        ("OTEL_TRACES_SAMPLER_ARG", "0"),
+    ];
+    let served = serve_with(&fake, Some(&collector.endpoint()), &never).await;
+    let reply = served.ask(&two_questions(), None).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let sent = upstream_traceparents(&fake);
+    assert_eq!(sent.len(), 2);
+    for fields in &sent {
+        assert_eq!(fields[1].len(), 32, "{fields:?}");
+        assert_ne!(fields[1], "0".repeat(32), "{fields:?}");
+        assert_eq!(fields[3], "00", "sampled out, flagged so: {fields:?}");
+    }
+    assert_eq!(sent[0][1], sent[1][1], "one trace: {sent:?}");
 }

@@ -128,11 +128,14 @@ impl Pipeline {
         at: ReadSpan<'_>,
     ) -> Result<ReadReply, BackendError> {
         let backend = via.backend;
-        let permit = self
-            .in_flight
-            .acquire()
-            .instrument(spans::permit_wait())
-            .await;
+        // The wait's span only when there is a wait: a span costs ~5 µs traced.
+        let permit = match self.in_flight.try_acquire() {
+            Some(permit) => permit,
+            None => {
+                let wait = self.in_flight.acquire();
+                wait.instrument(spans::permit_wait()).await
+            }
+        };
         sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let span = spans::read(req, &at);

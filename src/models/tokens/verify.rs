@@ -213,14 +213,16 @@ impl Verifier {
     /// finished this waits for it (bounded by the check timeout). Never starts a check.
     pub async fn settled(&self) -> Verdict {
         let mut finished = self.finished.subscribe();
-        let first_pending = {
-            let state = self.lock();
-            state.verdict == Verdict::Unchecked && state.finished_at.is_none()
-        };
-        if first_pending {
+        if self.first_pending() {
             let _ = tokio::time::timeout(self.timeout, finished.changed()).await;
         }
         self.lock().verdict
+    }
+
+    /// Whether the first check has not finished yet ([`Self::settled`] then waits for it).
+    pub fn first_pending(&self) -> bool {
+        let state = self.lock();
+        state.verdict == Verdict::Unchecked && state.finished_at.is_none()
     }
 
     /// Waits until the first check (or an automatic table's first build) has finished,
