@@ -68,13 +68,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use fake_vllm::FakeVllm;
 use support::{
     cpu_time, drive, env_secs, fake_backend_flags, label_ids, mark, one_question, route_criteria,
-    route_question, ticket_state, Phase, ServiceGuard, ROUTE_INSTRUCTIONS, SERVICE_RUST_LOG,
+    route_question, ticket_state, Phase, ServiceGuard, SERVICE_RUST_LOG,
 };
+use support::scenario::{Scenario, SCENARIOS};
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::ReadRequest;
 use systemone::models::tokens::TokenTable;
@@ -103,73 +104,6 @@ const TARGET_LOG_SHARE: f64 = 0.05;
 const TARGET_RSS_MB: f64 = 30.0;
 /// What a token caller may add over a key caller, per request (issue 40).
 const TARGET_TOKEN_ADDED_US: f64 = 10.0;
-
-/// One load shape: `questions` choice questions of `options` options each.
-#[derive(Clone, Copy)]
-struct Scenario {
-    name: &'static str,
-    questions: usize,
-    options: usize,
-}
-
-const SCENARIOS: [Scenario; 3] = [
-    Scenario {
-        name: "1x4",
-        questions: 1,
-        options: 4,
-    },
-    Scenario {
-        name: "5x4",
-        questions: 5,
-        options: 4,
-    },
-    Scenario {
-        name: "1x150",
-        questions: 1,
-        options: 150,
-    },
-];
-
-impl Scenario {
-    fn label(&self) -> String {
-        format!("{} q × {} options", self.questions, self.options)
-    }
-
-    /// The options of each question: the routing options, or `n` numbered categories.
-    fn criteria(&self) -> Vec<(String, Value)> {
-        if self.options == 4 {
-            return route_criteria();
-        }
-        (0..self.options)
-            .map(|i| {
-                (
-                    format!("category_{i:03}"),
-                    json!(format!(
-                        "Tickets about topic number {i} of the support taxonomy"
-                    )),
-                )
-            })
-            .collect()
-    }
-
-    /// The caller's body.
-    fn body(&self) -> Vec<u8> {
-        let criteria: serde_json::Map<String, Value> = self.criteria().into_iter().collect();
-        let questions: serde_json::Map<String, Value> = (0..self.questions)
-            .map(|i| {
-                let name = if self.questions == 1 {
-                    "route".to_string()
-                } else {
-                    format!("route_{i}")
-                };
-                let q = json!({"type": "choice", "instructions": ROUTE_INSTRUCTIONS, "criteria": criteria});
-                (name, q)
-            })
-            .collect();
-        let body = json!({"state": ticket_state(), "questions": questions});
-        serde_json::to_vec(&body).expect("serialises")
-    }
-}
 
 /// One service child: which binary, which logging.
 struct Config {

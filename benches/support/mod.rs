@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod scenario;
 pub mod tokens;
 
 use std::io::{BufRead, BufReader};
