@@ -80,12 +80,13 @@ struct Threshold {
 #[derive(Debug, Clone)]
 enum Expr {
     Threshold(Threshold),
-    /// `gauge{window} < factor * (gauge{window} offset DURATION)`.
+    /// `gauge{window} < factor * (gauge{window} offset DURATION)`, with a guard as above.
     Offset {
         gauge: String,
         window: String,
         factor: f64,
         offset_ms: i64,
+        guard: Option<(String, f64)>,
     },
 }
 
@@ -118,29 +119,30 @@ fn selector(text: &str) -> (String, String) {
 
 fn parse_expr(expr: &str) -> Expr {
     let words: Vec<&str> = expr.split_whitespace().collect();
+    let (gauge, window) = selector(words[0]);
+    // `… and on(…) guard{window} >= min`: the guard on the same window.
+    let guard = words.iter().position(|w| *w == ">=").map(|at| {
+        let (name, guard_window) = selector(words[at - 1]);
+        assert_eq!(guard_window, window, "{expr}");
+        (name, words[at + 1].parse().expect("a count"))
+    });
     if let Some(at) = words.iter().position(|w| *w == "offset") {
         // gauge{…} < F * (gauge{…} offset 1w)
-        let (gauge, window) = selector(words[0]);
         assert_eq!(words[1], "<", "{expr}");
         return Expr::Offset {
             gauge,
             window,
             factor: words[2].parse().expect("a factor"),
             offset_ms: duration_ms(words[at + 1].trim_end_matches(')')),
+            guard,
         };
     }
-    let (gauge, window) = selector(words[0]);
     let above = match words[1] {
         ">" => true,
         "<" => false,
         other => panic!("an operator: {other} in {expr}"),
     };
     let threshold = words[2].parse().expect("a threshold");
-    let guard = words.iter().position(|w| *w == ">=").map(|at| {
-        let (name, guard_window) = selector(words[at - 1]);
-        assert_eq!(guard_window, window, "{expr}");
-        (name, words[at + 1].parse().expect("a count"))
-    });
     Expr::Threshold(Threshold {
         gauge,
         window,
@@ -213,6 +215,11 @@ fn scrape(watch: &Watch, now_ms: i64) -> Scrape {
 /// Whether `expr` holds at this scrape (`past`: earlier scrapes by time, for `offset`).
 fn holds(expr: &Expr, now: &Scrape, past: &HashMap<i64, Scrape>, now_ms: i64) -> bool {
     let get = |s: &Scrape, g: &str, w: &str| s.get(&(g.to_owned(), w.to_owned())).copied();
+    let guarded = |guard: &Option<(String, f64)>, w: &str| {
+        guard
+            .as_ref()
+            .is_none_or(|(g, min)| get(now, g, w).is_some_and(|c| c >= *min))
+    };
     match expr {
         Expr::Threshold(t) => {
             let Some(v) = get(now, &t.gauge, &t.window) else {
@@ -223,22 +230,21 @@ fn holds(expr: &Expr, now: &Scrape, past: &HashMap<i64, Scrape>, now_ms: i64) ->
             } else {
                 v < t.threshold
             };
-            let guarded = t
-                .guard
-                .as_ref()
-                .is_none_or(|(g, min)| get(now, g, &t.window).is_some_and(|c| c >= *min));
-            past_threshold && guarded
+            past_threshold && guarded(&t.guard, &t.window)
         }
         Expr::Offset {
             gauge,
             window,
             factor,
             offset_ms,
+            guard,
         } => {
             let before = past
                 .get(&(now_ms - offset_ms))
                 .and_then(|s| get(s, gauge, window));
-            matches!((get(now, gauge, window), before), (Some(v), Some(b)) if v < factor * b)
+            let fell =
+                matches!((get(now, gauge, window), before), (Some(v), Some(b)) if v < factor * b);
+            fell && guarded(guard, window)
         }
     }
 }

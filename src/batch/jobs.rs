@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, OnceCell, Semaphore};
 
 use super::progress::Progress;
+use super::rows::Charger;
 use super::store::Store;
 use crate::config::BatchSettings;
 
@@ -20,6 +21,8 @@ pub struct Batches {
     pub settings: BatchSettings,
     /// Where `batches.sqlite` is (`None`: in memory).
     dir: Option<PathBuf>,
+    /// Where lines' usage is charged.
+    charger: Arc<dyn Charger>,
     opened: OnceCell<(Store, Progress)>,
     /// The batches running here, by id, each with its cancel lever.
     running: Mutex<HashMap<String, Arc<Notify>>>,
@@ -31,15 +34,22 @@ pub struct Batches {
 }
 
 impl Batches {
-    /// The batch jobs of a service with these settings, under `dir`; `in_flight_cap` is the
-    /// upstream in-flight cap, of which batch lines take only their share.
-    pub fn new(settings: BatchSettings, dir: Option<PathBuf>, in_flight_cap: usize) -> Self {
+    /// The batch jobs of a service with these settings, under `dir`, charging usage to
+    /// `charger`; `in_flight_cap` is the upstream in-flight cap, of which batch lines take only
+    /// their share.
+    pub fn new(
+        settings: BatchSettings,
+        dir: Option<PathBuf>,
+        charger: Arc<dyn Charger>,
+        in_flight_cap: usize,
+    ) -> Self {
         let room = ((settings.batch_share * in_flight_cap as f64).floor() as usize).max(1);
         let lines = settings.batch_max_concurrency as usize;
         Batches {
             room,
             settings,
             dir,
+            charger,
             opened: OnceCell::new(),
             running: Mutex::default(),
             lines: Arc::new(Semaphore::new(lines)),
@@ -54,6 +64,7 @@ impl Batches {
                 let wait = Duration::from_millis(self.settings.batch_commit_ms);
                 let progress = Progress::start(
                     store.clone(),
+                    Arc::downgrade(&self.charger),
                     self.settings.batch_commit_lines as usize,
                     wait,
                 );

@@ -2,15 +2,20 @@
 //! enough others are waiting) and is committed with them in one transaction, one fsync for
 //! the group instead of one a line.
 //!
-//! Exactly once still holds: a line is pending until the commit that holds its output, and
-//! a line run again after a crash is the same request (its id is derived from its batch and
-//! position, [`super::ids`]), so the ledger keeps one record of it and the store one output.
+//! A group's usage is charged first, in one call to the limit store, then its outputs are
+//! committed. Exactly once holds across a kill -9 at any point: a line is pending until the
+//! commit that holds its output, and a line run again after a crash is the same request
+//! (its id is derived from its batch and position, [`super::ids`]), so the ledger keeps one
+//! record of it, the store one output, and the limit store one charge (a [`Charger`] that
+//! keeps the ids it charged). A charge that fails leaves the group
+//! pending: its lines run again and are charged then.
 
+use std::sync::Weak;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::rows::LineDone;
+use super::rows::{Charger, LineDone};
 use super::store::Store;
 
 enum Message {
@@ -32,10 +37,13 @@ impl std::fmt::Debug for Message {
 }
 
 impl Progress {
-    /// Starts the writer of `store`: groups of at most `lines`, each waiting at most `wait`.
-    pub fn start(store: Store, lines: usize, wait: Duration) -> Self {
+    /// Starts the writer of `store`, charging usage to `charger`: groups of at most `lines`,
+    /// each waiting at most `wait`. The writer holds the charger weakly: a service dropped
+    /// lets its limit store go (and a restart in the same process open it) without waiting
+    /// for the writer to see its queue closed.
+    pub fn start(store: Store, charger: Weak<dyn Charger>, lines: usize, wait: Duration) -> Self {
         let (tx, rx) = mpsc::channel(lines.max(1) * 4);
-        tokio::spawn(write(store, rx, lines.max(1), wait));
+        tokio::spawn(write(store, charger, rx, lines.max(1), wait));
         Progress { tx }
     }
 
@@ -54,8 +62,14 @@ impl Progress {
 }
 
 /// The writer: takes a first message, then whatever else arrives within `wait` (up to
-/// `lines` lines), commits the lines, answers the flushes.
-async fn write(store: Store, mut rx: mpsc::Receiver<Message>, lines: usize, wait: Duration) {
+/// `lines` lines), charges and commits the lines, answers the flushes.
+async fn write(
+    store: Store,
+    charger: Weak<dyn Charger>,
+    mut rx: mpsc::Receiver<Message>,
+    lines: usize,
+    wait: Duration,
+) {
     while let Some(first) = rx.recv().await {
         let mut group = Vec::new();
         let mut flushes = Vec::new();
@@ -68,14 +82,29 @@ async fn write(store: Store, mut rx: mpsc::Receiver<Message>, lines: usize, wait
             }
         }
         if !group.is_empty() {
-            if let Err(e) = store.commit_done(&group).await {
-                // The lines stay pending: their batch runs them again.
-                tracing::warn!(error = %e, lines = group.len(), "batch progress was not committed");
-            }
+            commit(&store, &charger, &mut group).await;
         }
         for flush in flushes {
             let _ = flush.send(());
         }
+    }
+}
+
+/// Charges the group's usage, then commits its outputs; on an error the lines stay pending
+/// (their batch runs them again).
+async fn commit(store: &Store, charger: &Weak<dyn Charger>, group: &mut [LineDone]) {
+    let charges: Vec<_> = group.iter_mut().filter_map(|l| l.charge.take()).collect();
+    if !charges.is_empty() {
+        let Some(charger) = charger.upgrade() else {
+            return; // The service is gone: the lines run again when it starts.
+        };
+        if let Err(e) = charger.charge(&charges).await {
+            tracing::warn!(error = %e, lines = group.len(), "batch usage was not charged");
+            return;
+        }
+    }
+    if let Err(e) = store.commit_done(group).await {
+        tracing::warn!(error = %e, lines = group.len(), "batch progress was not committed");
     }
 }
 

@@ -187,6 +187,31 @@ pub struct LineDone {
     pub is_error: bool,
     /// The output line, JSON text.
     pub output: String,
+    /// Its usage, charged with its output ([`super::progress`]); `None` when it used nothing.
+    pub charge: Option<LineCharge>,
+}
+
+/// What a finished line used, for its caller's usage: charged once, by its request id.
+#[derive(Debug, Clone)]
+pub struct LineCharge {
+    /// The line's request id (the same every time it runs, [`super::ids`]).
+    pub id: String,
+    /// Its caller's name.
+    pub name: String,
+    /// Its usage counters, in the limit stores' order (requests, questions, input tokens,
+    /// cached tokens, upstream requests).
+    pub counts: [u64; 5],
+}
+
+/// Where a group's usage is charged before its outputs are committed: the limit store,
+/// which this layer does not know (the service gives it, `http/batches/charge.rs`). A
+/// charger that keeps the ids it charged charges a line run again after a crash nothing.
+pub trait Charger: Send + Sync + std::fmt::Debug {
+    /// Charges `lines`, all or none.
+    fn charge<'a>(
+        &'a self,
+        lines: &'a [LineCharge],
+    ) -> futures::future::BoxFuture<'a, Result<(), String>>;
 }
 
 /// The statuses a batch ends in.

@@ -80,9 +80,6 @@ fn init_tracing(
 async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
     let mut state = crate::build_state(config)?;
     state.ledger = open_ledger(config, &state).await?;
-    if let Some(watch) = state.ledger.watch() {
-        watch.set_thresholds(escalation_thresholds(&state.models));
-    }
     for model in state.models.iter() {
         let table = model.table.get();
         tracing::info!(
@@ -139,18 +136,6 @@ async fn serve(config: &ServeConfig) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Each model's `escalate_below`, for the calibration watch's share of answers under it.
-fn escalation_thresholds(models: &crate::models::Models) -> std::collections::HashMap<String, f64> {
-    use crate::models::escalation::Rule;
-    models
-        .iter()
-        .filter_map(|m| match m.escalation.as_ref()?.rule {
-            Rule::Below(below) => Some((m.name.clone(), below)),
-            Rule::NotAutomate => None,
-        })
-        .collect()
-}
-
 /// The configured decision ledger, opened (migrations applied, writer started), and a
 /// line saying where records go.
 async fn open_ledger(
@@ -162,6 +147,7 @@ async fn open_ledger(
         settings,
         config.limit_store.state_dir.as_deref(),
         state.metrics.clone(),
+        state.models.escalation_thresholds(),
     )
     .await?;
     match ledger.store_kind() {

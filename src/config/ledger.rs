@@ -138,6 +138,12 @@ pub struct LedgerSettings {
     #[arg(long, env = "SYSTEMONE_CALIBRATION_REFERENCE", value_parser = parse_reference)]
     pub calibration_reference: Option<(i64, i64)>,
 
+    /// Runs the ledger without the calibration watch: no figures, gauges, `/v1/calibration`
+    /// (404) or `/calibration` charts. The watch costs a few additions per answer on the
+    /// ledger's writer; this flag is there to measure that cost, or to shed it.
+    #[arg(long, env = "SYSTEMONE_NO_CALIBRATION_WATCH")]
+    pub no_calibration_watch: bool,
+
     /// How often the retention sweep runs (at startup, then on this interval). Not a flag:
     /// hourly in a service; tests shorten it to see a sweep happen.
     #[arg(skip = LEDGER_RETENTION_EVERY)]

@@ -1,7 +1,7 @@
 //! Which request this is: its id, as every response and the ledger name it, and the
 //! [`RequestContext`] the middleware makes for it and hands down to every step.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use axum::extract::FromRequestParts;
@@ -11,6 +11,7 @@ use axum::http::HeaderName;
 use super::ledger_note::LedgerNote;
 use super::summary::Summary;
 use crate::error::{ApiError, Code};
+use crate::quota::UsageCounts;
 
 /// The request id every response carries (`req_<32 hex>`).
 #[derive(Debug, Clone)]
@@ -50,8 +51,9 @@ pub(super) struct RequestContext {
     pub summary: Arc<Summary>,
     /// What the ledger step needs to know of it (who, which model, whether recorded).
     pub ledger: Arc<LedgerNote>,
-    /// Whether it is a batch line (its usage is also counted as the batch flow's).
-    pub batch: bool,
+    /// A batch line's usage: the flow adds it here instead of recording it, and the batch
+    /// charges it with the line's output, once (`batch::progress`). `None`: online.
+    pub batch_usage: Option<Arc<Mutex<UsageCounts>>>,
 }
 
 impl RequestContext {
@@ -64,7 +66,7 @@ impl RequestContext {
             at_ms: crate::ledger::now_ms(),
             summary: Arc::default(),
             ledger: Arc::default(),
-            batch: false,
+            batch_usage: None,
         }
     }
 
@@ -73,9 +75,18 @@ impl RequestContext {
     pub(super) fn batch_line(route: &str, request_id: String) -> Self {
         RequestContext {
             id: RequestId(request_id),
-            batch: true,
+            batch_usage: Some(Arc::default()),
             ..RequestContext::arriving(route.to_string())
         }
+    }
+
+    /// The usage a batch line's flow added (nothing for an online request).
+    pub(super) fn batch_usage(&self) -> UsageCounts {
+        self.batch_usage
+            .as_ref()
+            .map_or_else(UsageCounts::default, |u| {
+                *u.lock().unwrap_or_else(PoisonError::into_inner)
+            })
     }
 
     /// Notes the caller's key name, for the summary line and the ledger.

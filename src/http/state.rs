@@ -92,6 +92,7 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
     check_names(&keys, settings.admin_key.as_deref(), &models)?;
     let open = keys.is_open();
     let quotas = Quotas::from_settings(settings, config.redis_url()?.as_ref(), metrics.clone())?;
+    let quotas = Arc::new(quotas);
     let models = models.with_prior_sync(prior_sync(config, &metrics)?);
     Ok(AppState {
         models: Arc::new(models),
@@ -99,7 +100,7 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
         limits: Arc::new(config.limits.clone()),
         metrics,
         keys: Arc::new(keys),
-        quotas: Arc::new(quotas),
+        quotas: quotas.clone(),
         cache_salt: Arc::new(CacheSalt::new(
             config.admission.cache_salt && !open,
             config.admission.cache_salt_secret.as_ref(),
@@ -111,12 +112,18 @@ pub fn build_state(config: &ServeConfig) -> Result<AppState, ConfigError> {
             config.edge.body_read_timeout(),
         )),
         ledger: Ledger::off(),
-        batches: Arc::new(Batches::new(
-            config.batches.clone(),
-            config.limit_store.state_dir.clone(),
-            config.upstream.max_in_flight,
-        )),
+        batches: batches(config, quotas),
     })
+}
+
+/// The batch jobs, under the state directory, charging their lines' usage to `quotas`.
+fn batches(config: &ServeConfig, quotas: Arc<Quotas>) -> Arc<Batches> {
+    Arc::new(Batches::new(
+        config.batches.clone(),
+        config.limit_store.state_dir.clone(),
+        quotas,
+        config.upstream.max_in_flight,
+    ))
 }
 
 /// Where the position priors are kept beyond the process: the shared Redis when there is

@@ -50,6 +50,7 @@ mod unrecorded;
 pub mod watch;
 mod writer;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,10 +85,14 @@ impl Ledger {
 
     /// Opens the ledger `settings` name (`state_dir`: where the default file goes), runs its
     /// migrations and starts its writer and retention tasks. Needs a runtime.
+    /// `thresholds`: the models' `escalate_below`, for the calibration watch's share of
+    /// answers under them; given here, before the watch's start-up read of the ledger
+    /// begins, so the answers it reads count against them too.
     pub async fn open(
         settings: &LedgerSettings,
         state_dir: Option<&Path>,
         metrics: Arc<Metrics>,
+        thresholds: HashMap<String, f64>,
     ) -> Result<Self, String> {
         if settings.commit_delay() >= settings.timeout() {
             return Err(format!(
@@ -123,10 +128,13 @@ impl Ledger {
         metrics.start_ledger_series(store.driver().as_str(), settings.ledger_policy.as_str());
         let health = Arc::new(Health::default());
         live::check_at_start(&store, &health).await?;
-        let watch = Arc::new(Watch::new(calibration_watch::Settings {
-            reference: settings.calibration_reference,
-            ..calibration_watch::Settings::default()
-        }));
+        let watch = (!settings.no_calibration_watch).then(|| {
+            Arc::new(Watch::new(calibration_watch::Settings {
+                reference: settings.calibration_reference,
+                thresholds,
+                ..calibration_watch::Settings::default()
+            }))
+        });
         let opened_ms = now_ms();
         let open = Open {
             writer: writer::start(
@@ -155,9 +163,9 @@ impl Ledger {
         Ok(ledger)
     }
 
-    /// The calibration watch, when on.
+    /// The calibration watch, when on (the ledger on, `--no-calibration-watch` not given).
     pub fn watch(&self) -> Option<&Arc<Watch>> {
-        self.open.as_ref().map(|o| &o.watch)
+        self.open.as_ref().and_then(|o| o.watch.as_ref())
     }
 
     /// Feeds the watch the records written before `opened_ms`, in the background; until
@@ -165,10 +173,10 @@ impl Ledger {
     fn start_watch(&self, opened_ms: i64) {
         let ledger = self.clone();
         tokio::spawn(async move {
-            let Some(open) = &ledger.open else {
+            let Some((open, watch)) = ledger.open.as_ref().zip(ledger.watch()) else {
                 return;
             };
-            match watch::rebuild(&open.store, &open.watch, opened_ms).await {
+            match watch::rebuild(&open.store, watch, opened_ms).await {
                 Ok(records) => tracing::info!(records, "the calibration watch read the ledger"),
                 Err(e) => {
                     tracing::warn!(error = %e, "the calibration watch could not read the ledger");
@@ -259,7 +267,10 @@ impl Ledger {
                 self.read_failed(&e);
             }
         }
-        let rows = watch::gauges(&open.watch, now_ms());
+        let Some(watch) = &open.watch else {
+            return;
+        };
+        let rows = watch::gauges(watch, now_ms());
         let rows: Vec<([&str; 6], Vec<Option<f64>>)> = rows
             .iter()
             .map(|(labels, values)| (labels.each_ref().map(String::as_str), values.clone()))

@@ -22,8 +22,9 @@ pub(super) struct Open {
     pub(super) writer: mpsc::Sender<Pending>,
     /// For reads.
     pub(super) store: Store,
-    /// The calibration watch the writer and the outcome route feed.
-    pub(super) watch: Arc<crate::calibration::watch::Watch>,
+    /// The calibration watch the writer and the outcome route feed (`None`:
+    /// `--no-calibration-watch`).
+    pub(super) watch: Option<Arc<crate::calibration::watch::Watch>>,
     /// What the writer last found of the store (`/readyz`).
     pub(super) health: Arc<Health>,
     /// The hashes' key.

@@ -66,7 +66,7 @@ pub(super) fn start(
     delay: Duration,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
-    watch: Arc<Watch>,
+    watch: Option<Arc<Watch>>,
 ) -> mpsc::Sender<Pending> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let queue = Arc::new(Mutex::new(rx));
@@ -124,8 +124,8 @@ struct Writer {
     statements: HashMap<usize, String>,
     backlog: Backlog,
     metrics: Arc<Metrics>,
-    /// Told of every answer once it is on record (the calibration watch).
-    watch: Arc<Watch>,
+    /// Told of every answer once it is on record (the calibration watch, when on).
+    watch: Option<Arc<Watch>>,
 }
 
 impl Writer {
@@ -203,7 +203,9 @@ impl Writer {
             self.backlog.keep(pending);
             return;
         }
-        super::watch::record(&self.watch, pending.row.decision());
+        if let Some(watch) = &self.watch {
+            super::watch::record(watch, pending.row.decision());
+        }
         let waited = pending
             .done
             .take()

@@ -116,6 +116,19 @@ impl Models {
         }
     }
 
+    /// Each model's `escalate_below`, by name (models escalating on another rule, or not
+    /// at all, have none): the calibration watch's share of answers under it.
+    pub fn escalation_thresholds(&self) -> std::collections::HashMap<String, f64> {
+        use crate::models::escalation::Rule;
+        self.list
+            .iter()
+            .filter_map(|m| match m.escalation.as_ref()?.rule {
+                Rule::Below(below) => Some((m.name.clone(), below)),
+                Rule::NotAutomate => None,
+            })
+            .collect()
+    }
+
     /// Every model in configuration order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Model>> {
         self.list.iter()

@@ -14,10 +14,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, ReadableTable, Table, TableDefinition};
 
 use super::local::check_cap;
-use super::{Checked, KeyQuota, LimitStore, Now, StoreError, UsageCounts, UsageRow};
+use super::{
+    batch_usage_name, Charge, Checked, KeyQuota, LimitStore, Now, StoreError, UsageCounts, UsageRow,
+};
 use crate::config::ConfigError;
 
 /// (key name, UTC day) → questions counted.
@@ -25,6 +27,10 @@ const DAILY: TableDefinition<(&str, u64), u64> = TableDefinition::new("daily");
 /// (key name, UTC day) → (requests, questions, input tokens, cached tokens, upstream
 /// requests).
 const USAGE: TableDefinition<(&str, u64), UsageTuple> = TableDefinition::new("usage");
+/// (UTC day, request id) of every batch line charged ([`LimitStore::charge`]): a line runs
+/// again only within its batch's 24 h window, so the ids of today and yesterday are all a
+/// charge is looked up in, and older ones are dropped.
+const CHARGED: TableDefinition<(u64, &str), ()> = TableDefinition::new("charged");
 
 /// The file's name under the state directory.
 pub const FILE_NAME: &str = "limits.redb";
@@ -156,15 +162,45 @@ impl LimitStore for EmbeddedStore {
         let name = name.to_string();
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(failed)?;
+            add_usage(
+                &mut txn.open_table(USAGE).map_err(failed)?,
+                &name,
+                day,
+                &counts,
+            )?;
+            txn.commit().map_err(failed)
+        })
+    }
+
+    /// In one write transaction (one commit for a group of lines): each charge whose id is
+    /// not held yet, added to its caller's usage and batch counters, its id kept.
+    fn charge<'a>(
+        &'a self,
+        day: u64,
+        charges: &'a [Charge],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let charges = charges.to_vec();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(failed)?;
             {
-                let mut table = txn.open_table(USAGE).map_err(failed)?;
-                let id = (name.as_str(), day);
-                let mut total = table
-                    .get(id)
-                    .map_err(failed)?
-                    .map_or_else(UsageCounts::default, |v| from_tuple(v.value()));
-                total.add(&counts);
-                table.insert(id, to_tuple(total)).map_err(failed)?;
+                let mut charged = txn.open_table(CHARGED).map_err(failed)?;
+                let mut usage = txn.open_table(USAGE).map_err(failed)?;
+                let yesterday = day.saturating_sub(1);
+                for charge in &charges {
+                    let id = charge.id.as_str();
+                    if charged.get((day, id)).map_err(failed)?.is_some()
+                        || charged.get((yesterday, id)).map_err(failed)?.is_some()
+                    {
+                        continue;
+                    }
+                    charged.insert((day, id), ()).map_err(failed)?;
+                    add_usage(&mut usage, &charge.name, day, &charge.counts)?;
+                    let batch = batch_usage_name(&charge.name);
+                    add_usage(&mut usage, &batch, day, &charge.counts)?;
+                }
+                charged
+                    .retain_in(..(yesterday, ""), |_, ()| false)
+                    .map_err(failed)?;
             }
             txn.commit().map_err(failed)
         })
@@ -224,6 +260,23 @@ impl LimitStore for EmbeddedStore {
 }
 
 type UsageTuple = (u64, u64, u64, u64, u64);
+
+/// `counts` added to `name`'s usage on `day`, in `table`'s transaction.
+fn add_usage(
+    table: &mut Table<'_, (&'static str, u64), UsageTuple>,
+    name: &str,
+    day: u64,
+    counts: &UsageCounts,
+) -> Result<(), StoreError> {
+    let id = (name, day);
+    let mut total = table
+        .get(id)
+        .map_err(failed)?
+        .map_or_else(UsageCounts::default, |v| from_tuple(v.value()));
+    total.add(counts);
+    table.insert(id, to_tuple(total)).map_err(failed)?;
+    Ok(())
+}
 
 fn to_tuple(c: UsageCounts) -> UsageTuple {
     let [a, b, c2, d, e] = c.to_array();

@@ -39,4 +39,4 @@ pub use local::LocalLimits;
 pub use policy::{Admission, QuotaError, Quotas, StoreStatus, BACKOFF, UNAVAILABLE_RETRY_SECS};
 pub use refusal::{LimitKind, Refusal, MAX_RATE_RETRY_SECS};
 pub use store::{Checked, LimitStore, StoreError, USAGE_RETENTION_DAYS};
-pub use usage::{batch_usage_name, UsageCounts, UsageRow, BATCH_SUFFIX};
+pub use usage::{batch_usage_name, Charge, UsageCounts, UsageRow, BATCH_SUFFIX};

@@ -15,7 +15,7 @@ use super::clock::{LimitClock, Now};
 use super::key::KeyQuota;
 use super::refusal::Refusal;
 use super::store::{LimitStore, StoreError};
-use super::usage::{batch_usage_name, UsageCounts, UsageRow};
+use super::usage::{Charge, UsageCounts, UsageRow};
 use super::{embedded, memory, redis};
 use crate::config::{ConfigError, FailurePolicy, LimitStoreSettings};
 use crate::metrics::Metrics;
@@ -352,12 +352,15 @@ impl Quotas {
         }
     }
 
-    /// Adds a batch line's counts to `name`'s batch counters today (beside its usage, which
-    /// [`Quotas::record`] counts as any request's): they are kept as the usage of
-    /// [`batch_usage_name`]`(name)`, a row of the same five counters in every store, so no
-    /// store's format changes and a day recorded before batches reads as all online.
-    pub async fn record_batch(&self, name: &str, counts: UsageCounts) {
-        self.record(&batch_usage_name(name), counts).await;
+    /// Charges batch lines' usage today (each to its caller's usage and batch counters, kept
+    /// as the usage of [`super::batch_usage_name`]`(name)`: a row of the same five counters in every
+    /// store, so no store's format changes and a day recorded before batches reads as all
+    /// online), in one store call, each line once where the store keeps charge ids
+    /// ([`LimitStore::charge`]). An error is returned, not kept for later: the lines stay
+    /// pending and are charged when they run again.
+    pub async fn charge(&self, charges: &[Charge]) -> Result<(), StoreError> {
+        let day = self.now().day();
+        self.call("record", self.store.charge(day, charges)).await
     }
 
     fn keep_pending(&self, name: String, day: u64, counts: UsageCounts) {
@@ -372,7 +375,7 @@ impl Quotas {
     }
 
     /// Usage of `names` on the days `from..=to`, by key then day (a name's batch counters
-    /// are the rows of [`batch_usage_name`]).
+    /// are the rows of [`super::batch_usage_name`]).
     pub async fn usage(
         &self,
         names: &[String],

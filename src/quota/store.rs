@@ -3,12 +3,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, FutureExt};
 
 use super::clock::Now;
 use super::key::KeyQuota;
 use super::refusal::Refusal;
-use super::usage::{UsageCounts, UsageRow};
+use super::usage::{batch_usage_name, Charge, UsageCounts, UsageRow};
 
 /// Days a usage record is kept (Redis expiry; the embedded store keeps them all).
 pub const USAGE_RETENTION_DAYS: u64 = 400;
@@ -70,6 +70,26 @@ pub trait LimitStore: Send + Sync + fmt::Debug {
         day: u64,
         counts: UsageCounts,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Adds each batch line's counts to its caller's usage and batch counters on `day`, each
+    /// charge once where the store keeps charge ids: the embedded store does (in the same
+    /// transaction as the counts), so a line run again after a kill -9 adds nothing. This
+    /// default adds every charge: memory does not outlive the process, and Redis keeps no
+    /// ids (a line run again after a crash is charged again there).
+    fn charge<'a>(
+        &'a self,
+        day: u64,
+        charges: &'a [Charge],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        async move {
+            for charge in charges {
+                self.record(&charge.name, day, charge.counts).await?;
+                let batch = batch_usage_name(&charge.name);
+                self.record(&batch, day, charge.counts).await?;
+            }
+            Ok(())
+        }
+        .boxed()
+    }
     /// Usage of `names` on the days `from..=to` (days with no usage left out).
     fn usage<'a>(
         &'a self,

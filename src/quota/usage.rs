@@ -53,6 +53,20 @@ impl UsageCounts {
     }
 }
 
+/// One batch line's usage, charged once: `id` is the line's request id, the same every time
+/// the line runs (`batch::ids`), so a store that keeps the ids charges a line run again after
+/// a crash nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charge {
+    /// The line's request id.
+    pub id: String,
+    /// Its caller's name: the counts go to its usage and to its batch counters
+    /// ([`batch_usage_name`]).
+    pub name: String,
+    /// What the line used.
+    pub counts: UsageCounts,
+}
+
 /// What a name's batch counters are kept under in the stores: the name and `#batch`. No
 /// caller's name holds `#` (key names, token subjects and name claims are all of
 /// `A-Z a-z 0-9 - _ .`, with `@` in a claim's), so it names no caller's own usage.

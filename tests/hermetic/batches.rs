@@ -423,6 +423,7 @@ fn a_batch_resumes_after_a_restart_with_one_output_and_one_record_per_line() {
         let output = lines(&service, &done["output_file_id"], None).await;
         assert_eq!(output.len(), 40);
         one_record_per_line(&service, &output).await;
+        usage_is_each_line_once(&service, &output).await;
     });
 }
 
@@ -570,6 +571,41 @@ async fn one_record_per_line(base: &impl Base, output: &HashMap<String, Value>) 
     assert!(recorded.iter().all(|r| ids.contains(r)));
 }
 
+/// Asserts the caller's usage, all of it and its batch counters, is the sum of the output
+/// lines' own: each line charged once, none lost and none twice (the service answered
+/// nothing but the batch's lines).
+async fn usage_is_each_line_once(base: &impl Base, output: &HashMap<String, Value>) {
+    let usage = get(base, "/v1/usage", None).await;
+    assert_eq!(usage.status, 200, "{}", usage.text);
+    let sum = |field: &str| -> u64 {
+        output
+            .values()
+            .map(|l| l["response"]["body"]["usage"][field].as_u64().expect(field))
+            .sum()
+    };
+    let questions: usize = output
+        .values()
+        .map(|l| {
+            l["response"]["body"]["answers"]
+                .as_object()
+                .expect("answers")
+                .len()
+        })
+        .sum();
+    let want = [
+        ("requests", output.len() as u64),
+        ("questions", questions as u64),
+        ("input_tokens", sum("input_tokens")),
+        ("upstream_requests", sum("upstream_requests")),
+    ];
+    let row = &usage.body["usage"][0];
+    for part in [row, &row["batch"]] {
+        for (counter, n) in want {
+            assert_eq!(part[counter].as_u64(), Some(n), "{counter}: {}", usage.text);
+        }
+    }
+}
+
 /// Polls until the batch has at least `n` finished lines (it must still be running).
 async fn finished_at_least(base: &impl Base, id: &str, n: i64) {
     loop {
@@ -583,7 +619,7 @@ async fn finished_at_least(base: &impl Base, id: &str, n: i64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_of_the_binary_at_three_points_loses_and_repeats_no_line() {
+async fn kill_9_of_the_binary_at_three_points_loses_repeats_and_charges_twice_no_line() {
     let fake = FakeVllm::start().await;
     fake.set_delay(Duration::from_millis(30));
     let db = LedgerDb::new(Backend::Sqlite).await;
@@ -631,6 +667,7 @@ async fn kill_9_of_the_binary_at_three_points_loses_and_repeats_no_line() {
     let output = lines(&service, &done["output_file_id"], None).await;
     assert_eq!(output.len(), 60, "one output line per line");
     one_record_per_line(&service, &output).await;
+    usage_is_each_line_once(&service, &output).await;
     child.kill().expect("stopped");
     child.wait().expect("reaped");
 }

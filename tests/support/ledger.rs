@@ -131,7 +131,8 @@ pub fn run_binary(args: &[&str]) -> String {
 /// Starts the service with `config` and its configured ledger open.
 pub async fn start_with_ledger(config: ServeConfig) -> Service {
     let mut state = systemone::build_state(&config).expect("state builds");
-    state.ledger = Ledger::open(&config.ledger, None, state.metrics.clone())
+    let thresholds = state.models.escalation_thresholds();
+    state.ledger = Ledger::open(&config.ledger, None, state.metrics.clone(), thresholds)
         .await
         .expect("the ledger opens");
     let addr = spawn_app(systemone::app(state.clone())).await;

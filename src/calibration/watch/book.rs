@@ -1,13 +1,16 @@
 //! The watch itself: every key's shapes and their windows behind one lock, fed answers and
 //! outcomes, read as figures.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, PoisonError, RwLock};
 
 use serde::Serialize;
 
 use super::answer::{Answer, Class, Shape};
 use super::figures::{self, Figures};
+use super::point::Point;
 use super::ring::{Ring, Span, WEEK_MS};
 use super::sums::Sums;
 
@@ -53,6 +56,23 @@ impl Watched {
     fn ring(&self, span: Span) -> &Ring {
         &self.rings[Span::ALL.iter().position(|s| *s == span).unwrap_or(0)]
     }
+
+    /// Adds an answer at `at_ms` to its windows and, when in it, to the reference window
+    /// `[from, until)`; `complete`: the reference is over, so windows that close now
+    /// estimate their EM prior against it (its mean posterior, computed only then).
+    fn add(&mut self, point: &Point<'_>, at_ms: i64, (from, until): (i64, i64), complete: bool) {
+        let options = point.probabilities.len();
+        let reference = &self.reference;
+        let closing = || complete.then(|| mean_posterior(reference)).flatten();
+        for ring in self.rings.iter_mut() {
+            if let Some(sums) = ring.at(at_ms, options, closing) {
+                sums.add_answer(point);
+            }
+        }
+        if (from..until).contains(&at_ms) {
+            self.reference.add_answer(point);
+        }
+    }
 }
 
 /// The reference window and whether it is over.
@@ -66,9 +86,80 @@ pub struct Reference {
     pub complete: bool,
 }
 
+/// A watched shape's name: its key and shape, owned; made once, when the shape is first
+/// seen. The map of shapes is searched by an answer's borrowed [`Parts`], so an answer of a
+/// shape already watched allocates nothing.
+#[derive(Debug, Clone)]
+struct Id {
+    key: String,
+    shape: Shape,
+}
+
+/// What a shape is found by: an answer's parts (borrowed) or a watched shape's (owned).
+/// [`Id`] borrows as `dyn Parts`, and both hash and compare the same tuple, as `Borrow`
+/// requires.
+trait Parts {
+    fn parts(&self) -> (&str, &str, &str, usize, &str, Class);
+}
+
+impl Parts for Id {
+    fn parts(&self) -> (&str, &str, &str, usize, &str, Class) {
+        let s = &self.shape;
+        (&self.key, &s.model, &s.kind, s.options, &s.layout, s.class)
+    }
+}
+
+impl Parts for Answer<'_> {
+    fn parts(&self) -> (&str, &str, &str, usize, &str, Class) {
+        let options = self.probabilities.len();
+        (
+            self.key,
+            self.model,
+            self.kind,
+            options,
+            self.layout,
+            self.class,
+        )
+    }
+}
+
+impl Hash for dyn Parts + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
+impl PartialEq for dyn Parts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn Parts + '_ {}
+
+impl Hash for Id {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
+impl PartialEq for Id {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for Id {}
+
+impl<'a> Borrow<dyn Parts + 'a> for Id {
+    fn borrow(&self) -> &(dyn Parts + 'a) {
+        self
+    }
+}
+
 #[derive(Debug, Default)]
 struct Book {
-    shapes: HashMap<(String, Shape), Watched>,
+    shapes: HashMap<Id, Watched>,
     reference: Option<(i64, i64)>,
     named: bool,
     newest_ms: i64,
@@ -144,7 +235,8 @@ impl Watch {
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Adds an answer to its windows.
+    /// Adds an answer to its windows: under the lock, one lookup by the answer's borrowed
+    /// parts (an allocation only for a shape seen for the first time) and the sums' additions.
     pub fn record(&self, a: &Answer<'_>) {
         let threshold = self
             .thresholds
@@ -155,33 +247,28 @@ impl Watch {
         let Some(point) = a.checked(threshold) else {
             return;
         };
-        let mut book = self.book();
+        let mut guard = self.book();
+        let book = &mut *guard;
         book.newest_ms = book.newest_ms.max(a.at_ms);
-        let (from, until) = *book
+        let reference = *book
             .reference
             .get_or_insert_with(|| first_full_week(a.at_ms));
-        let book_newest = book.newest_ms;
-        let id = (a.key.to_owned(), a.shape());
-        if !book.shapes.contains_key(&id) && book.shapes.len() >= self.max_shapes {
+        let complete = book.newest_ms >= reference.1;
+        if let Some(watched) = book.shapes.get_mut(a as &dyn Parts) {
+            watched.add(&point, a.at_ms, reference, complete);
+            return;
+        }
+        if book.shapes.len() >= self.max_shapes {
             book.dropped += 1;
             return;
         }
-        let watched = book
-            .shapes
-            .entry(id)
-            .or_insert_with(|| Watched::new(point.probabilities.len()));
-        // Windows that close now estimate their prior against a complete reference only.
-        let reference = (book_newest >= until)
-            .then(|| mean_posterior(&watched.reference))
-            .flatten();
-        for ring in watched.rings.iter_mut() {
-            if let Some(sums) = ring.at(a.at_ms, point.probabilities.len(), reference.as_deref()) {
-                sums.add_answer(&point);
-            }
-        }
-        if (from..until).contains(&a.at_ms) {
-            watched.reference.add_answer(&point);
-        }
+        let id = Id {
+            key: a.key.to_owned(),
+            shape: a.shape(),
+        };
+        let mut watched = Watched::new(point.probabilities.len());
+        watched.add(&point, a.at_ms, reference, complete);
+        book.shapes.insert(id, watched);
     }
 
     /// Adds the outcome `truth` of answer `a`; `replaced`: the outcome it replaces, whose
@@ -197,7 +284,7 @@ impl Watch {
         let in_reference = book
             .reference
             .is_some_and(|(from, until)| (from..until).contains(&a.at_ms));
-        let Some(watched) = book.shapes.get_mut(&(a.key.to_owned(), a.shape())) else {
+        let Some(watched) = book.shapes.get_mut(a as &dyn Parts) else {
             return;
         };
         let apply = |sums: &mut Sums| {
@@ -246,7 +333,7 @@ impl Watch {
             .reference
             .is_some_and(|(_, until)| book.newest_ms >= until);
         let mut merged: BTreeMap<&Shape, (BTreeMap<i64, Sums>, Sums)> = BTreeMap::new();
-        for ((key, shape), watched) in &book.shapes {
+        for (Id { key, shape }, watched) in &book.shapes {
             if !query.selects(key, shape) {
                 continue;
             }

@@ -3,7 +3,12 @@
 
 use std::collections::HashMap;
 
-use super::point::{fine_bin, Point};
+use super::point::{fine_bin, Point, MAX_OPTION_FIGURES};
+
+/// A cell's key: the vector on the grid (one byte per option, the rest 0), or a coarse
+/// cell's ([`COARSE`], answered option, bin). A fixed array, so adding an answer to a cell
+/// it falls in allocates nothing (cells are kept only up to [`MAX_OPTION_FIGURES`] options).
+type Key = [u8; MAX_OPTION_FIGURES];
 
 /// The EM cells: the answers' probability vectors grouped by the vector rounded to
 /// 1/[`EM_GRID`] per option, each cell's count and sum, from which the label prior is
@@ -11,7 +16,7 @@ use super::point::{fine_bin, Point};
 /// coarse cell by (answered option, confidence bin), so memory stays bounded.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(super) struct Cells {
-    pub(super) cells: HashMap<Vec<u8>, (u32, Vec<f64>)>,
+    pub(super) cells: HashMap<Key, (u32, Vec<f64>)>,
 }
 
 /// Steps per unit of the EM cells' grid.
@@ -23,15 +28,16 @@ const COARSE: u8 = u8::MAX;
 
 impl Cells {
     pub(super) fn add(&mut self, p: &Point<'_>) {
-        let fine: Vec<u8> = p
-            .probabilities
-            .iter()
-            .map(|v| (v * EM_GRID).round() as u8)
-            .collect();
+        let mut fine: Key = [0; MAX_OPTION_FIGURES];
+        for (k, v) in fine.iter_mut().zip(p.probabilities) {
+            *k = (v * EM_GRID).round() as u8;
+        }
         let key = if self.cells.len() < MAX_CELLS || self.cells.contains_key(&fine) {
             fine
         } else {
-            vec![COARSE, p.answer as u8, (fine_bin(p.top) / 2) as u8]
+            let mut coarse: Key = [0; MAX_OPTION_FIGURES];
+            coarse[..3].copy_from_slice(&[COARSE, p.answer as u8, (fine_bin(p.top) / 2) as u8]);
+            coarse
         };
         let n = p.probabilities.len();
         let (count, sum) = self.cells.entry(key).or_insert_with(|| (0, vec![0.0; n]));
@@ -45,7 +51,7 @@ impl Cells {
         for (key, (count, sum)) in &other.cells {
             let (c, s) = self
                 .cells
-                .entry(key.clone())
+                .entry(*key)
                 .or_insert_with(|| (0, vec![0.0; sum.len()]));
             *c = c.saturating_add(*count);
             for (a, b) in s.iter_mut().zip(sum) {

@@ -85,12 +85,12 @@ impl Ring {
 
     /// The sums of the window holding `at_ms`, made if needed (`options`: the shape's);
     /// `None` when older than the ring keeps. A new newest window closes the others'
-    /// EM cells (`reference`: the reference's mean posterior then).
+    /// EM cells (`reference`: the reference's mean posterior then, asked for only then).
     pub(super) fn at(
         &mut self,
         at_ms: i64,
         options: usize,
-        reference: Option<&[f64]>,
+        reference: impl FnOnce() -> Option<Vec<f64>>,
     ) -> Option<&mut Sums> {
         let index = self.span.index(at_ms);
         let newest = self.windows.back().map(|(i, _)| *i);
@@ -98,8 +98,13 @@ impl Ring {
             return None;
         }
         if newest.is_none_or(|n| index > n) {
+            let reference = if self.windows.is_empty() {
+                None
+            } else {
+                reference()
+            };
             for (_, sums) in self.windows.iter_mut() {
-                sums.close(reference);
+                sums.close(reference.as_deref());
             }
             self.windows.push_back((index, Sums::new(options)));
             while self

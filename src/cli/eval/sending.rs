@@ -34,7 +34,9 @@ async fn in_process_state(args: &EvalArgs) -> Result<crate::AppState, String> {
         settings.ledger,
         LedgerTarget::Sqlite(_) | LedgerTarget::Postgres(_)
     ) {
-        state.ledger = crate::ledger::Ledger::open(settings, None, state.metrics.clone()).await?;
+        let thresholds = state.models.escalation_thresholds();
+        state.ledger =
+            crate::ledger::Ledger::open(settings, None, state.metrics.clone(), thresholds).await?;
     }
     Ok(state)
 }

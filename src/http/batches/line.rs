@@ -5,7 +5,7 @@
 use axum::response::Response;
 
 use crate::batch::ids::{line_output_id, line_request_id};
-use crate::batch::rows::{BatchRow, LineDone, PendingLine};
+use crate::batch::rows::{BatchRow, LineCharge, LineDone, PendingLine};
 use crate::error::ApiError;
 use crate::http::auth::Caller;
 use crate::http::context::RequestContext;
@@ -36,6 +36,7 @@ pub(super) async fn run(
     state
         .metrics
         .count_batch_line(&batch.endpoint, status.is_success());
+    let used = context.batch_usage();
     LineDone {
         output: output_line(
             &line_output_id(&batch.id, line.idx),
@@ -47,6 +48,11 @@ pub(super) async fn run(
         batch_id: batch.id.clone(),
         idx: line.idx,
         is_error: !status.is_success(),
+        charge: (!used.is_empty()).then(|| LineCharge {
+            id: request_id,
+            name: caller.name().to_string(),
+            counts: used.to_array(),
+        }),
     }
 }
 

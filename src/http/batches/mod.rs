@@ -3,6 +3,7 @@
 //! [`crate::batch`]'s.
 
 mod access;
+mod charge;
 pub(super) mod files;
 pub(super) mod jobs;
 mod line;

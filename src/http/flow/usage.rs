@@ -1,8 +1,10 @@
 //! The key's usage, recorded by the flow: an answered request (its questions, tokens and
 //! upstream requests), or what a call that failed once its upstream requests were sent
-//! used (usage counts every request sent). A batch line's usage is counted twice over: in
-//! the key's counters, as any request's, and in the key's batch counters, which say how
-//! much of it came from batches. `GET /v1/usage` (`http/ops/usage.rs`) reads both back.
+//! used (usage counts every request sent). A batch line's usage is not recorded here but
+//! kept on its context: the batch charges it with the line's output, once even when the
+//! line runs again after a crash (`batch::progress`), to the key's counters, as any
+//! request's, and to the key's batch counters, which say how much of it came from batches.
+//! `GET /v1/usage` (`http/ops/usage.rs`) reads both back.
 
 use crate::engine::TokenUsage;
 use crate::http::auth::Caller;
@@ -37,11 +39,14 @@ pub(super) async fn record_unanswered(
     add(state, context, caller, used(usage)).await;
 }
 
-/// `counts` to the key's usage, and to its batch counters for a batch line.
+/// `counts` to the key's usage; a batch line's to its context, for the batch to charge.
 async fn add(state: &AppState, context: &RequestContext, caller: &Caller, counts: UsageCounts) {
-    state.quotas.record(caller.name(), counts).await;
-    if context.batch {
-        state.quotas.record_batch(caller.name(), counts).await;
+    match &context.batch_usage {
+        Some(line) => line
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .add(&counts),
+        None => state.quotas.record(caller.name(), counts).await,
     }
 }
 

@@ -51,7 +51,7 @@ pub(in crate::http) fn asked<'s>(
     let Some(watch) = state.ledger.watch() else {
         return Err(ApiError::new(
             Code::LedgerOff,
-            "the decision ledger is off (--ledger off)",
+            "the calibration watch is off (--ledger off or --no-calibration-watch)",
         ));
     };
     let pairs = query
