@@ -219,8 +219,13 @@ fn main() {
                 // Two children: warm-up only, and warm-up plus the measured requests; the
                 // difference is the measured requests' own instructions.
                 let mut totals = [0u64; 2];
-                for (i, n) in [knobs.warmup, knobs.warmup + knobs.requests].into_iter().enumerate() {
-                    let out_file = knobs.out.join(format!("{name}-{ledger}-{}-{n}.out", scenario.name));
+                for (i, n) in [knobs.warmup, knobs.warmup + knobs.requests]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let out_file = knobs
+                        .out
+                        .join(format!("{name}-{ledger}-{}-{n}.out", scenario.name));
                     let (mut guard, addr) =
                         start_under_callgrind(binary, &fake.base_url(), ledger, &out_file);
                     let url = format!("http://{addr}/v1/systemone");
@@ -253,7 +258,10 @@ fn print_table(knobs: &Knobs, rows: &[Vec<Vec<f64>>]) {
     for n in &names[1..] {
         header += &format!(" {n} ÷ {} |", names[0]);
     }
-    println!("\n{header}\n|---|---|{}", "---:|".repeat(2 * names.len() - 1));
+    println!(
+        "\n{header}\n|---|---|{}",
+        "---:|".repeat(2 * names.len() - 1)
+    );
     for (l, ledger) in knobs.ledgers.iter().enumerate() {
         for (s, scenario) in knobs.scenarios.iter().enumerate() {
             let row = &rows[l][s];

@@ -71,11 +71,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 use fake_vllm::FakeVllm;
+use support::scenario::{Scenario, SCENARIOS};
 use support::{
     cpu_time, drive, env_secs, fake_backend_flags, label_ids, mark, one_question, route_criteria,
     route_question, ticket_state, Phase, ServiceGuard, SERVICE_RUST_LOG,
 };
-use support::scenario::{Scenario, SCENARIOS};
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::ReadRequest;
 use systemone::models::tokens::TokenTable;
