@@ -8,12 +8,13 @@
 //! time (a ledger's fsync, the sockets' system calls), and what a cache miss or a lock
 //! costs. So this bench says *what work grew*; the load bench says what it costs.
 //!
-//! Per binary and ledger, one child runs under `valgrind --tool=callgrind`; per scenario it
-//! answers `INSTR_WARMUP` requests, its counters are zeroed (`callgrind_control -z`), it
-//! answers `INSTR_REQUESTS` more one after another, waits until it is idle (a ledger writes
-//! after the answer), and its counts are dumped (`callgrind_control -d`). The row's figure
-//! is the dump's instructions ÷ questions answered. The dumps stay in `INSTR_OUT` (default:
-//! a fresh temp dir, printed) for `callgrind_annotate`.
+//! Per binary, ledger and scenario, two children run under `valgrind --tool=callgrind`:
+//! one answers `INSTR_WARMUP` requests, the other `INSTR_WARMUP + INSTR_REQUESTS`, one
+//! after another; each waits until it is idle (a ledger writes after the answer) and is
+//! stopped with SIGTERM, callgrind writing its counts as it exits. The difference of the
+//! two totals is the measured requests' own instructions (start-up, warm-up and shutdown
+//! cancel out); the row's figure is that ÷ questions answered. The dumps stay in
+//! `INSTR_OUT` (default: a fresh temp dir, printed) for `callgrind_annotate`.
 //!
 //! `INSTR_BINS=base=PATH,new=PATH cargo bench --bench instructions`
 //! Knobs (environment): `INSTR_BINS` (`name=path,…`; default `new`, the binary Cargo
