@@ -6,6 +6,8 @@
 //!   worktree and sets it). Both run at once as children on `127.0.0.1:0`, and every
 //!   measurement alternates between them (each round starts with the other one), so a change
 //!   is judged as a ratio on the same noisy machine. Without `LOAD_BASE_BIN` only new runs.
+//!   `LOAD_NEW_BIN` runs another binary as new (two older commits side by side, or a copy
+//!   kept apart from the `target/release/systemone` a later build overwrites).
 //! * Scenarios: 1 question × 4 options, 5 questions × 4 options, 1 question × 150 options
 //!   (two upstream requests: 128 ids per read), each at 1, 16 and 64 callers.
 //! * Per row and binary: **service CPU per answer** (utime + stime of the child from
@@ -29,7 +31,8 @@
 //! and ledger, every one alternating with the others; `sqlite` is a fresh file in a temp
 //! dir, `postgres` a fresh database in the server at `LOAD_POSTGRES_URL` (a URL naming its
 //! `postgres` database, default `SYSTEMONE_POSTGRES_URL_FOR_TESTS`); prints what each ledger
-//! adds over `off` for the same binary; unset: each binary's default, a fresh SQLite file),
+//! adds over `off` for the same binary, and the kernel's part of each child's CPU (`stime`:
+//! system calls, fsync); unset: each binary's default, a fresh SQLite file),
 //! `LOAD_CALLERS` (`key,token`: one child per binary and caller kind, each with a keys
 //! file holding one key and a `[jwt]` section on a JWKS file (`support::tokens`); the
 //! callers of a `key` child send the key, those of a `token` child one ES256 token (sent
@@ -68,12 +71,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use fake_vllm::FakeVllm;
+use support::scenario::{Scenario, SCENARIOS};
 use support::{
-    cpu_time, drive, env_secs, fake_backend_flags, label_ids, mark, one_question, route_criteria,
-    route_question, ticket_state, Phase, ServiceGuard, ROUTE_INSTRUCTIONS, SERVICE_RUST_LOG,
+    cpu_times, drive, env_secs, fake_backend_flags, label_ids, mark, one_question, route_criteria,
+    route_question, ticket_state, Phase, ServiceGuard, SERVICE_RUST_LOG,
 };
 use systemone::backend::vllm::VllmBackend;
 use systemone::backend::ReadRequest;
@@ -103,73 +107,6 @@ const TARGET_LOG_SHARE: f64 = 0.05;
 const TARGET_RSS_MB: f64 = 30.0;
 /// What a token caller may add over a key caller, per request (issue 40).
 const TARGET_TOKEN_ADDED_US: f64 = 10.0;
-
-/// One load shape: `questions` choice questions of `options` options each.
-#[derive(Clone, Copy)]
-struct Scenario {
-    name: &'static str,
-    questions: usize,
-    options: usize,
-}
-
-const SCENARIOS: [Scenario; 3] = [
-    Scenario {
-        name: "1x4",
-        questions: 1,
-        options: 4,
-    },
-    Scenario {
-        name: "5x4",
-        questions: 5,
-        options: 4,
-    },
-    Scenario {
-        name: "1x150",
-        questions: 1,
-        options: 150,
-    },
-];
-
-impl Scenario {
-    fn label(&self) -> String {
-        format!("{} q × {} options", self.questions, self.options)
-    }
-
-    /// The options of each question: the routing options, or `n` numbered categories.
-    fn criteria(&self) -> Vec<(String, Value)> {
-        if self.options == 4 {
-            return route_criteria();
-        }
-        (0..self.options)
-            .map(|i| {
-                (
-                    format!("category_{i:03}"),
-                    json!(format!(
-                        "Tickets about topic number {i} of the support taxonomy"
-                    )),
-                )
-            })
-            .collect()
-    }
-
-    /// The caller's body.
-    fn body(&self) -> Vec<u8> {
-        let criteria: serde_json::Map<String, Value> = self.criteria().into_iter().collect();
-        let questions: serde_json::Map<String, Value> = (0..self.questions)
-            .map(|i| {
-                let name = if self.questions == 1 {
-                    "route".to_string()
-                } else {
-                    format!("route_{i}")
-                };
-                let q = json!({"type": "choice", "instructions": ROUTE_INSTRUCTIONS, "criteria": criteria});
-                (name, q)
-            })
-            .collect();
-        let body = json!({"state": ticket_state(), "questions": questions});
-        serde_json::to_vec(&body).expect("serialises")
-    }
-}
 
 /// One service child: which binary, which logging.
 struct Config {
@@ -454,6 +391,8 @@ struct Measured {
     peak_mb: f64,
     /// The ledger's commits in its phases: (rows, commits), from its `/metrics`.
     commits: (f64, f64),
+    /// The part of `cpu` spent in the kernel (`stime`).
+    system: Duration,
 }
 
 impl Measured {
@@ -463,6 +402,9 @@ impl Measured {
     }
     fn cpu_us_per_answer(&self, s: &Scenario) -> f64 {
         self.cpu.as_secs_f64() * 1e6 / self.answers(s)
+    }
+    fn system_us_per_answer(&self, s: &Scenario) -> f64 {
+        self.system.as_secs_f64() * 1e6 / self.answers(s)
     }
     fn upstream_per_answer(&self, s: &Scenario) -> f64 {
         self.upstream as f64 / self.answers(s)
@@ -588,9 +530,15 @@ fn knobs() -> Knobs {
     if let Some(b) = &base {
         binaries.push(("base", b.clone(), None));
     }
+    let new = std::env::var_os("LOAD_NEW_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_systemone")),
+        PathBuf::from,
+    );
+    if !new.is_file() {
+        panic!("LOAD_NEW_BIN={} is not a file", new.display());
+    }
     for variant in variants() {
-        let new = PathBuf::from(env!("CARGO_BIN_EXE_systemone"));
-        binaries.push(("new", new, variant));
+        binaries.push(("new", new.clone(), variant));
     }
     let callers = callers(list("LOAD_CALLERS"));
     let ledgers = ledgers(
@@ -735,11 +683,13 @@ fn main() {
                         );
                     }
                     let commits_before = ledger_commits(&services[c].url);
-                    let cpu_before = cpu_time(pid);
+                    let (user_before, system_before) = cpu_times(pid);
                     let up_before = fake.state.chat.requests();
                     let phase = run(post(&services[c].url, &bodies[si]), concurrency);
                     let m = &mut measured[row][c];
-                    m.cpu += cpu_time(pid).saturating_sub(cpu_before);
+                    let (user, system) = cpu_times(pid);
+                    m.cpu += (user + system).saturating_sub(user_before + system_before);
+                    m.system += system.saturating_sub(system_before);
                     let commits_after = ledger_commits(&services[c].url);
                     m.commits.0 += commits_after.0 - commits_before.0;
                     m.commits.1 += commits_after.1 - commits_before.1;
@@ -1030,9 +980,9 @@ impl Table<'_> {
         );
         println!();
         println!(
-            "| scenario | callers | binary | ledger | CPU µs/answer | ÷ off (≤ {TARGET_LEDGER_CPU_RATIO}) | answers/s | p50 ms | added p50 ms (≤ {TARGET_LEDGER_ADDED_P50_MS} at 64) | p99 ms | added p99 ms | records per commit | errors |"
+            "| scenario | callers | binary | ledger | CPU µs/answer | of it kernel | ÷ off (≤ {TARGET_LEDGER_CPU_RATIO}) | answers/s | p50 ms | added p50 ms (≤ {TARGET_LEDGER_ADDED_P50_MS} at 64) | p99 ms | added p99 ms | records per commit | errors |"
         );
-        println!("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (row, s, callers) in self.rows() {
             for binary in ["base", "new"] {
                 let Some(off) = self.find_ledger(binary, "quiet", "off") else {
@@ -1049,9 +999,10 @@ impl Table<'_> {
                     let added = m.phase.percentile_ms(50.0) - off.phase.percentile_ms(50.0);
                     let cell = |text: String| if is_off { "–".to_string() } else { text };
                     println!(
-                        "| {} | {callers} | {binary} | {ledger} | {:.1} | {} | {:.0} | {:.3} | {} | {:.3} | {} | {} | {} |",
+                        "| {} | {callers} | {binary} | {ledger} | {:.1} | {:.1} | {} | {:.0} | {:.3} | {} | {:.3} | {} | {} | {} |",
                         s.label(),
                         m.cpu_us_per_answer(s),
+                        m.system_us_per_answer(s),
                         cell(format!("{ratio:.2} {}", mark(ratio <= TARGET_LEDGER_CPU_RATIO))),
                         m.phase.rate() * s.questions as f64,
                         m.phase.percentile_ms(50.0),

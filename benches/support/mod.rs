@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod scenario;
 pub mod tokens;
 
 use std::io::{BufRead, BufReader};
@@ -62,6 +63,13 @@ impl Drop for ServiceGuard {
 
 /// CPU time (user + system) the process has used so far.
 pub fn cpu_time(pid: u32) -> Duration {
+    let (user, system) = cpu_times(pid);
+    user + system
+}
+
+/// CPU time the process has used so far, (user, system): the kernel's share (system
+/// calls, a ledger's fsync) apart from the process's own instructions.
+pub fn cpu_times(pid: u32) -> (Duration, Duration) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the `(comm)`: state is field 3, utime 14, stime 15 (clock ticks).
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
@@ -73,7 +81,10 @@ pub fn cpu_time(pid: u32) -> Duration {
             .unwrap_or(0)
     };
     // USER_HZ is 100 on every Linux this runs on.
-    Duration::from_millis((ticks(14) + ticks(15)) * 10)
+    (
+        Duration::from_millis(ticks(14) * 10),
+        Duration::from_millis(ticks(15) * 10),
+    )
 }
 
 /// Removes ANSI escape sequences (in case the child logs in colour).

@@ -70,9 +70,16 @@ impl HeadKey {
         u64::from_le_bytes(first)
     }
 
-    /// 32 lowercase hex digits: the routing header's value.
+    /// 32 lowercase hex digits: the routing header's value (made on every read path, so
+    /// by table: one allocation, where a `format!` per byte made 17).
     pub fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = String::with_capacity(2 * self.0.len());
+        for b in self.0 {
+            hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+            hex.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        }
+        hex
     }
 }
 
@@ -83,6 +90,17 @@ mod tests {
     fn key(state: &str, images: &[&str], history: History, layout: Layout) -> HeadKey {
         let images: Vec<Arc<str>> = images.iter().map(|i| Arc::from(*i)).collect();
         HeadKey::new("m", layout, &content_digest(state, &images, &history))
+    }
+
+    #[test]
+    fn hex_is_every_byte_as_two_lowercase_digits_in_order() {
+        let key = HeadKey([
+            0x00, 0x01, 0x0f, 0x10, 0x7f, 0x80, 0xa5, 0xff, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc,
+            0xde, 0xf0,
+        ]);
+        assert_eq!(key.hex(), "00010f107f80a5ff123456789abcdef0");
+        let formatted: String = key.0.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(key.hex(), formatted);
     }
 
     #[test]

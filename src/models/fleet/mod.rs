@@ -70,8 +70,12 @@ impl Fleet {
     }
 
     /// The order in which a request with `key` tries the replicas: its rendezvous order,
-    /// the replicas at or past the bounded-load cap moved to the end.
+    /// the replicas at or past the bounded-load cap moved to the end. A fleet of one (every
+    /// single-URL model, on every request) has the one order without ranking or loads.
     pub fn order(&self, key: u64) -> Vec<usize> {
+        if self.replicas.len() == 1 {
+            return vec![0];
+        }
         let order = rendezvous::order(key, &self.seeds);
         let loads: Vec<usize> = self.replicas.iter().map(Replica::in_flight).collect();
         rendezvous::bounded(&order, &loads, self.factor)
