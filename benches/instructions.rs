@@ -124,14 +124,7 @@ fn start_under_callgrind(
         .args(fake_backend_flags(backend_url))
         .env("RUST_LOG", SERVICE_RUST_LOG)
         .env("NO_COLOR", "1");
-    for name in [
-        "SYSTEMONE_API_KEYS",
-        "SYSTEMONE_KEYS_FILE",
-        "SYSTEMONE_REDIS_URL",
-        "SYSTEMONE_STATE_DIR",
-    ] {
-        command.env_remove(name);
-    }
+    support::without_operator_env(&mut command);
     let target = match ledger {
         "off" => "off".to_string(),
         "sqlite" => format!("sqlite:{}.sqlite", out_file.display()),

@@ -186,6 +186,13 @@ pub fn start_on_fake(
 ) -> (ServiceGuard, SocketAddr) {
     let mut command = serve_command_of(binary, &fake_backend_flags(backend_url));
     command.args(extra);
+    without_operator_env(&mut command);
+    start_service(command, |_, _| {})
+}
+
+/// Clears the settings an operator's shell may hold (keys, Redis, state directory), so a
+/// measured service is the open, stateless one its flags say.
+pub fn without_operator_env(command: &mut Command) {
     for name in [
         "SYSTEMONE_API_KEYS",
         "SYSTEMONE_KEYS_FILE",
@@ -194,7 +201,6 @@ pub fn start_on_fake(
     ] {
         command.env_remove(name);
     }
-    start_service(command, |_, _| {})
 }
 
 /// Writes a keys file at `path` holding one `[[key]]` per `(name, key)`, each with limits
