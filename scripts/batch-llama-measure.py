@@ -227,16 +227,7 @@ def main():
                                  time.monotonic() - started))
                     alone = statistics.median(latencies(base, "A", a.online))
                     print(f"online p50 alone: {alone * 1000:.0f} ms", flush=True)
-                running = submit(base, shuffled(f"R{n}", a.states, a.questions, 2))
-                time.sleep(2)
-                busy = statistics.median(latencies(base, f"O{n}", a.online))
-                _, left = http("GET", f"{base}/v1/batches/{running}")
-                try:
-                    post_json(f"{base}/v1/batches/{running}/cancel", {})
-                except urllib.error.HTTPError as e:
-                    assert e.code == 409, e  # it had ended: the row says so
-                wait_batch(base, running)
-                counts = json.loads(left)["request_counts"]
+                busy, counts = busy_p50(base, f"R{n}", a.states, a.questions, a.online)
                 print(f"share {share}: online p50 with a batch running {busy * 1000:.0f} ms "
                       f"({busy / alone:.2f}x alone); the batch had finished {counts['completed']} "
                       f"of {counts['total']} lines by then", flush=True)
