@@ -374,95 +374,92 @@ impl Watch {
     /// shape, from its earliest answer to just after its latest), sorted by shape. Every
     /// key's recent answers merged: each key's last few hundred.
     pub fn recent(&self, query: &Query) -> Vec<ShapeFigures> {
-        let book = self.book();
-        let complete = book
-            .reference
-            .is_some_and(|(_, until)| book.newest_ms >= until);
-        let mut merged: BTreeMap<&Shape, (Option<Held>, Sums)> = BTreeMap::new();
-        for (Id { key, shape }, watched) in &book.shapes {
-            if !query.selects(key, shape) {
-                continue;
-            }
-            let entry = merged
-                .entry(shape)
-                .or_insert_with(|| (None, Sums::new(shape.options)));
-            if let Some((sums, from, until)) = watched.recent.sums() {
-                match &mut entry.0 {
-                    Some((all, f, u)) => {
-                        all.merge(&sums);
-                        (*f, *u) = ((*f).min(from), (*u).max(until));
-                    }
-                    None => entry.0 = Some((sums, from, until)),
+        let gather = |held: &mut Option<Held>, watched: &Watched| {
+            let Some((sums, from, until)) = watched.recent.sums() else {
+                return;
+            };
+            match held {
+                Some((all, f, u)) => {
+                    all.merge(&sums);
+                    (*f, *u) = ((*f).min(from), (*u).max(until));
                 }
+                None => *held = Some((sums, from, until)),
             }
-            entry.1.merge(&watched.reference);
-        }
-        merged
-            .into_iter()
-            .map(|(shape, (recent, reference))| {
-                let against = complete.then_some(&reference);
-                let windows = recent
-                    .map(|(sums, from_ms, until_ms)| Windowed {
-                        from_ms,
-                        until_ms,
-                        figures: figures::figures(&sums, against),
-                    })
-                    .into_iter()
-                    .collect();
-                ShapeFigures {
-                    shape: shape.clone(),
-                    windows,
-                    reference: figures::figures(&reference, against),
-                }
+        };
+        self.merged(query, gather, |_, held, against| {
+            held.map(|(sums, from_ms, until_ms)| Windowed {
+                from_ms,
+                until_ms,
+                figures: figures::figures(&sums, against),
             })
+            .into_iter()
             .collect()
+        })
     }
 
     /// The figures of the shapes `query` selects over `span`'s windows up to the one
     /// holding `now_ms`, sorted by shape.
     pub fn figures(&self, query: &Query, span: Span, now_ms: i64) -> Vec<ShapeFigures> {
+        let gather = |windows: &mut BTreeMap<i64, Sums>, watched: &Watched| {
+            for (index, sums) in &watched.ring(span).windows {
+                match windows.get_mut(index) {
+                    Some(s) => s.merge(sums),
+                    None => {
+                        windows.insert(*index, sums.clone());
+                    }
+                }
+            }
+        };
+        let newest = span.index(now_ms);
+        self.merged(query, gather, |shape, windows, against| {
+            let empty = Sums::new(shape.options);
+            (newest - span.kept() + 1..=newest)
+                .map(|index| {
+                    let (from_ms, until_ms) = span.bounds(index);
+                    let sums = windows.get(&index).unwrap_or(&empty);
+                    Windowed {
+                        from_ms,
+                        until_ms,
+                        figures: figures::figures(sums, against),
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// One figure set per shape `query` selects, sorted by shape: every selected key's
+    /// watched parts of that shape folded by `gather` into a `T` (its windows) and their
+    /// reference sums merged, then `windows` turns the `T` into figures. Both compare
+    /// against the merged reference only once the reference window is complete (before,
+    /// a drift figure would compare against a part of a week).
+    fn merged<T: Default>(
+        &self,
+        query: &Query,
+        mut gather: impl FnMut(&mut T, &Watched),
+        windows: impl Fn(&Shape, T, Option<&Sums>) -> Vec<Windowed>,
+    ) -> Vec<ShapeFigures> {
         let book = self.book();
         let complete = book
             .reference
             .is_some_and(|(_, until)| book.newest_ms >= until);
-        let mut merged: BTreeMap<&Shape, (BTreeMap<i64, Sums>, Sums)> = BTreeMap::new();
+        let mut merged: BTreeMap<&Shape, (T, Sums)> = BTreeMap::new();
         for (Id { key, shape }, watched) in &book.shapes {
             if !query.selects(key, shape) {
                 continue;
             }
             let entry = merged
                 .entry(shape)
-                .or_insert_with(|| (BTreeMap::new(), Sums::new(shape.options)));
-            for (index, sums) in &watched.ring(span).windows {
-                match entry.0.get_mut(index) {
-                    Some(s) => s.merge(sums),
-                    None => {
-                        entry.0.insert(*index, sums.clone());
-                    }
-                }
-            }
+                .or_insert_with(|| (T::default(), Sums::new(shape.options)));
+            gather(&mut entry.0, watched);
             entry.1.merge(&watched.reference);
         }
-        let newest = span.index(now_ms);
         merged
             .into_iter()
-            .map(|(shape, (windows, reference))| {
+            .map(|(shape, (parts, reference))| {
                 let against = complete.then_some(&reference);
-                let empty = Sums::new(shape.options);
-                let windows = (newest - span.kept() + 1..=newest)
-                    .map(|index| {
-                        let (from_ms, until_ms) = span.bounds(index);
-                        let sums = windows.get(&index).unwrap_or(&empty);
-                        Windowed {
-                            from_ms,
-                            until_ms,
-                            figures: figures::figures(sums, against),
-                        }
-                    })
-                    .collect();
                 ShapeFigures {
                     shape: shape.clone(),
-                    windows,
+                    windows: windows(shape, parts, against),
                     reference: figures::figures(&reference, against),
                 }
             })
