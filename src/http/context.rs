@@ -89,6 +89,12 @@ impl RequestContext {
             })
     }
 
+    /// A batch line's request id (the same every time the line runs), `None` online: what
+    /// the daily cap counts a line once by.
+    pub(super) fn batch_line_id(&self) -> Option<&str> {
+        self.batch_usage.as_ref().map(|_| self.id.0.as_str())
+    }
+
     /// Notes the caller's key name, for the summary line and the ledger.
     pub(super) fn note_key(&self, name: &str) {
         self.summary.note_key(name);

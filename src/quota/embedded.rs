@@ -32,6 +32,11 @@ const USAGE: TableDefinition<(&str, u64), UsageTuple> = TableDefinition::new("us
 /// charge is looked up in, and older ones are dropped.
 const CHARGED: TableDefinition<(u64, &str), ()> = TableDefinition::new("charged");
 
+/// (UTC day, request id) of every batch line admitted ([`LimitStore::take_line_questions`]):
+/// a line run again after a crash, within its batch's 24 h window, is found here (today's
+/// or yesterday's) and not counted against the daily cap again; older ones are dropped.
+const ADMITTED: TableDefinition<(u64, &str), ()> = TableDefinition::new("admitted");
+
 /// The file's name under the state directory.
 pub const FILE_NAME: &str = "limits.redb";
 
@@ -82,10 +87,23 @@ impl EmbeddedStore {
     }
 }
 
-/// In one write transaction: the cap checked, the per-minute rate taken, the count added;
-/// a refusal aborts it, so nothing is taken.
-fn take_questions(db: &Database, key: &KeyQuota, questions: usize, now: Now) -> Checked {
+/// In one write transaction: the cap checked, the per-minute rate taken, the count added
+/// (and a batch line's id kept, or, when it is kept already, nothing taken: the line was
+/// counted when it first ran); a refusal aborts it, so nothing is taken.
+fn take_questions(
+    db: &Database,
+    key: &KeyQuota,
+    questions: usize,
+    now: Now,
+    line: Option<&str>,
+) -> Checked {
     let txn = db.begin_write().map_err(failed)?;
+    if let Some(line) = line {
+        if !keep_line(&txn, now.day(), line)? {
+            txn.abort().map_err(failed)?;
+            return Ok(Ok(()));
+        }
+    }
     let verdict = {
         let mut table = txn.open_table(DAILY).map_err(failed)?;
         let id = (key.name.as_str(), now.day());
@@ -109,6 +127,52 @@ fn take_questions(db: &Database, key: &KeyQuota, questions: usize, now: Now) -> 
     Ok(verdict)
 }
 
+/// Keeps batch line `line`'s id as admitted on `day` (and drops ids older than the day
+/// before), in `txn`; false when it was admitted already (today or the day before).
+fn keep_line(txn: &redb::WriteTransaction, day: u64, line: &str) -> Result<bool, StoreError> {
+    let mut admitted = txn.open_table(ADMITTED).map_err(failed)?;
+    if admitted_on(&admitted, day, line)?.is_some() {
+        return Ok(false);
+    }
+    admitted.insert((day, line), ()).map_err(failed)?;
+    admitted
+        .retain_in(..(day.saturating_sub(1), ""), |_, ()| false)
+        .map_err(failed)?;
+    Ok(true)
+}
+
+/// The day (`day` or the one before) batch line `line` was admitted on, if it was.
+fn admitted_on(
+    admitted: &Table<'_, (u64, &'static str), ()>,
+    day: u64,
+    line: &str,
+) -> Result<Option<u64>, StoreError> {
+    for day in [day, day.saturating_sub(1)] {
+        if admitted.get((day, line)).map_err(failed)?.is_some() {
+            return Ok(Some(day));
+        }
+    }
+    Ok(None)
+}
+
+/// Gives `questions` of `day`'s count back to `name`, in `txn`.
+fn give_back(
+    txn: &redb::WriteTransaction,
+    name: &str,
+    day: u64,
+    questions: u64,
+) -> Result<(), StoreError> {
+    let mut table = txn.open_table(DAILY).map_err(failed)?;
+    let used = table
+        .get((name, day))
+        .map_err(failed)?
+        .map_or(0, |v| v.value());
+    table
+        .insert((name, day), used.saturating_sub(questions))
+        .map_err(failed)?;
+    Ok(())
+}
+
 impl LimitStore for EmbeddedStore {
     fn kind(&self) -> &'static str {
         "embedded"
@@ -129,7 +193,19 @@ impl LimitStore for EmbeddedStore {
         now: Now,
     ) -> BoxFuture<'a, Checked> {
         let key = key.clone();
-        self.blocking(move |db| take_questions(db, &key, questions, now))
+        self.blocking(move |db| take_questions(db, &key, questions, now, None))
+    }
+
+    fn take_line_questions<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        questions: usize,
+        now: Now,
+        line: &'a str,
+    ) -> BoxFuture<'a, Checked> {
+        let key = key.clone();
+        let line = line.to_string();
+        self.blocking(move |db| take_questions(db, &key, questions, now, Some(&line)))
     }
 
     fn refund<'a>(
@@ -141,14 +217,33 @@ impl LimitStore for EmbeddedStore {
         let name = key.name.clone();
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(failed)?;
-            {
-                let mut table = txn.open_table(DAILY).map_err(failed)?;
-                let id = (name.as_str(), day);
-                let used = table.get(id).map_err(failed)?.map_or(0, |v| v.value());
-                table
-                    .insert(id, used.saturating_sub(questions))
-                    .map_err(failed)?;
-            }
+            give_back(&txn, &name, day, questions)?;
+            txn.commit().map_err(failed)
+        })
+    }
+
+    /// The line's id forgotten and its questions given back to the day it was counted on
+    /// (`day`, or the day before when it was first admitted then), in one transaction.
+    fn refund_line<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        day: u64,
+        questions: u64,
+        line: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let name = key.name.clone();
+        let line = line.to_string();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(failed)?;
+            let counted_on = {
+                let mut admitted = txn.open_table(ADMITTED).map_err(failed)?;
+                let counted_on = admitted_on(&admitted, day, &line)?;
+                if let Some(on) = counted_on {
+                    admitted.remove((on, line.as_str())).map_err(failed)?;
+                }
+                counted_on.unwrap_or(day)
+            };
+            give_back(&txn, &name, counted_on, questions)?;
             txn.commit().map_err(failed)
         })
     }
@@ -376,6 +471,51 @@ mod tests {
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!(rows[0].counts.to_array(), [2, 10, 150, 10, 10]);
         assert_eq!(rows[0].day, 5);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A batch line's questions count once across a reopen (a crash and a restart), also
+    /// when it runs again the next day; a refund forgets the line (its questions go back to
+    /// the day it was counted on), which then counts anew; a line refused is not kept.
+    #[tokio::test]
+    async fn a_line_run_again_counts_once_against_the_daily_cap() {
+        let dir = temp_dir();
+        let limits = KeyLimits {
+            daily_questions: Some(10),
+            ..KeyLimits::default()
+        };
+        let key = Arc::new(KeyQuota::new("acme".into(), limits));
+        let take = |store: &EmbeddedStore, day, line| {
+            let (store, key) = (store.clone(), key.clone());
+            async move { store.take_line_questions(&key, 4, at(day), line).await }
+        };
+        {
+            let store = EmbeddedStore::open(&dir).expect("opens");
+            assert_eq!(take(&store, 5, "req_a").await.ok(), Some(Ok(())));
+        }
+        let store = EmbeddedStore::open(&dir).expect("reopens");
+        assert_eq!(take(&store, 5, "req_a").await.ok(), Some(Ok(())));
+        assert_eq!(take(&store, 6, "req_a").await.ok(), Some(Ok(())));
+        assert_eq!(store.daily_used(&key, 5).await.expect("reads"), 4);
+        assert_eq!(store.daily_used(&key, 6).await.expect("reads"), 0);
+        store
+            .refund_line(&key, 6, 4, "req_a")
+            .await
+            .expect("refunds");
+        assert_eq!(
+            store.daily_used(&key, 5).await.expect("reads"),
+            0,
+            "its day"
+        );
+        assert_eq!(take(&store, 6, "req_a").await.ok(), Some(Ok(())));
+        assert_eq!(take(&store, 6, "req_b").await.ok(), Some(Ok(())));
+        let over = take(&store, 6, "req_c").await.expect("answers");
+        assert!(matches!(over, Err(Refusal::DailyCap { .. })), "{over:?}");
+        assert_eq!(
+            take(&store, 6, "req_c").await.ok().map(|v| v.is_err()),
+            Some(true)
+        );
+        assert_eq!(store.daily_used(&key, 6).await.expect("reads"), 8);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

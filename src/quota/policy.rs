@@ -280,11 +280,14 @@ impl Quotas {
     }
 
     /// Counts a validated request's questions against the key's questions per minute and
-    /// daily cap; what was taken can be given back with [`Quotas::refund`].
+    /// daily cap; what was taken can be given back with [`Quotas::refund`]. `line`: a batch
+    /// line's request id, so that a line run again after a crash counts once where the
+    /// store keeps ids ([`LimitStore::take_line_questions`]).
     pub async fn admit_questions(
         &self,
         key: &Arc<KeyQuota>,
         questions: usize,
+        line: Option<&str>,
     ) -> Result<Admission, QuotaError> {
         let now = self.now();
         let mut admission = Admission {
@@ -297,13 +300,11 @@ impl Quotas {
             admission.questions = 0;
             return Ok(admission);
         }
-        match self
-            .call(
-                "take_questions",
-                self.store.take_questions(key, questions, now),
-            )
-            .await
-        {
+        let take = match line {
+            Some(line) => self.store.take_line_questions(key, questions, now, line),
+            None => self.store.take_questions(key, questions, now),
+        };
+        match self.call("take_questions", take).await {
             Ok(verdict) => verdict.map(|()| admission).map_err(QuotaError::Refused),
             Err(_) => self.fall_back(|| {
                 admission.local = true;
@@ -315,8 +316,9 @@ impl Quotas {
     }
 
     /// Gives back an admission's questions: the request was refused before any upstream
-    /// call. A failed refund is logged (the key loses those questions for the day).
-    pub async fn refund(&self, key: &Arc<KeyQuota>, admission: Admission) {
+    /// call. A failed refund is logged (the key loses those questions for the day). `line`:
+    /// the batch line's request id it was admitted with, forgotten with the refund.
+    pub async fn refund(&self, key: &Arc<KeyQuota>, admission: Admission, line: Option<&str>) {
         if admission.questions == 0 {
             return;
         }
@@ -324,7 +326,11 @@ impl Quotas {
             key.local.refund(admission.day, admission.questions);
             return;
         }
-        let refund = self.store.refund(key, admission.day, admission.questions);
+        let (day, questions) = (admission.day, admission.questions);
+        let refund = match line {
+            Some(line) => self.store.refund_line(key, day, questions, line),
+            None => self.store.refund(key, day, questions),
+        };
         let _ = self.call("refund", refund).await;
     }
 

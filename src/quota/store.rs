@@ -63,6 +63,31 @@ pub trait LimitStore: Send + Sync + fmt::Debug {
         day: u64,
         questions: u64,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// [`LimitStore::take_questions`] for a batch line, `line` its request id (the same
+    /// every time the line runs): a store that keeps admitted ids (the embedded one, in the
+    /// same transaction as the count) admits a line it holds without counting it again, so
+    /// a line run again after a crash counts once against the daily cap. This default
+    /// counts every run: memory does not outlive the process, and Redis keeps no ids.
+    fn take_line_questions<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        questions: usize,
+        now: Now,
+        _line: &'a str,
+    ) -> BoxFuture<'a, Checked> {
+        self.take_questions(key, questions, now)
+    }
+    /// [`LimitStore::refund`] of a batch line's admission: the store forgets its id too, so
+    /// the line counts again if it runs again.
+    fn refund_line<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        day: u64,
+        questions: u64,
+        _line: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.refund(key, day, questions)
+    }
     /// Adds `counts` to `name`'s usage on `day`.
     fn record<'a>(
         &'a self,

@@ -3,8 +3,8 @@
 //! error file with the door's error and the batch goes on; a malformed file is refused with
 //! the rule it breaks (a gzip bomb within the body budget); a batch and its files are their
 //! caller's (another caller gets 404); a batch resumes after a restart with one output line
-//! per line and one ledger record per line; an expired batch keeps its finished lines
-//! (paused time); a cancelled one too.
+//! per line, one ledger record per line and its questions counted once against the daily
+//! cap; an expired batch keeps its finished lines (paused time); a cancelled one too.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -16,6 +16,7 @@ use crate::body_memory::gzip;
 use crate::fake_vllm::FakeVllm;
 use crate::support::bodies::choice_about;
 use crate::support::ledger::{start_with_ledger, Backend, LedgerDb};
+use crate::support::replicas::used_today;
 use crate::support::{self, Reply, Service};
 
 const BOUNDARY: &str = "batchboundary7f3a";
@@ -372,15 +373,21 @@ async fn a_batch_and_its_files_are_their_callers_alone() {
 
 /// Phase one of a restart: a service (in a runtime of its own) that starts the batch and
 /// is dropped with its runtime once `at_least` lines are finished; the batch's id.
-fn start_and_crash(fake_url: &str, flags: &[String], content: &str, at_least: i64) -> String {
+fn start_and_crash(
+    fake_url: &str,
+    flags: &[String],
+    content: &str,
+    at_least: i64,
+    key: Option<&str>,
+) -> String {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let id = runtime.block_on(async {
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let service = start_with_ledger(support::config(fake_url, &flags)).await;
-        let batch = submit(&service, content, None).await;
+        let batch = submit(&service, content, key).await;
         let id = batch["id"].as_str().expect("id").to_string();
         loop {
-            let now = get(&service, &format!("/v1/batches/{id}"), None).await.body;
+            let now = get(&service, &format!("/v1/batches/{id}"), key).await.body;
             assert_eq!(now["status"], "in_progress", "{now}");
             if now["request_counts"]["completed"].as_i64().unwrap_or(0) >= at_least {
                 break id;
@@ -409,7 +416,7 @@ fn a_batch_resumes_after_a_restart_with_one_output_and_one_record_per_line() {
         ]
         .map(String::from),
     );
-    let id = start_and_crash(&fake.base_url(), &flags, &file_of(40), 6);
+    let id = start_and_crash(&fake.base_url(), &flags, &file_of(40), 6, None);
     fake.set_delay(Duration::ZERO);
     fake_runtime.block_on(async {
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
@@ -424,6 +431,54 @@ fn a_batch_resumes_after_a_restart_with_one_output_and_one_record_per_line() {
         assert_eq!(output.len(), 40);
         one_record_per_line(&service, &output).await;
         usage_is_each_line_once(&service, &output).await;
+    });
+}
+
+/// The daily cap counts a line once however often it runs: the lines in flight when the
+/// service stopped run again after the restart, with the request ids they were admitted
+/// with, and the key's count for the day is the output lines' questions, no more.
+#[test]
+fn a_line_run_again_after_a_restart_counts_once_against_the_daily_cap() {
+    const KEY: &str = "sk-batch-daily-5e1f0c";
+    let fake_runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let fake = fake_runtime.block_on(FakeVllm::start());
+    fake.set_delay(Duration::from_millis(20));
+    let db = fake_runtime.block_on(LedgerDb::new(Backend::Sqlite));
+    let dir = state_dir();
+    let keys = support::keys_file(&support::key_entry("k", KEY, "daily_questions = 1000"));
+    let mut flags = db.flags();
+    flags.extend(
+        [
+            "--state-dir",
+            dir.to_str().expect("utf-8"),
+            "--batch-concurrency",
+            "4",
+            "--keys-file",
+            keys.to_str().expect("utf-8"),
+        ]
+        .map(String::from),
+    );
+    let id = start_and_crash(&fake.base_url(), &flags, &file_of(40), 6, Some(KEY));
+    fake.set_delay(Duration::ZERO);
+    fake_runtime.block_on(async {
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let service = start_with_ledger(support::config(&fake.base_url(), &flags)).await;
+        let done = ended(&service, &id, Some(KEY)).await;
+        assert_eq!(
+            done["request_counts"],
+            json!({"total": 40, "completed": 40, "failed": 0})
+        );
+        let output = lines(&service, &done["output_file_id"], Some(KEY)).await;
+        let questions: usize = output
+            .values()
+            .map(|l| {
+                l["response"]["body"]["answers"]
+                    .as_object()
+                    .expect("answers")
+                    .len()
+            })
+            .sum();
+        assert_eq!(used_today(&service, KEY).await, Some(questions as u64));
     });
 }
 

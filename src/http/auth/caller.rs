@@ -109,22 +109,24 @@ impl Caller {
     /// Counts a validated request's questions against the key's questions per minute and
     /// daily cap in the configured store; nothing is taken from either when one of them
     /// refuses. The admission gives them back ([`Caller::refund`]) if the request is then
-    /// refused before any upstream call.
+    /// refused before any upstream call. `line`: a batch line's request id (counted once
+    /// however often the line runs, where the store keeps ids).
     pub async fn admit_questions(
         &self,
         quotas: &Quotas,
         questions: usize,
+        line: Option<&str>,
     ) -> Result<Option<Admission>, AuthError> {
         match self.quota() {
-            Some(q) => Ok(Some(quotas.admit_questions(q, questions).await?)),
+            Some(q) => Ok(Some(quotas.admit_questions(q, questions, line).await?)),
             None => Ok(None),
         }
     }
 
-    /// Gives back what [`Caller::admit_questions`] took.
-    pub async fn refund(&self, quotas: &Quotas, admission: Option<Admission>) {
+    /// Gives back what [`Caller::admit_questions`] took (with the same `line`).
+    pub async fn refund(&self, quotas: &Quotas, admission: Option<Admission>, line: Option<&str>) {
         if let (Some(q), Some(admission)) = (self.quota(), admission) {
-            quotas.refund(q, admission).await;
+            quotas.refund(q, admission, line).await;
         }
     }
 

@@ -40,14 +40,14 @@ pub(in crate::http) async fn run(
     let tenant = tier_and_tenant(state, caller, requests)?;
     let ticket = first.model().circuit.admit()?;
     let admission = caller
-        .admit_questions(&state.quotas, questions)
+        .admit_questions(&state.quotas, questions, context.batch_line_id())
         .await
         .inspect_err(|e| count_rejection(&state.metrics, caller, e))?;
     let sent: Vec<AtomicU64> = requests.iter().map(|_| AtomicU64::new(0)).collect();
     let mut all_answers = match run_within_deadline(state, requests, ticket, &sent, &tenant).await {
         Ok(all_answers) => all_answers,
         Err(e) => {
-            refund_unsent(state, caller, admission, requests, &sent).await;
+            refund_unsent(state, context, caller, admission, requests, &sent).await;
             return Err(e);
         }
     };
@@ -139,6 +139,7 @@ async fn run_all(
 /// key.
 async fn refund_unsent(
     state: &AppState,
+    context: &RequestContext,
     caller: &Caller,
     admission: Option<Admission>,
     requests: &[ValidRequest],
@@ -154,7 +155,9 @@ async fn refund_unsent(
         questions: unsent as u64,
         ..a
     });
-    caller.refund(&state.quotas, admission).await;
+    caller
+        .refund(&state.quotas, admission, context.batch_line_id())
+        .await;
 }
 
 /// After the escalations: the call's usage summed and noted, recorded for the key and
