@@ -71,8 +71,12 @@ fn init_tracing(
     if let Some(telemetry) = &telemetry {
         tracing::info!(
             endpoint = telemetry.endpoint(),
+            sampler = telemetry.sampler(),
             "exporting traces over OTLP/HTTP (docs/operations/tracing.md)"
         );
+        if let Some(warning) = telemetry.warning() {
+            tracing::warn!("{warning}");
+        }
     }
     Ok((flush, telemetry))
 }

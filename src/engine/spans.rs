@@ -11,11 +11,10 @@
 //! evaluated. Never a prompt, a label or anything else the caller wrote.
 
 use tracing::Span;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::backend::{BackendError, ReadReply};
 use crate::request::ValidRequest;
-use crate::telemetry::{int, TARGET};
+use crate::telemetry::{annotate, int, TARGET};
 
 /// What a read's span says of where it went and what it asks.
 pub(super) struct ReadSpan<'a> {
@@ -61,27 +60,23 @@ pub(super) fn read_ended(
     result: &Result<ReadReply, BackendError>,
     class: &'static str,
 ) {
-    if span.is_disabled() {
-        return;
-    }
     let Ok(reply) = result else {
         failed(span, class);
         return;
     };
-    if let Some(model) = &reply.model {
-        span.set_attribute("gen_ai.response.model", model.clone());
-    }
-    if let Some(usage) = &reply.usage {
-        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        span.set_attribute("gen_ai.usage.input_tokens", count(usage.prompt_tokens));
-        span.set_attribute("gen_ai.usage.output_tokens", count(usage.completion_tokens));
-        span.set_attribute("systemone.cached_tokens", count(usage.cached_tokens));
-        span.set_attribute("systemone.evaluated_tokens", count(usage.evaluated_tokens));
-    }
-    span.set_attribute(
-        "systemone.http_requests",
-        i64::try_from(reply.http_requests).unwrap_or(i64::MAX),
-    );
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    annotate(span, |span| {
+        if let Some(model) = &reply.model {
+            span.set("gen_ai.response.model", model.clone());
+        }
+        if let Some(usage) = &reply.usage {
+            span.set("gen_ai.usage.input_tokens", count(usage.prompt_tokens));
+            span.set("gen_ai.usage.output_tokens", count(usage.completion_tokens));
+            span.set("systemone.cached_tokens", count(usage.cached_tokens));
+            span.set("systemone.evaluated_tokens", count(usage.evaluated_tokens));
+        }
+        span.set("systemone.http_requests", count(reply.http_requests));
+    });
 }
 
 /// Waiting for a slot under the process-wide in-flight cap (made only when no slot is free
@@ -128,9 +123,8 @@ pub(super) fn forward(req: &ValidRequest) -> Span {
 
 /// A failed read or forward, on its span: its status `class` (`timeout`, `5xx`, …).
 pub(super) fn failed(span: &Span, class: &'static str) {
-    if span.is_disabled() {
-        return;
-    }
-    span.set_attribute("error.type", class);
-    span.set_status(opentelemetry::trace::Status::error(class));
+    annotate(span, |span| {
+        span.set("error.type", class);
+        span.error(class);
+    });
 }

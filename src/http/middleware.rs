@@ -30,13 +30,15 @@ pub(super) async fn request_context(
         .to_owned();
     let context = RequestContext::arriving(route);
     request.extensions_mut().insert(context.clone());
-    let span = tracing::info_span!("request", request_id = %context.id.0);
     let server = trace::server(
         request.method(),
         &context.route,
         &context.id.0,
         request.headers(),
     );
+    // Made in the SERVER span, so that span is its parent: the exported spans made under it
+    // find their request's span by walking up the parents.
+    let span = server.in_scope(|| tracing::info_span!("request", request_id = %context.id.0));
     let mut abandoned = Abandoned {
         state: &state,
         context: &context,

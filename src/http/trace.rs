@@ -7,9 +7,7 @@
 //! `token:<tier>`); never a key, a token or anything from the body.
 
 use axum::http::{HeaderMap, Method};
-use opentelemetry::trace::Status;
 use tracing::Span;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::telemetry::{self, TARGET};
 
@@ -44,19 +42,18 @@ pub(super) fn batch_line(route: &str, id: &str) -> Span {
 /// How the request ended, on its SERVER span: the status, the error code of a refusal (its
 /// span status an error for a 5xx, as the HTTP conventions say of a server), the caller.
 pub(super) fn ended(span: &Span, status: u16, code: Option<&str>, caller: Option<&str>) {
-    if span.is_disabled() {
-        return;
-    }
-    span.set_attribute("http.response.status_code", i64::from(status));
-    if let Some(code) = code.filter(|c| !c.is_empty()) {
-        span.set_attribute("error.type", code.to_owned());
-        if status >= 500 {
-            span.set_status(Status::error(code.to_owned()));
+    telemetry::annotate(span, |span| {
+        span.set("http.response.status_code", i64::from(status));
+        if let Some(code) = code.filter(|c| !c.is_empty()) {
+            span.set("error.type", code.to_owned());
+            if status >= 500 {
+                span.error(code);
+            }
         }
-    }
-    if let Some(caller) = caller {
-        span.set_attribute("systemone.caller", caller.to_owned());
-    }
+        if let Some(caller) = caller {
+            span.set("systemone.caller", caller.to_owned());
+        }
+    });
 }
 
 /// Reading, parsing and validating the body against the serving model (a fallback's, while

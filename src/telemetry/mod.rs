@@ -3,8 +3,9 @@
 //!
 //! The spans are `tracing` spans of the one target [`TARGET`], made where the work is
 //! (`http/trace.rs`: the request's SERVER span and the flow's steps; `engine/spans.rs`: the
-//! pipeline's, each upstream read a GenAI CLIENT span); `tracing-opentelemetry` turns them
-//! into OpenTelemetry spans. With traces off (the default) no layer takes that target, so
+//! pipeline's, each upstream read a GenAI CLIENT span); the service's own layer
+//! (`layer.rs`) records them, the export task encodes them to OTLP protobuf (`encode.rs`)
+//! and posts them (`client.rs`). With traces off (the default) no layer takes that target, so
 //! each such span is a disabled callsite: a load of its cached interest, nothing made.
 //! The log's layer never takes it either, with traces on or off.
 //!
@@ -17,17 +18,25 @@
 //! as the metrics' labels are (the canary test in tests/hermetic/traces.rs reads everything
 //! exported).
 
+mod annotate;
 mod client;
+mod encode;
 mod install;
+mod layer;
 mod propagate;
 mod queue;
+mod record;
+mod resource;
+mod sampler;
 
 use std::sync::atomic::AtomicBool;
 
 use tracing_subscriber::{Layer, Registry};
 
+pub use annotate::{annotate, Annotations};
 pub use install::{layer, Telemetry};
 pub use propagate::{continue_trace, inject_current};
+pub use record::Value;
 
 /// The `tracing` target of every span that is exported (and of nothing else).
 pub const TARGET: &str = "systemone::otel";
@@ -38,8 +47,7 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// The layer that exports spans, as the subscriber takes it beside the log's.
 pub type TraceLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
-/// A count as a span's attribute: an `i64`, OpenTelemetry's integer (a `u64` or `usize`
-/// field reaches `tracing-opentelemetry` through `Debug`: a string, formatted for each span).
+/// A count as a span's attribute: an `i64`, OpenTelemetry's integer.
 pub fn int(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }

@@ -4,18 +4,17 @@
 //! (`systemone_trace_spans_dropped_total{reason="queue_full"}`), as does a batch the
 //! collector refused or that could not be sent (`export_failed`).
 //!
-//! The SDK's own batch processor runs its loop on a thread of its own and counts its drops
-//! only in a log line at shutdown; this one runs where the HTTP client does and counts each.
-//! Its sizes are the standard `OTEL_BSP_*` variables.
+//! It runs where the HTTP client does (the OpenTelemetry SDK's batch processor runs a thread
+//! of its own and counts its drops only in a log line at shutdown) and counts each drop. Its
+//! sizes are the standard `OTEL_BSP_*` variables.
 
 use std::time::Duration;
 
-use opentelemetry::Context;
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{timeout_at, Instant};
 
+use super::client::Exporter;
+use super::record::SpanRecord;
 use crate::metrics::trace_spans_dropped;
 
 /// The queue's and batches' sizes.
@@ -48,18 +47,18 @@ impl Sizes {
     }
 }
 
-/// The span processor: hands each sampled span that ends to the export task.
+/// Hands each sampled span that ends to the export task.
 #[derive(Debug)]
 pub(super) struct Queue {
-    spans: mpsc::Sender<SpanData>,
+    spans: mpsc::Sender<SpanRecord>,
 }
 
 /// Asks the export task to send what it holds now; answered once it has.
 pub(super) type Flush = mpsc::Sender<oneshot::Sender<()>>;
 
 /// The processor and the flush handle; the export task is spawned on `runtime`.
-pub(super) fn start<E: SpanExporter + 'static>(
-    exporter: E,
+pub(super) fn start(
+    exporter: Exporter,
     sizes: Sizes,
     runtime: &tokio::runtime::Handle,
 ) -> (Queue, Flush) {
@@ -69,35 +68,23 @@ pub(super) fn start<E: SpanExporter + 'static>(
     (Queue { spans }, flush)
 }
 
-impl SpanProcessor for Queue {
-    fn on_start(&self, _span: &mut Span, _cx: &Context) {}
-
-    fn on_end(&self, span: SpanData) {
-        if !span.span_context.is_sampled() {
-            return;
-        }
+impl Queue {
+    /// Queues `span` for export, or drops and counts it when the queue is full.
+    pub(super) fn push(&self, span: SpanRecord) {
         if self.spans.try_send(span).is_err() {
             trace_spans_dropped()
                 .with_label_values(&["queue_full"])
                 .inc();
         }
     }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        Ok(())
-    }
-
-    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
-        Ok(())
-    }
 }
 
 /// Waits for a first span, gathers more until the batch is full or `delay` has passed,
 /// sends them; a flush sends everything queued at once. Ends when the processor is gone.
-async fn export_loop<E: SpanExporter>(
-    exporter: E,
+async fn export_loop(
+    exporter: Exporter,
     sizes: Sizes,
-    mut queued: mpsc::Receiver<SpanData>,
+    mut queued: mpsc::Receiver<SpanRecord>,
     mut flushes: mpsc::Receiver<oneshot::Sender<()>>,
 ) {
     loop {
@@ -126,7 +113,7 @@ async fn export_loop<E: SpanExporter>(
 }
 
 /// Up to `most` spans already queued, or `None` when there are none.
-fn drain(queued: &mut mpsc::Receiver<SpanData>, most: usize) -> Option<Vec<SpanData>> {
+fn drain(queued: &mut mpsc::Receiver<SpanRecord>, most: usize) -> Option<Vec<SpanRecord>> {
     let mut batch = Vec::new();
     while batch.len() < most {
         match queued.try_recv() {
@@ -138,9 +125,9 @@ fn drain(queued: &mut mpsc::Receiver<SpanData>, most: usize) -> Option<Vec<SpanD
 }
 
 /// Sends one batch; a failure drops it, counted, and is logged (at most one line a minute).
-async fn export<E: SpanExporter>(exporter: &E, batch: Vec<SpanData>) {
+async fn export(exporter: &Exporter, batch: Vec<SpanRecord>) {
     let spans = batch.len() as u64;
-    if let Err(e) = exporter.export(batch).await {
+    if let Err(e) = exporter.export(&batch).await {
         trace_spans_dropped()
             .with_label_values(&["export_failed"])
             .inc_by(spans);
