@@ -133,13 +133,7 @@ impl KeyedHash {
 
 /// Lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 0xf)] as char);
-    }
-    out
+    hex::encode(bytes)
 }
 
 /// Writes `text` to a new file only the owner can read (fails if the file exists: two

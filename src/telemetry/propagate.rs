@@ -66,20 +66,9 @@ fn traceparent(context: &TraceContext) -> String {
     let flags = if context.sampled { "01" } else { "00" };
     format!(
         "00-{}-{}-{flags}",
-        hex(&context.trace_id),
-        hex(&context.span_id)
+        hex::encode(context.trace_id),
+        hex::encode(context.span_id)
     )
-}
-
-/// `bytes` as lowercase hex.
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    out
 }
 
 /// A `traceparent`'s trace id, parent span id and sampled flag, as W3C's rules read it: a

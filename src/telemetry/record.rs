@@ -1,6 +1,6 @@
 //! One exported span while it runs and after it ends: [`SpanRecord`], kept in the `tracing`
-//! span's extensions by the layer ([`super::layer`]), queued when it closes and encoded by
-//! [`super::encode`].
+//! span's extensions by the layer ([`layer`](mod@super::layer)), queued when it closes and
+//! encoded by [`super::encode`].
 //!
 //! Why a struct of its own rather than the SDK's span data: a key is the field's
 //! `&'static str` name (no `String` per attribute), a value is a small enum, and nothing is

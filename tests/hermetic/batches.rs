@@ -469,15 +469,7 @@ fn a_line_run_again_after_a_restart_counts_once_against_the_daily_cap() {
             json!({"total": 40, "completed": 40, "failed": 0})
         );
         let output = lines(&service, &done["output_file_id"], Some(KEY)).await;
-        let questions: usize = output
-            .values()
-            .map(|l| {
-                l["response"]["body"]["answers"]
-                    .as_object()
-                    .expect("answers")
-                    .len()
-            })
-            .sum();
+        let questions = questions_in(&output);
         assert_eq!(used_today(&service, KEY).await, Some(questions as u64));
     });
 }
@@ -626,6 +618,19 @@ async fn one_record_per_line(base: &impl Base, output: &HashMap<String, Value>) 
     assert!(recorded.iter().all(|r| ids.contains(r)));
 }
 
+/// The questions answered in a batch's output lines (each line's answers).
+fn questions_in(output: &HashMap<String, Value>) -> usize {
+    output
+        .values()
+        .map(|l| {
+            l["response"]["body"]["answers"]
+                .as_object()
+                .expect("answers")
+                .len()
+        })
+        .sum()
+}
+
 /// Asserts the caller's usage, all of it and its batch counters, is the sum of the output
 /// lines' own: each line charged once, none lost and none twice (the service answered
 /// nothing but the batch's lines).
@@ -638,15 +643,7 @@ async fn usage_is_each_line_once(base: &impl Base, output: &HashMap<String, Valu
             .map(|l| l["response"]["body"]["usage"][field].as_u64().expect(field))
             .sum()
     };
-    let questions: usize = output
-        .values()
-        .map(|l| {
-            l["response"]["body"]["answers"]
-                .as_object()
-                .expect("answers")
-                .len()
-        })
-        .sum();
+    let questions = questions_in(output);
     let want = [
         ("requests", output.len() as u64),
         ("questions", questions as u64),
