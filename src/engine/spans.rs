@@ -1,7 +1,8 @@
 //! The pipeline's spans in the exported trace ([`crate::telemetry`]): the wait for an
 //! in-flight permit and the token-table check (each only when there is a wait), the
 //! position prior's sample, each upstream read as a GenAI CLIENT span, decoding and
-//! calibration, a native forward. Each is a disabled `tracing` span unless traces are on.
+//! calibration, a native forward. Each is a disabled `tracing` span unless traces are on, and
+//! none at all in a trace the sampler left out ([`crate::telemetry::sampled_out`]).
 //!
 //! A read's span follows the OpenTelemetry GenAI conventions: named
 //! `{gen_ai.operation.name} {gen_ai.request.model}` (`chat glm-5.3-flash`), with the
@@ -35,6 +36,9 @@ const OPERATION: &str = "chat";
 
 /// The CLIENT span of one upstream read of `req`.
 pub(super) fn read(req: &ValidRequest, at: &ReadSpan<'_>) -> Span {
+    if crate::telemetry::sampled_out() {
+        return Span::none();
+    }
     let model = req.model().upstream_model.as_str();
     tracing::info_span!(
         target: TARGET,
@@ -82,12 +86,18 @@ pub(super) fn read_ended(
 /// Waiting for a slot under the process-wide in-flight cap (made only when no slot is free
 /// at once: a read that did not wait has none).
 pub(super) fn permit_wait() -> Span {
+    if crate::telemetry::sampled_out() {
+        return Span::none();
+    }
     tracing::info_span!(target: TARGET, "in-flight permit")
 }
 
 /// Waiting for the model's token-table check's verdict (its first, at startup; made only
 /// while that check is pending).
 pub(super) fn token_table_check() -> Span {
+    if crate::telemetry::sampled_out() {
+        return Span::none();
+    }
     tracing::info_span!(target: TARGET, "token-table check")
 }
 
@@ -99,6 +109,9 @@ pub(super) fn prior_sampled() {
 
 /// Decoding one question's reads and calibrating its answer.
 pub(super) fn decode(options: usize, orders: usize) -> Span {
+    if crate::telemetry::sampled_out() {
+        return Span::none();
+    }
     tracing::info_span!(
         target: TARGET,
         "decode and calibrate",
@@ -109,6 +122,9 @@ pub(super) fn decode(options: usize, orders: usize) -> Span {
 
 /// The CLIENT span of a whole request forwarded to a native System One upstream.
 pub(super) fn forward(req: &ValidRequest) -> Span {
+    if crate::telemetry::sampled_out() {
+        return Span::none();
+    }
     let model = req.model().upstream_model.as_str();
     tracing::info_span!(
         target: TARGET,

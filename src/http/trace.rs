@@ -1,6 +1,7 @@
 //! The spans the HTTP layer makes for the exported trace ([`crate::telemetry`]): the
 //! request's SERVER span, and the flow's steps under it (validation, escalation, the
-//! ledger's commit). Each is a disabled `tracing` span unless traces are on.
+//! ledger's commit). Each is a disabled `tracing` span unless traces are on; the steps'
+//! are not made at all in a trace the sampler left out ([`crate::telemetry::sampled_out`]).
 //!
 //! A SERVER span says route, status, the contract's error code, the request id and the
 //! caller's configured name (`systemone.caller`: an API key's name, `token` or
@@ -59,11 +60,17 @@ pub(super) fn ended(span: &Span, status: u16, code: Option<&str>, caller: Option
 /// Reading, parsing and validating the body against the serving model (a fallback's, while
 /// the requested model's circuit is open: then a `fallback` event says which).
 pub(super) fn validation() -> Span {
+    if crate::telemetry::sampled_out() {
+        return Span::none();
+    }
     tracing::info_span!(target: TARGET, "validation")
 }
 
 /// Asking `questions` unsure answers of model `from` again of model `to` (configured names).
 pub(super) fn escalation(from: &str, to: &str, questions: usize) -> Span {
+    if crate::telemetry::sampled_out() {
+        return Span::none();
+    }
     tracing::info_span!(
         target: TARGET,
         "escalation",
@@ -75,5 +82,8 @@ pub(super) fn escalation(from: &str, to: &str, questions: usize) -> Span {
 
 /// Writing the ledger's record (and waiting for its commit, under `fail_closed`).
 pub(super) fn ledger_commit() -> Span {
+    if crate::telemetry::sampled_out() {
+        return Span::none();
+    }
     tracing::info_span!(target: TARGET, "ledger commit")
 }
