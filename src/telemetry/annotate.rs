@@ -1,6 +1,9 @@
 //! What a span learns after it started (the status code, the usage a backend reported, a
 //! failure): set on its record directly, in one look-up, rather than through fields each
-//! span would have to declare empty up front.
+//! span would have to declare empty up front; and whether the current trace was sampled out
+//! (then a step makes no span at all).
+
+use std::sync::atomic::Ordering;
 
 use tracing::Span;
 use tracing_subscriber::registry::LookupSpan;
@@ -8,6 +11,7 @@ use tracing_subscriber::Registry;
 
 use super::layer::nearest_context;
 use super::record::{SpanRecord, TraceContext, Value};
+use super::ON;
 
 /// An exported span's record, to annotate.
 pub struct Annotations<'a>(&'a mut SpanRecord);
@@ -36,6 +40,19 @@ pub fn annotate(span: &Span, annotate: impl FnOnce(&mut Annotations<'_>)) {
             annotate(&mut Annotations(record));
         }
     });
+}
+
+/// Whether the current span's trace is one the sampler left out. A step's span is then not
+/// made (its constructor returns `Span::none()`): a `tracing` span costs a slab entry, an
+/// enter and exit on every poll of the future it instruments and a close, whether or not
+/// its trace is exported (docs/benchmarks/load.md). A root (no exported span current) is
+/// always made: it asks the sampler.
+pub fn sampled_out() -> bool {
+    if !ON.load(Ordering::Relaxed) {
+        return false;
+    }
+    let span = tracing::Span::current();
+    !span.is_disabled() && context_of(&span).is_some_and(|c| !c.sampled)
 }
 
 /// The trace context of `span` (or its nearest exported ancestor), if it has one.

@@ -29,11 +29,11 @@ mod record;
 mod resource;
 mod sampler;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use tracing_subscriber::{Layer, Registry};
 
-pub use annotate::{annotate, Annotations};
+pub use annotate::{annotate, sampled_out, Annotations};
 pub use install::{layer, Telemetry};
 pub use propagate::{continue_trace, inject_current};
 pub use record::Value;
@@ -43,19 +43,6 @@ pub const TARGET: &str = "systemone::otel";
 
 /// Whether spans are exported: read before the work of propagation is done.
 static ON: AtomicBool = AtomicBool::new(false);
-
-/// Whether the current span's trace is one the sampler left out. A step's span is then not
-/// made (its constructor returns `Span::none()`): a `tracing` span costs a slab entry, an
-/// enter and exit on every poll of the future it instruments and a close, whether or not
-/// its trace is exported (docs/benchmarks/load.md). A root (no exported span current) is
-/// always made: it asks the sampler.
-pub fn sampled_out() -> bool {
-    if !ON.load(Ordering::Relaxed) {
-        return false;
-    }
-    let span = tracing::Span::current();
-    !span.is_disabled() && annotate::context_of(&span).is_some_and(|c| !c.sampled)
-}
 
 /// The layer that exports spans, as the subscriber takes it beside the log's.
 pub type TraceLayer = Box<dyn Layer<Registry> + Send + Sync>;
