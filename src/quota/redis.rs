@@ -12,7 +12,10 @@
 //! arrival time in µs, expiring when it no longer matters) and the daily cap (a counter per
 //! key and UTC day with an expiry past midnight), checked and taken atomically; a refusal
 //! by either takes nothing. Usage is one script call per request (`HINCRBY` per counter,
-//! saturating at Redis's largest integer instead of failing on overflow). Keys are
+//! saturating at Redis's largest integer instead of failing on overflow). A batch line's
+//! request id is kept as a marker beside its admission and beside each charge, set in the
+//! same script as the count and kept two days, so a line run again after a crash counts and
+//! is charged once, as in the embedded store. Keys are
 //! `PREFIX:{NAME}:…` with the key's configured name (never the key itself; the braces keep
 //! one key's entries in one cluster slot); nothing a caller sent is written.
 
@@ -22,13 +25,13 @@ use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
 use redis::aio::ConnectionManager;
-use redis::{RedisError, Script};
+use redis::{RedisError, Script, ScriptInvocation};
 use tokio::sync::watch;
 
 use super::local::wait_secs;
 use super::{
-    Checked, KeyQuota, LimitKind, LimitStore, Now, Refusal, StoreError, UsageCounts, UsageRow,
-    USAGE_RETENTION_DAYS,
+    batch_usage_name, Charge, Checked, KeyQuota, LimitKind, LimitStore, Now, Refusal, StoreError,
+    UsageCounts, UsageRow, USAGE_RETENTION_DAYS,
 };
 use crate::config::ConfigError;
 use crate::days::{secs_to_utc_midnight, DAY_SECS};
@@ -36,11 +39,15 @@ use crate::secret::Secret;
 
 /// GCRA over one minute plus an optional daily cap, checked and taken in one go.
 ///
-/// KEYS: the rate's arrival time, the day's counter. ARGV: now in µs (0: Redis's own
-/// clock), cells, limit per minute (0: none), period in µs, daily cap (0: none), the
-/// counter's expiry in s. Returns {0, used today} taken; {1, wait µs} rate limited;
-/// {2, 0} more cells than the limit; {3, used today} over the cap.
+/// KEYS: the rate's arrival time, the day's counter, and for a batch line its admission
+/// marker. ARGV: now in µs (0: Redis's own clock), cells, limit per minute (0: none), period
+/// in µs, daily cap (0: none), the counter's expiry in s, then for a batch line the day and
+/// the marker's expiry in s. Returns {0, used today} taken (or a line admitted already:
+/// its marker is there, nothing is counted again); {1, wait µs} rate limited; {2, 0} more
+/// cells than the limit; {3, used today} over the cap. A line taken leaves its marker
+/// holding the day it was counted on.
 const TAKE: &str = r"
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0} end
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
@@ -69,23 +76,36 @@ if cap > 0 then
   used = redis.call('INCRBY', KEYS[2], n)
   redis.call('EXPIRE', KEYS[2], tonumber(ARGV[6]))
 end
+if KEYS[3] then redis.call('SET', KEYS[3], ARGV[7], 'EX', tonumber(ARGV[8])) end
 return {0, used}
 ";
 
 /// Gives back up to `ARGV[1]` of the day's counter `KEYS[1]` (never below zero, never creating
-/// it); returns what is left.
+/// it); returns what is left. For a batch line, `KEYS[2]` is its admission marker (deleted,
+/// so the line counts again if it runs again) and `KEYS[3]` the day before's counter, the
+/// one given back to when the marker says the line was counted then (`ARGV[2]`).
 const REFUND: &str = r"
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local counter = KEYS[1]
+if KEYS[2] then
+  if redis.call('GET', KEYS[2]) == ARGV[2] then counter = KEYS[3] end
+  redis.call('DEL', KEYS[2])
+end
+local used = tonumber(redis.call('GET', counter) or '0')
 local n = math.min(used, tonumber(ARGV[1]))
-if n > 0 then redis.call('DECRBY', KEYS[1], n) end
+if n > 0 then redis.call('DECRBY', counter, n) end
 return used - n
 ";
 
 /// Adds `ARGV[1..5]` to the usage hash `KEYS[1]`'s fields named `ARGV[7..11]`, each
 /// stopping at the largest integer Redis holds (2^63 − 1) where `HINCRBY` would refuse to
 /// overflow (a saturated count, never a wrapped or a lost one), and sets the hash's expiry
-/// to `ARGV[6]` seconds; any other error is the script's.
+/// to `ARGV[6]` seconds; any other error is the script's. For a batch line's charge,
+/// `KEYS[2]` is its charge marker, set for `ARGV[12]` seconds: a marker already there means
+/// the line was charged (before a crash), and nothing is added. Returns 1 added, 0 not.
 const ADD_USAGE: &str = r"
+if KEYS[2] and not redis.call('SET', KEYS[2], '1', 'NX', 'EX', tonumber(ARGV[12])) then
+  return 0
+end
 for i = 1, 5 do
   local field = ARGV[6 + i]
   local added = redis.pcall('HINCRBY', KEYS[1], field, ARGV[i])
@@ -95,7 +115,7 @@ for i = 1, 5 do
   end
 end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[6]))
-return 0
+return 1
 ";
 
 /// The usage hash's fields, in [`UsageCounts::to_array`]'s order.
@@ -109,6 +129,11 @@ const USAGE_FIELDS: [&str; 5] = [
 
 /// A minute in µs: the per-minute limits' period.
 const MINUTE_MICROS: u64 = 60_000_000;
+
+/// How long a batch line's admission and charge markers are kept: today and the day before,
+/// as the embedded store keeps its ids, so a line run again after a crash the next day is
+/// still counted once.
+const LINE_MARKER_SECS: u64 = 2 * DAY_SECS;
 
 /// The connection, once made: filled by the connecting task, read by every call.
 type Slot = watch::Sender<Option<ConnectionManager>>;
@@ -228,13 +253,21 @@ impl RedisStore {
         }
     }
 
-    /// Runs [`TAKE`] and turns its answer into a verdict.
+    /// `PREFIX:{NAME}:line:ID`: batch line `line`'s admission marker (the day it was counted
+    /// on). The id is the service's request id, never caller text.
+    fn line_key(&self, name: &str, line: &str) -> String {
+        self.key(name, &format!("line:{line}"))
+    }
+
+    /// Runs [`TAKE`] (for batch line `line`, with its admission marker) and turns its answer
+    /// into a verdict.
     async fn run_take(
         &self,
         key: &KeyQuota,
         kind: LimitKind,
         questions: usize,
         now: Now,
+        line: Option<&str>,
     ) -> Checked {
         let limits = key.limits();
         let (per_minute, cap) = match kind {
@@ -244,20 +277,23 @@ impl RedisStore {
         let limit = per_minute.map_or(0, |l| u64::from(l.get()));
         let clock = if now.server_clock { 0 } else { now.micros };
         let ttl = secs_to_utc_midnight(now.unix_secs()) + 3600;
-        let mut conn = self.conn().await?;
-        let (status, value): (u64, u64) = self
-            .take
-            .key(self.key(&key.name, &format!("rate:{}", kind.as_str())))
+        let mut call = self.take.prepare_invoke();
+        call.key(self.key(&key.name, &format!("rate:{}", kind.as_str())))
             .key(self.key(&key.name, &format!("daily:{}", now.day())))
             .arg(clock)
             .arg(questions)
             .arg(limit)
             .arg(MINUTE_MICROS)
             .arg(cap.unwrap_or(0))
-            .arg(ttl)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(store_error)?;
+            .arg(ttl);
+        if let Some(line) = line {
+            call.key(self.line_key(&key.name, line))
+                .arg(now.day())
+                .arg(LINE_MARKER_SECS);
+        }
+        let mut conn = self.conn().await?;
+        let (status, value): (u64, u64) =
+            call.invoke_async(&mut conn).await.map_err(store_error)?;
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
         Ok(match status {
             0 => Ok(()),
@@ -276,23 +312,84 @@ impl RedisStore {
         })
     }
 
-    async fn write_usage(
+    /// Runs [`REFUND`] on `day`'s counter; for batch line `line` also forgetting its
+    /// admission marker (and giving back to the day before when it was counted then).
+    async fn run_refund(
+        &self,
+        name: &str,
+        day: u64,
+        questions: u64,
+        line: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut call = self.refund.prepare_invoke();
+        call.key(self.key(name, &format!("daily:{day}")))
+            .arg(questions);
+        if let Some(line) = line {
+            let before = day.saturating_sub(1);
+            call.key(self.line_key(name, line))
+                .key(self.key(name, &format!("daily:{before}")))
+                .arg(before);
+        }
+        let mut conn = self.conn().await?;
+        call.invoke_async::<u64>(&mut conn)
+            .await
+            .map(|_| ())
+            .map_err(store_error)
+    }
+
+    /// [`ADD_USAGE`]'s call adding `counts` to `name`'s usage on `day`; with `charge` (a batch
+    /// line's request id), only if that id's charge marker for `name` is new.
+    fn usage_call(
         &self,
         name: &str,
         day: u64,
         counts: UsageCounts,
-    ) -> Result<(), StoreError> {
-        let mut call = self.add_usage.key(self.key(name, &format!("usage:{day}")));
+        charge: Option<&str>,
+    ) -> ScriptInvocation<'_> {
+        let mut call = self.add_usage.prepare_invoke();
+        call.key(self.key(name, &format!("usage:{day}")));
         for value in counts.to_array() {
             // Redis counts in i64: a larger increment is the saturated count already.
             call.arg(value.min(i64::MAX as u64));
         }
         call.arg(USAGE_RETENTION_DAYS * DAY_SECS)
             .arg(&USAGE_FIELDS[..]);
+        if let Some(id) = charge {
+            call.key(self.key(name, &format!("charged:{id}")))
+                .arg(LINE_MARKER_SECS);
+        }
+        call
+    }
+
+    async fn write_usage(
+        &self,
+        name: &str,
+        day: u64,
+        counts: UsageCounts,
+    ) -> Result<(), StoreError> {
+        let call = self.usage_call(name, day, counts, None);
         let mut conn = self.conn().await?;
         call.invoke_async::<()>(&mut conn)
             .await
             .map_err(store_error)
+    }
+
+    /// Every charge added to its caller's usage and to its batch counters, each once per line
+    /// id: two markers, one beside each hash (so each script touches one caller's keys), set
+    /// in the same script as the addition, so a kill between the two leaves the second to the
+    /// line's next run. One round trip: the script loaded, then every call, pipelined.
+    async fn write_charges(&self, day: u64, charges: &[Charge]) -> Result<(), StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.load_script(&self.add_usage).ignore();
+        for charge in charges {
+            let id = Some(charge.id.as_str());
+            for name in [charge.name.clone(), batch_usage_name(&charge.name)] {
+                pipe.invoke_script(&self.usage_call(&name, day, charge.counts, id))
+                    .ignore();
+            }
+        }
+        let mut conn = self.conn().await?;
+        pipe.query_async::<()>(&mut conn).await.map_err(store_error)
     }
 
     async fn read_usage(
@@ -346,7 +443,8 @@ impl LimitStore for RedisStore {
     }
 
     fn take_request<'a>(&'a self, key: &'a Arc<KeyQuota>, now: Now) -> BoxFuture<'a, Checked> {
-        self.run_take(key, LimitKind::Requests, 1, now).boxed()
+        self.run_take(key, LimitKind::Requests, 1, now, None)
+            .boxed()
     }
 
     fn take_questions<'a>(
@@ -355,7 +453,20 @@ impl LimitStore for RedisStore {
         questions: usize,
         now: Now,
     ) -> BoxFuture<'a, Checked> {
-        self.run_take(key, LimitKind::Questions, questions, now)
+        self.run_take(key, LimitKind::Questions, questions, now, None)
+            .boxed()
+    }
+
+    /// Counted once per line id: the line's admission marker is checked and set in the same
+    /// script as the count.
+    fn take_line_questions<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        questions: usize,
+        now: Now,
+        line: &'a str,
+    ) -> BoxFuture<'a, Checked> {
+        self.run_take(key, LimitKind::Questions, questions, now, Some(line))
             .boxed()
     }
 
@@ -365,17 +476,20 @@ impl LimitStore for RedisStore {
         day: u64,
         questions: u64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        async move {
-            let mut conn = self.conn().await?;
-            self.refund
-                .key(self.key(&key.name, &format!("daily:{day}")))
-                .arg(questions)
-                .invoke_async::<u64>(&mut conn)
-                .await
-                .map(|_| ())
-                .map_err(store_error)
-        }
-        .boxed()
+        self.run_refund(&key.name, day, questions, None).boxed()
+    }
+
+    /// The line's admission marker forgotten and its questions given back to the day it was
+    /// counted on, in one script.
+    fn refund_line<'a>(
+        &'a self,
+        key: &'a Arc<KeyQuota>,
+        day: u64,
+        questions: u64,
+        line: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.run_refund(&key.name, day, questions, Some(line))
+            .boxed()
     }
 
     fn record<'a>(
@@ -385,6 +499,14 @@ impl LimitStore for RedisStore {
         counts: UsageCounts,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.write_usage(name, day, counts).boxed()
+    }
+
+    fn charge<'a>(
+        &'a self,
+        day: u64,
+        charges: &'a [Charge],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.write_charges(day, charges).boxed()
     }
 
     fn usage<'a>(

@@ -65,9 +65,9 @@ pub trait LimitStore: Send + Sync + fmt::Debug {
     ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// [`LimitStore::take_questions`] for a batch line, `line` its request id (the same
     /// every time the line runs): a store that keeps admitted ids (the embedded one, in the
-    /// same transaction as the count) admits a line it holds without counting it again, so
-    /// a line run again after a crash counts once against the daily cap. This default
-    /// counts every run: memory does not outlive the process, and Redis keeps no ids.
+    /// same transaction as the count; Redis, in the same script) admits a line it holds
+    /// without counting it again, so a line run again after a crash counts once against the
+    /// daily cap. This default counts every run: memory does not outlive the process.
     fn take_line_questions<'a>(
         &'a self,
         key: &'a Arc<KeyQuota>,
@@ -96,10 +96,10 @@ pub trait LimitStore: Send + Sync + fmt::Debug {
         counts: UsageCounts,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Adds each batch line's counts to its caller's usage and batch counters on `day`, each
-    /// charge once where the store keeps charge ids: the embedded store does (in the same
-    /// transaction as the counts), so a line run again after a kill -9 adds nothing. This
-    /// default adds every charge: memory does not outlive the process, and Redis keeps no
-    /// ids (a line run again after a crash is charged again there).
+    /// charge once where the store keeps charge ids: the embedded store (in the same
+    /// transaction as the counts) and Redis (in the same script) do, so a line run again
+    /// after a kill -9 adds nothing. This default adds every charge: memory does not outlive
+    /// the process.
     fn charge<'a>(
         &'a self,
         day: u64,

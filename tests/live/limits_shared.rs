@@ -325,3 +325,104 @@ async fn redis_usage_saturates_instead_of_wrapping() {
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0].counts, want, "{rows:?}");
 }
+
+/// Batch lines on Redis count against the daily cap and are charged once per line id, as in
+/// the embedded store: a line taken again through a second store on the same prefix (what a
+/// crashed and restarted replica is) or the next day counts nothing more; a refund forgets
+/// the line (its questions go back to the day it was counted on), which then counts anew; a
+/// line refused leaves no marker. Charges given twice (a group committed again after a kill)
+/// add once to the caller's usage and once to its batch counters.
+#[tokio::test]
+async fn redis_counts_and_charges_a_batch_line_once() {
+    use std::sync::Arc;
+    use systemone::quota::redis::RedisStore;
+    use systemone::quota::{Charge, KeyLimits, KeyQuota, LimitStore, Now, Refusal, UsageCounts};
+    let url = systemone::secret::Secret::new(shared_url());
+    let prefix = unique_prefix();
+    let open =
+        || RedisStore::open(&url, &prefix, std::time::Duration::from_secs(2)).expect("opens");
+    let limits = KeyLimits {
+        daily_questions: Some(10),
+        ..KeyLimits::default()
+    };
+    let key = Arc::new(KeyQuota::new("acme".into(), limits));
+    let at = |day: u64| Now {
+        micros: (day * 86_400 + 10) * 1_000_000,
+        server_clock: false,
+    };
+    let (first, store) = (open(), open());
+    async fn take_line(
+        store: &RedisStore,
+        key: &Arc<KeyQuota>,
+        now: Now,
+        line: &str,
+    ) -> Result<(), String> {
+        let verdict = store.take_line_questions(key, 4, now, line).await;
+        verdict.expect("answers").map_err(|r| format!("{r:?}"))
+    }
+    assert_eq!(take_line(&first, &key, at(5), "req_a").await, Ok(()));
+    assert_eq!(
+        take_line(&store, &key, at(5), "req_a").await,
+        Ok(()),
+        "a second run"
+    );
+    assert_eq!(
+        take_line(&store, &key, at(6), "req_a").await,
+        Ok(()),
+        "the next day"
+    );
+    assert_eq!(store.daily_used(&key, 5).await.expect("reads"), 4);
+    assert_eq!(store.daily_used(&key, 6).await.expect("reads"), 0);
+    store
+        .refund_line(&key, 6, 4, "req_a")
+        .await
+        .expect("refunds");
+    assert_eq!(
+        store.daily_used(&key, 5).await.expect("reads"),
+        0,
+        "its day"
+    );
+    assert_eq!(take_line(&store, &key, at(6), "req_a").await, Ok(()));
+    assert_eq!(take_line(&store, &key, at(6), "req_b").await, Ok(()));
+    let over = store
+        .take_line_questions(&key, 4, at(6), "req_c")
+        .await
+        .expect("answers");
+    assert!(matches!(over, Err(Refusal::DailyCap { .. })), "{over:?}");
+    assert!(
+        take_line(&store, &key, at(6), "req_c").await.is_err(),
+        "a refused line left no marker"
+    );
+    assert_eq!(store.daily_used(&key, 6).await.expect("reads"), 8);
+
+    let counts = UsageCounts {
+        requests: 1,
+        questions: 2,
+        input_tokens: 30,
+        cached_tokens: 4,
+        upstream_requests: 2,
+    };
+    let charges: Vec<Charge> = ["req_a", "req_b"]
+        .iter()
+        .map(|id| Charge {
+            id: (*id).to_owned(),
+            name: "acme".to_owned(),
+            counts,
+        })
+        .collect();
+    first.charge(6, &charges).await.expect("charges");
+    store.charge(6, &charges).await.expect("charges again");
+    store
+        .charge(6, &charges[1..])
+        .await
+        .expect("charges one again");
+    let names = [
+        "acme".to_owned(),
+        systemone::quota::batch_usage_name("acme"),
+    ];
+    let rows = store.usage(&names, 6, 6).await.expect("reads");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row.counts.to_array(), [2, 4, 60, 8, 4], "{row:?}");
+    }
+}
