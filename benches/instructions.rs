@@ -20,7 +20,11 @@
 //! Knobs (environment): `INSTR_BINS` (`name=path,…`; default `new`, the binary Cargo
 //! built, after `base=$LOAD_BASE_BIN` when that is set), `INSTR_LEDGERS` (`off`, `sqlite`:
 //! a fresh file per child; default `off`), `INSTR_SCENARIOS` (default `1x4,5x4`),
-//! `INSTR_REQUESTS` (default 300), `INSTR_WARMUP` (default 30), `INSTR_OUT`.
+//! `INSTR_REQUESTS` (default 300), `INSTR_WARMUP` (default 30), `INSTR_OUT`,
+//! `INSTR_VARIANTS` (as the load bench's `LOAD_VARIANTS`: `name=WORDS;…`, each binary run
+//! once per variant with its `serve` flags or `NAME=value` environment variables; `{otlp}`
+//! is the URL of an OTLP/HTTP sink that answers 200 and keeps nothing), e.g.
+//! `INSTR_VARIANTS='off=;traced=--otlp-traces-endpoint {otlp} OTEL_TRACES_SAMPLER=always_on'`.
 
 // Shared with the tests; this bench uses a part of it.
 #[allow(dead_code)]
@@ -46,7 +50,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the environment asks for.
 struct Knobs {
-    bins: Vec<(String, PathBuf)>,
+    /// Each binary once per variant: the row's name, the binary, the variant's words.
+    bins: Vec<(String, PathBuf, String)>,
     ledgers: Vec<String>,
     scenarios: Vec<Scenario>,
     requests: usize,
@@ -73,7 +78,7 @@ fn count(name: &str, default: usize) -> usize {
 }
 
 fn knobs() -> Knobs {
-    let bins = list("INSTR_BINS")
+    let bins: Vec<(String, PathBuf)> = list("INSTR_BINS")
         .map(|l| {
             l.iter()
                 .map(|b| {
@@ -87,6 +92,15 @@ fn knobs() -> Knobs {
             let new = ("new".to_string(), support::built_binary().to_path_buf());
             base.into_iter().chain([new]).collect()
         });
+    let bins = variants()
+        .iter()
+        .flat_map(|variant| {
+            bins.iter().map(move |(name, path)| match variant {
+                Some((v, words)) => (format!("{name}/{v}"), path.clone(), words.clone()),
+                None => (name.clone(), path.clone(), String::new()),
+            })
+        })
+        .collect();
     let scenarios = list("INSTR_SCENARIOS")
         .unwrap_or_else(|| vec!["1x4".into(), "5x4".into()])
         .iter()
@@ -106,11 +120,62 @@ fn knobs() -> Knobs {
     }
 }
 
-/// `binary` serving in front of the fake at `backend_url` under callgrind, its counts
-/// written to `out_file` (and `out_file.N` for each dump), with `ledger`.
+/// `INSTR_VARIANTS`' `(name, words)` pairs; `[None]` when unset.
+fn variants() -> Vec<Option<(String, String)>> {
+    let text = std::env::var("INSTR_VARIANTS").unwrap_or_default();
+    let variants: Vec<_> = text
+        .split(';')
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| {
+            let (name, words) = v.split_once('=').unwrap_or((v, ""));
+            Some((name.trim().to_string(), words.trim().to_string()))
+        })
+        .collect();
+    if variants.is_empty() {
+        vec![None]
+    } else {
+        variants
+    }
+}
+
+/// Adds a variant's `words` to `command`: `NAME=value` ones as environment variables, the
+/// rest as arguments, `{otlp}` replaced by the sink's URL.
+fn add_words(command: &mut Command, words: &str, otlp: &str) {
+    for word in words.split_whitespace().map(|w| w.replace("{otlp}", otlp)) {
+        match word.split_once('=') {
+            Some((name, value))
+                if !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') =>
+            {
+                command.env(name, value)
+            }
+            _ => command.arg(word),
+        };
+    }
+}
+
+/// An OTLP/HTTP sink for `{otlp}`: answers 200 to every `POST /v1/traces`, keeps nothing.
+async fn otlp_sink() -> String {
+    let export = |_: axum::body::Bytes| std::future::ready(axum::http::StatusCode::OK);
+    let app = axum::Router::new().route("/v1/traces", axum::routing::post(export));
+    format!("http://{}/v1/traces", fake_server::serve(app).await)
+}
+
+/// Where a child serves and what it runs with.
+struct Child<'a> {
+    binary: &'a Path,
+    /// The variant's words ([`add_words`]).
+    words: &'a str,
+    backend_url: &'a str,
+    otlp: &'a str,
+}
+
+/// `child` serving under callgrind, its counts written to `out_file` (and `out_file.N` for
+/// each dump), with `ledger`.
 fn start_under_callgrind(
-    binary: &Path,
-    backend_url: &str,
+    child: &Child<'_>,
     ledger: &str,
     out_file: &Path,
 ) -> (ServiceGuard, std::net::SocketAddr) {
@@ -119,12 +184,13 @@ fn start_under_callgrind(
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out_file.display()))
         .arg(format!("--log-file={}.log", out_file.display()))
-        .arg(binary)
+        .arg(child.binary)
         .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(fake_backend_flags(backend_url))
+        .args(fake_backend_flags(child.backend_url))
         .env("RUST_LOG", SERVICE_RUST_LOG)
         .env("NO_COLOR", "1");
     support::without_operator_env(&mut command);
+    add_words(&mut command, child.words, child.otlp);
     let target = match ledger {
         "off" => "off".to_string(),
         "sqlite" => format!("sqlite:{}.sqlite", out_file.display()),
@@ -196,6 +262,7 @@ fn main() {
     let fake_rt = support::runtime("fake-vllm");
     let fake = fake_rt.block_on(FakeVllm::start());
     fake.set_keep_bodies(false);
+    let otlp = fake_rt.block_on(otlp_sink());
     let client_rt = support::runtime("instr-client");
     let client = support::load_client(4, REQUEST_TIMEOUT);
     eprintln!(
@@ -207,7 +274,13 @@ fn main() {
     // rows[ledger][scenario][binary]: instructions per answer.
     let mut rows = vec![vec![Vec::new(); knobs.scenarios.len()]; knobs.ledgers.len()];
     for (l, ledger) in knobs.ledgers.iter().enumerate() {
-        for (name, binary) in &knobs.bins {
+        for (name, binary, words) in &knobs.bins {
+            let child = Child {
+                binary,
+                words,
+                backend_url: &fake.base_url(),
+                otlp: &otlp,
+            };
             for (s, scenario) in knobs.scenarios.iter().enumerate() {
                 let body = scenario.body();
                 // Two children: warm-up only, and warm-up plus the measured requests; the
@@ -217,11 +290,12 @@ fn main() {
                     .into_iter()
                     .enumerate()
                 {
-                    let out_file = knobs
-                        .out
-                        .join(format!("{name}-{ledger}-{}-{n}.out", scenario.name));
-                    let (mut guard, addr) =
-                        start_under_callgrind(binary, &fake.base_url(), ledger, &out_file);
+                    let out_file = knobs.out.join(format!(
+                        "{}-{ledger}-{}-{n}.out",
+                        name.replace('/', "-"),
+                        scenario.name
+                    ));
+                    let (mut guard, addr) = start_under_callgrind(&child, ledger, &out_file);
                     let url = format!("http://{addr}/v1/systemone");
                     client_rt.block_on(send(&client, &url, &body, n));
                     settle(guard.pid());
@@ -244,7 +318,7 @@ fn main() {
 /// One row per ledger and scenario: each binary's instructions per answer, and each
 /// binary's ratio to the first.
 fn print_table(knobs: &Knobs, rows: &[Vec<Vec<f64>>]) {
-    let names: Vec<&str> = knobs.bins.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = knobs.bins.iter().map(|(n, ..)| n.as_str()).collect();
     let mut header = "| ledger | scenario |".to_string();
     for n in &names {
         header += &format!(" {n} instr/answer |");

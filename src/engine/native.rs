@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio::time::{timeout_at, Instant};
-use tracing::Instrument;
 
 use super::answers::{Answers, PipelineError, TokenUsage};
 use super::decode::{certain, Decoded};
@@ -60,8 +59,9 @@ impl Pipeline {
         sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let span = super::spans::forward(req);
-        let result = timeout_at(deadline, upstream.forward(&ask, permit))
-            .instrument(span.clone())
+        let result = span
+            .clone()
+            .scope(timeout_at(deadline, upstream.forward(&ask, permit)))
             .await
             .unwrap_or(Err(BackendError::Timeout));
         let class = status_class(&result);

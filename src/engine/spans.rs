@@ -1,8 +1,8 @@
 //! The pipeline's spans in the exported trace ([`crate::telemetry`]): the wait for an
 //! in-flight permit and the token-table check (each only when there is a wait), the
 //! position prior's sample, each upstream read as a GenAI CLIENT span, decoding and
-//! calibration, a native forward. Each is a disabled `tracing` span unless traces are on, and
-//! none at all in a trace the sampler left out ([`crate::telemetry::sampled_out`]).
+//! calibration, a native forward. Each is a [`StepSpan`] (not a `tracing` span: cheaper,
+//! docs/benchmarks/load.md), nothing unless traces are on and the trace is sampled.
 //!
 //! A read's span follows the OpenTelemetry GenAI conventions: named
 //! `{gen_ai.operation.name} {gen_ai.request.model}` (`chat glm-5.3-flash`), with the
@@ -11,11 +11,9 @@
 //! layout, whether the read was the prior's sample, the tokens served from the cache and
 //! evaluated. Never a prompt, a label or anything else the caller wrote.
 
-use tracing::Span;
-
 use crate::backend::{BackendError, ReadReply};
 use crate::request::ValidRequest;
-use crate::telemetry::{annotate, int, TARGET};
+use crate::telemetry::{int, step, StepSpan, TARGET};
 
 /// What a read's span says of where it went and what it asks.
 pub(super) struct ReadSpan<'a> {
@@ -35,32 +33,29 @@ pub(super) struct ReadSpan<'a> {
 const OPERATION: &str = "chat";
 
 /// The CLIENT span of one upstream read of `req`.
-pub(super) fn read(req: &ValidRequest, at: &ReadSpan<'_>) -> Span {
-    if crate::telemetry::sampled_out() {
-        return Span::none();
-    }
-    let model = req.model().upstream_model.as_str();
-    tracing::info_span!(
-        target: TARGET,
-        "read",
-        otel.name = format!("{OPERATION} {model}"),
-        otel.kind = "client",
-        gen_ai.operation.name = OPERATION,
-        gen_ai.provider.name = at.dialect,
-        gen_ai.request.model = model,
-        systemone.model = req.model().name.as_str(),
-        systemone.replica = at.replica,
-        systemone.attempt = i64::from(at.attempt),
-        systemone.options = int(at.options),
-        systemone.layout = req.layout().as_str(),
-        systemone.prior_sample = at.sample,
-    )
+pub(super) fn read(req: &ValidRequest, at: &ReadSpan<'_>) -> StepSpan {
+    step("read", 15, |span| {
+        let model = req.model().upstream_model.as_str();
+        span.rename(format!("{OPERATION} {model}"));
+        span.client();
+        span.add("gen_ai.operation.name", OPERATION);
+        span.add("gen_ai.provider.name", at.dialect);
+        span.add("gen_ai.request.model", model.to_owned());
+        span.add("systemone.model", req.model().name.clone());
+        if let Some(replica) = at.replica {
+            span.add("systemone.replica", replica.to_owned());
+        }
+        span.add("systemone.attempt", i64::from(at.attempt));
+        span.add("systemone.options", int(at.options));
+        span.add("systemone.layout", req.layout().as_str().to_owned());
+        span.add("systemone.prior_sample", at.sample);
+    })
 }
 
 /// What the read returned, on its span: the answering model and usage, or the failure's
 /// status `class`.
 pub(super) fn read_ended(
-    span: &Span,
+    span: &StepSpan,
     result: &Result<ReadReply, BackendError>,
     class: &'static str,
 ) {
@@ -69,36 +64,30 @@ pub(super) fn read_ended(
         return;
     };
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    annotate(span, |span| {
+    span.annotate(|span| {
         if let Some(model) = &reply.model {
-            span.set("gen_ai.response.model", model.clone());
+            span.add("gen_ai.response.model", model.clone());
         }
         if let Some(usage) = &reply.usage {
-            span.set("gen_ai.usage.input_tokens", count(usage.prompt_tokens));
-            span.set("gen_ai.usage.output_tokens", count(usage.completion_tokens));
-            span.set("systemone.cached_tokens", count(usage.cached_tokens));
-            span.set("systemone.evaluated_tokens", count(usage.evaluated_tokens));
+            span.add("gen_ai.usage.input_tokens", count(usage.prompt_tokens));
+            span.add("gen_ai.usage.output_tokens", count(usage.completion_tokens));
+            span.add("systemone.cached_tokens", count(usage.cached_tokens));
+            span.add("systemone.evaluated_tokens", count(usage.evaluated_tokens));
         }
-        span.set("systemone.http_requests", count(reply.http_requests));
+        span.add("systemone.http_requests", count(reply.http_requests));
     });
 }
 
 /// Waiting for a slot under the process-wide in-flight cap (made only when no slot is free
 /// at once: a read that did not wait has none).
-pub(super) fn permit_wait() -> Span {
-    if crate::telemetry::sampled_out() {
-        return Span::none();
-    }
-    tracing::info_span!(target: TARGET, "in-flight permit")
+pub(super) fn permit_wait() -> StepSpan {
+    step("in-flight permit", 0, |_| {})
 }
 
 /// Waiting for the model's token-table check's verdict (its first, at startup; made only
 /// while that check is pending).
-pub(super) fn token_table_check() -> Span {
-    if crate::telemetry::sampled_out() {
-        return Span::none();
-    }
-    tracing::info_span!(target: TARGET, "token-table check")
+pub(super) fn token_table_check() -> StepSpan {
+    step("token-table check", 0, |_| {})
 }
 
 /// An event on the current span: the request is asked once more, rotated, as the position
@@ -108,39 +97,29 @@ pub(super) fn prior_sampled() {
 }
 
 /// Decoding one question's reads and calibrating its answer.
-pub(super) fn decode(options: usize, orders: usize) -> Span {
-    if crate::telemetry::sampled_out() {
-        return Span::none();
-    }
-    tracing::info_span!(
-        target: TARGET,
-        "decode and calibrate",
-        systemone.options = int(options),
-        systemone.orders = int(orders),
-    )
+pub(super) fn decode(options: usize, orders: usize) -> StepSpan {
+    step("decode and calibrate", 2, |span| {
+        span.add("systemone.options", int(options));
+        span.add("systemone.orders", int(orders));
+    })
 }
 
 /// The CLIENT span of a whole request forwarded to a native System One upstream.
-pub(super) fn forward(req: &ValidRequest) -> Span {
-    if crate::telemetry::sampled_out() {
-        return Span::none();
-    }
-    let model = req.model().upstream_model.as_str();
-    tracing::info_span!(
-        target: TARGET,
-        "forward",
-        otel.name = format!("forward {model}"),
-        otel.kind = "client",
-        gen_ai.request.model = model,
-        systemone.model = req.model().name.as_str(),
-        systemone.questions = int(req.questions().len()),
-    )
+pub(super) fn forward(req: &ValidRequest) -> StepSpan {
+    step("forward", 3, |span| {
+        let model = req.model().upstream_model.as_str();
+        span.rename(format!("forward {model}"));
+        span.client();
+        span.add("gen_ai.request.model", model.to_owned());
+        span.add("systemone.model", req.model().name.clone());
+        span.add("systemone.questions", int(req.questions().len()));
+    })
 }
 
 /// A failed read or forward, on its span: its status `class` (`timeout`, `5xx`, …).
-pub(super) fn failed(span: &Span, class: &'static str) {
-    annotate(span, |span| {
-        span.set("error.type", class);
+pub(super) fn failed(span: &StepSpan, class: &'static str) {
+    span.annotate(|span| {
+        span.add("error.type", class);
         span.error(class);
     });
 }

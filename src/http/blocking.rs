@@ -45,7 +45,7 @@ impl Weight {
 }
 
 /// Runs `work` inline when `input_bytes` of work of this `weight` is small, else on the
-/// blocking pool, inside the caller's tracing span either way.
+/// blocking pool, inside the caller's tracing span and trace step either way.
 pub(super) async fn run<T: Send + 'static>(
     input_bytes: usize,
     weight: Weight,
@@ -55,7 +55,8 @@ pub(super) async fn run<T: Send + 'static>(
         return Ok(work());
     }
     let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || span.in_scope(work))
+    let step = crate::telemetry::StepSpan::current();
+    tokio::task::spawn_blocking(move || step.in_scope(|| span.in_scope(work)))
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "a blocking request step failed");

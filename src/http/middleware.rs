@@ -13,6 +13,7 @@ use super::summary;
 use super::trace;
 use super::AppState;
 use crate::error::Code;
+use crate::telemetry::StepSpan;
 
 /// Gives each request its [`RequestContext`] (id, route, arrival, summary) as an extension
 /// for the handlers, a tracing span and one summary log line; records a door's refusal in
@@ -36,8 +37,8 @@ pub(super) async fn request_context(
         &context.id.0,
         request.headers(),
     );
-    // Made in the SERVER span, so that span is its parent: the exported spans made under it
-    // find their request's span by walking up the parents.
+    // Made in the SERVER span, so that span is its parent: an event made under it (no step
+    // current) finds its request's span by walking up the parents.
     let span = server.in_scope(|| tracing::info_span!("request", request_id = %context.id.0));
     let mut abandoned = Abandoned {
         state: &state,
@@ -46,10 +47,10 @@ pub(super) async fn request_context(
         server: &server,
         armed: true,
     };
-    let mut response = next
-        .run(request)
+    // Its steps find the SERVER span's stand-in; the span itself need not be entered.
+    let mut response = StepSpan::of(&server)
+        .scope(next.run(request))
         .instrument(span.clone())
-        .instrument(server.clone())
         .await;
     let code = response.extensions().get::<Code>().copied();
     ledger_step::refused(&state, &context, response.status().as_u16(), code).await;

@@ -1,7 +1,7 @@
 //! The spans the HTTP layer makes for the exported trace ([`crate::telemetry`]): the
 //! request's SERVER span, and the flow's steps under it (validation, escalation, the
-//! ledger's commit). Each is a disabled `tracing` span unless traces are on; the steps'
-//! are not made at all in a trace the sampler left out ([`crate::telemetry::sampled_out`]).
+//! ledger's commit). The SERVER span is a `tracing` span, disabled unless traces are on; the
+//! steps are [`StepSpan`]s, not made at all unless traces are on and the trace is sampled.
 //!
 //! A SERVER span says route, status, the contract's error code, the request id and the
 //! caller's configured name (`systemone.caller`: an API key's name, `token` or
@@ -10,7 +10,7 @@
 use axum::http::{HeaderMap, Method};
 use tracing::Span;
 
-use crate::telemetry::{self, TARGET};
+use crate::telemetry::{self, step, StepSpan, TARGET};
 
 /// The SERVER span of one request on `route` (its template, e.g. `/v1/systemone`), a child
 /// of the caller's trace when it sent a `traceparent`.
@@ -59,31 +59,20 @@ pub(super) fn ended(span: &Span, status: u16, code: Option<&str>, caller: Option
 
 /// Reading, parsing and validating the body against the serving model (a fallback's, while
 /// the requested model's circuit is open: then a `fallback` event says which).
-pub(super) fn validation() -> Span {
-    if crate::telemetry::sampled_out() {
-        return Span::none();
-    }
-    tracing::info_span!(target: TARGET, "validation")
+pub(super) fn validation() -> StepSpan {
+    step("validation", 0, |_| {})
 }
 
 /// Asking `questions` unsure answers of model `from` again of model `to` (configured names).
-pub(super) fn escalation(from: &str, to: &str, questions: usize) -> Span {
-    if crate::telemetry::sampled_out() {
-        return Span::none();
-    }
-    tracing::info_span!(
-        target: TARGET,
-        "escalation",
-        systemone.model = from,
-        systemone.escalation.model = to,
-        systemone.escalation.questions = telemetry::int(questions),
-    )
+pub(super) fn escalation(from: &str, to: &str, questions: usize) -> StepSpan {
+    step("escalation", 3, |span| {
+        span.add("systemone.model", from.to_owned());
+        span.add("systemone.escalation.model", to.to_owned());
+        span.add("systemone.escalation.questions", telemetry::int(questions));
+    })
 }
 
 /// Writing the ledger's record (and waiting for its commit, under `fail_closed`).
-pub(super) fn ledger_commit() -> Span {
-    if crate::telemetry::sampled_out() {
-        return Span::none();
-    }
-    tracing::info_span!(target: TARGET, "ledger commit")
+pub(super) fn ledger_commit() -> StepSpan {
+    step("ledger commit", 0, |_| {})
 }

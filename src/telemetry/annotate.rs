@@ -1,20 +1,16 @@
 //! What a span learns after it started (the status code, the usage a backend reported, a
 //! failure): set on its record directly, in one look-up, rather than through fields each
-//! span would have to declare empty up front; and whether the current trace was sampled out
-//! (then a step makes no span at all).
-
-use std::sync::atomic::Ordering;
+//! span would have to declare empty up front.
 
 use tracing::Span;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Registry;
 
-use super::layer::nearest_context;
-use super::record::{SpanRecord, TraceContext, Value};
-use super::ON;
+use super::context::nearest_context;
+use super::record::{Name, SpanRecord, TraceContext, Value, CLIENT};
 
 /// An exported span's record, to annotate.
-pub struct Annotations<'a>(&'a mut SpanRecord);
+pub struct Annotations<'a>(pub(super) &'a mut SpanRecord);
 
 impl Annotations<'_> {
     /// Sets attribute `key` to `value`.
@@ -22,10 +18,26 @@ impl Annotations<'_> {
         self.0.set(key, value.into());
     }
 
+    /// Adds attribute `key`, one the span does not have yet (not looked for: a step's
+    /// attributes as it is made, each set once).
+    pub fn add(&mut self, key: &'static str, value: impl Into<Value>) {
+        self.0.attributes.push((key, value.into()));
+    }
+
     /// Marks the span failed (its status an error), described by `description`: an error
     /// code or status class, never caller text.
     pub fn error(&mut self, description: impl Into<String>) {
         self.0.error(description);
+    }
+
+    /// Names the span `name` in place of its static name (`chat <model>`).
+    pub fn rename(&mut self, name: String) {
+        self.0.name = Name::Owned(name);
+    }
+
+    /// Makes the span a CLIENT span: a request to another service.
+    pub fn client(&mut self) {
+        self.0.kind = CLIENT;
     }
 }
 
@@ -40,19 +52,6 @@ pub fn annotate(span: &Span, annotate: impl FnOnce(&mut Annotations<'_>)) {
             annotate(&mut Annotations(record));
         }
     });
-}
-
-/// Whether the current span's trace is one the sampler left out. A step's span is then not
-/// made (its constructor returns `Span::none()`): a `tracing` span costs a slab entry, an
-/// enter and exit on every poll of the future it instruments and a close, whether or not
-/// its trace is exported (docs/benchmarks/load.md). A root (no exported span current) is
-/// always made: it asks the sampler.
-pub fn sampled_out() -> bool {
-    if !ON.load(Ordering::Relaxed) {
-        return false;
-    }
-    let span = tracing::Span::current();
-    !span.is_disabled() && context_of(&span).is_some_and(|c| !c.sampled)
 }
 
 /// The trace context of `span` (or its nearest exported ancestor), if it has one.

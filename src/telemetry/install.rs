@@ -4,7 +4,8 @@
 use std::sync::atomic::Ordering;
 
 use super::client::Exporter;
-use super::layer::{SpanLayer, SAMPLER};
+use super::context::SAMPLER;
+use super::layer::SpanLayer;
 use super::sampler::Sampler;
 use super::{queue, resource, TraceLayer, ON};
 use crate::config::TraceSettings;
@@ -35,6 +36,7 @@ pub fn layer(
     let (sampler, warning) = Sampler::from_env(env);
     // One sampler per process: a second install (none happens) keeps the first's.
     let _ = SAMPLER.set(sampler);
+    let _ = super::step::QUEUE.set(queue.clone());
     ON.store(true, Ordering::Relaxed);
     let telemetry = Telemetry {
         flush,

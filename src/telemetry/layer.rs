@@ -9,23 +9,18 @@
 //! This layer does no work on enter or exit, reads the clock twice per span, and the export
 //! task encodes the records straight to protobuf ([`super::encode`]).
 
-use std::sync::OnceLock;
-
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::Context;
-use tracing_subscriber::registry::{LookupSpan, SpanRef};
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+use super::context::{child_of, nearest_context, new_trace};
 use super::queue::Queue;
-use super::record::{now, EventFields, SpanEvent, SpanFields, SpanRecord, TraceContext};
-use super::sampler::Sampler;
+use super::record::{now, EventFields, SpanEvent, SpanFields, SpanRecord};
+use super::step;
 use super::TARGET;
-
-/// The sampler, set once when traces are installed: read by the layer at each trace's root
-/// and by [`super::continue_trace`].
-pub(super) static SAMPLER: OnceLock<Sampler> = OnceLock::new();
 
 /// Makes, fills and queues the spans of [`TARGET`].
 pub(super) struct SpanLayer {
@@ -52,7 +47,10 @@ where
             return;
         }
         let Some(span) = ctx.span(id) else { return };
-        let context = match span.parent().and_then(|p| nearest_context(&p)) {
+        // A span made inside a step (none is, today) is that step's child.
+        let parent = step::current_step_context()
+            .or_else(|| span.parent().and_then(|p| nearest_context(&p)));
+        let context = match parent {
             Some(parent) => (child_of(&parent), parent.span_id),
             None => (new_trace(), [0; 8]),
         };
@@ -83,15 +81,19 @@ where
         if event.metadata().target() != TARGET {
             return;
         }
-        let Some(span) = ctx.event_span(event) else {
-            return;
-        };
         let mut added = SpanEvent {
             time: now(),
             name: String::new(),
             attributes: Vec::new(),
         };
         event.record(&mut EventFields(&mut added));
+        // On the current step, when one is; else on the nearest exported `tracing` span.
+        let Some(added) = step::add_event(added) else {
+            return;
+        };
+        let Some(span) = ctx.event_span(event) else {
+            return;
+        };
         for span in span.scope() {
             let mut extensions = span.extensions_mut();
             if let Some(record) = extensions.get_mut::<SpanRecord>() {
@@ -113,46 +115,4 @@ where
             self.queue.push(record);
         }
     }
-}
-
-/// The trace context of `span` or, when it is not an exported one (the log's `request`
-/// span), of its nearest exported ancestor.
-pub(super) fn nearest_context<'a, R: LookupSpan<'a>>(
-    span: &SpanRef<'a, R>,
-) -> Option<TraceContext> {
-    span.scope().find_map(|s| {
-        s.extensions()
-            .get::<SpanRecord>()
-            .map(|r| r.context.clone())
-    })
-}
-
-/// A child's context: its parent's trace and decision, an id of its own.
-fn child_of(parent: &TraceContext) -> TraceContext {
-    TraceContext {
-        span_id: span_id(),
-        ..parent.clone()
-    }
-}
-
-/// A new trace's root context, sampled as the sampler says.
-fn new_trace() -> TraceContext {
-    let trace_id = trace_id();
-    let sampled = SAMPLER.get().is_some_and(|s| s.root(&trace_id));
-    TraceContext {
-        trace_id,
-        span_id: span_id(),
-        sampled,
-        trace_state: None,
-    }
-}
-
-/// A random trace id (never all zeros, which W3C reserves for "none").
-pub(super) fn trace_id() -> [u8; 16] {
-    fastrand::u128(1..).to_be_bytes()
-}
-
-/// A random span id (never all zeros).
-pub(super) fn span_id() -> [u8; 8] {
-    fastrand::u64(1..).to_be_bytes()
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use http::header::HeaderValue;
 
-use super::annotate::{context_of, with_record};
-use super::layer::SAMPLER;
+use super::annotate::with_record;
+use super::context::SAMPLER;
 use super::record::TraceContext;
 use super::ON;
 
@@ -38,17 +38,13 @@ pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
     });
 }
 
-/// Puts the current span's `traceparent` (and `tracestate`) on an upstream request's
-/// headers, when spans are exported and one is current.
+/// Puts the current step's (or span's) `traceparent` (and `tracestate`) on an upstream
+/// request's headers, when spans are exported and one is current.
 pub fn inject_current(headers: &mut http::HeaderMap) {
     if !ON.load(Ordering::Relaxed) {
         return;
     }
-    let span = tracing::Span::current();
-    if span.is_disabled() {
-        return;
-    }
-    let Some(context) = context_of(&span) else {
+    let Some(context) = super::step::current_context() else {
         return;
     };
     if let Ok(value) = HeaderValue::from_str(&traceparent(&context)) {
@@ -61,14 +57,25 @@ pub fn inject_current(headers: &mut http::HeaderMap) {
     }
 }
 
-/// `context` as a `traceparent` (version 00).
+/// `context` as a `traceparent` (version 00), written digit by digit into one `String`
+/// (one per upstream request; `hex::encode` made a `String` of `char`s per id).
 fn traceparent(context: &TraceContext) -> String {
-    let flags = if context.sampled { "01" } else { "00" };
-    format!(
-        "00-{}-{}-{flags}",
-        hex::encode(context.trace_id),
-        hex::encode(context.span_id)
-    )
+    let mut out = String::with_capacity(55);
+    out.push_str("00-");
+    hex_into(&mut out, &context.trace_id);
+    out.push('-');
+    hex_into(&mut out, &context.span_id);
+    out.push_str(if context.sampled { "-01" } else { "-00" });
+    out
+}
+
+/// Appends `bytes` to `out` as lowercase hex.
+fn hex_into(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
 }
 
 /// A `traceparent`'s trace id, parent span id and sampled flag, as W3C's rules read it: a

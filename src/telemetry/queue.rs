@@ -48,7 +48,7 @@ impl Sizes {
 }
 
 /// Hands each sampled span that ends to the export task.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Queue {
     spans: mpsc::Sender<SpanRecord>,
 }
@@ -102,9 +102,11 @@ async fn export_loop(
         let mut batch = Vec::with_capacity(sizes.batch);
         batch.push(first);
         let deadline = Instant::now() + sizes.delay;
+        // Everything already queued at each wake-up, not one span a wake-up (a new timer each).
         while batch.len() < sizes.batch {
-            match timeout_at(deadline, queued.recv()).await {
-                Ok(Some(span)) => batch.push(span),
+            let room = sizes.batch - batch.len();
+            match timeout_at(deadline, queued.recv_many(&mut batch, room)).await {
+                Ok(n) if n > 0 => {}
                 _ => break,
             }
         }

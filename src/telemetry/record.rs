@@ -103,6 +103,8 @@ pub(super) struct SpanRecord {
 
 /// OTLP's `SpanKind` internal, what a span is unless it says otherwise.
 pub(super) const INTERNAL: i32 = 1;
+/// OTLP's `SpanKind` client: a request to another service.
+pub(super) const CLIENT: i32 = 3;
 /// OTLP's error status code.
 pub(super) const ERROR: i32 = 2;
 
@@ -177,7 +179,7 @@ fn text(value: Value) -> String {
 fn kind(name: &str) -> i32 {
     match name.to_ascii_lowercase().as_str() {
         "server" => 2,
-        "client" => 3,
+        "client" => CLIENT,
         "producer" => 4,
         "consumer" => 5,
         _ => INTERNAL,

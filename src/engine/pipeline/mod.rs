@@ -41,7 +41,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::timeout;
-use tracing::Instrument;
 
 use super::answers::{Answers, PipelineError};
 use super::context_window;
@@ -174,7 +173,7 @@ impl Pipeline {
         // settled() answers at once after it.
         let verdict = if model.verifier.first_pending() {
             let wait = model.verifier.settled();
-            wait.instrument(spans::token_table_check()).await
+            spans::token_table_check().scope(wait).await
         } else {
             model.verifier.settled().await
         };

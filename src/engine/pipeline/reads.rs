@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::try_join_all;
 use tokio::time::{timeout, Instant};
-use tracing::Instrument;
 
 use super::merge::{merge_replies, QuestionReads, Slice};
 use super::Pipeline;
@@ -133,14 +132,15 @@ impl Pipeline {
             Some(permit) => permit,
             None => {
                 let wait = self.in_flight.acquire();
-                wait.instrument(spans::permit_wait()).await
+                spans::permit_wait().scope(wait).await
             }
         };
         sent.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let span = spans::read(req, &at);
-        let result = timeout(self.read_timeout, backend.read(request, permit))
-            .instrument(span.clone())
+        let result = span
+            .clone()
+            .scope(timeout(self.read_timeout, backend.read(request, permit)))
             .await
             .unwrap_or(Err(BackendError::Timeout));
         let status = status_class(&result);

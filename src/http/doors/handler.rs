@@ -78,24 +78,25 @@ async fn answer<D: Door>(
     body: Body,
 ) -> Result<Response, ApiError> {
     let validation = trace::validation();
-    let body = body::read_request(
-        headers,
-        body,
-        state.limits.max_body_bytes,
-        &state.body_budget,
-    )
-    .instrument(validation.clone())
-    .await?;
+    let body = validation
+        .clone()
+        .scope(body::read_request(
+            headers,
+            body,
+            state.limits.max_body_bytes,
+            &state.body_budget,
+        ))
+        .await?;
     D::admit(&body)?;
     state.models.tables_built().await;
     let weight = D::weight(&body, &state.models);
     let (models, limits) = (state.models.clone(), state.limits.clone());
     // The image parts are dropped with the closure: they live on, re-encoded, in the plan.
-    let plan = blocking::run(body.len, weight, move || {
-        D::plan(body.json, &body.parts, &models.routes(), &limits)
-    })
-    .instrument(validation)
-    .await??;
+    let plan = validation
+        .scope(blocking::run(body.len, weight, move || {
+            D::plan(body.json, &body.parts, &models.routes(), &limits)
+        }))
+        .await??;
     let requests = D::requests(&plan);
     // Validated: the body's memory goes back to the budget before the upstream reads,
     // unless a request is still to be counted by the backend's tokenizer: its texts are

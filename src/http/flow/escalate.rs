@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use crate::engine::{Answers, PipelineError, Tenant, TokenUsage};
 use crate::error::{ApiError, Code};
@@ -94,8 +93,9 @@ async fn escalate_one(
     }
     let (from, to) = (request.model().name.as_str(), escalation.to.as_str());
     let sent = AtomicU64::new(0);
-    let again = ask_again(state, request, &unsure, escalation, started, &sent, tenant)
-        .instrument(trace::escalation(from, to, unsure.len()));
+    let again = trace::escalation(from, to, unsure.len()).scope(ask_again(
+        state, request, &unsure, escalation, started, &sent, tenant,
+    ));
     match again.await {
         Ok(again) => {
             let name: Arc<str> = Arc::from(to);

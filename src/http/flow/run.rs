@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::try_join_all;
-use tracing::Instrument;
 
 use super::escalate::{escalate, Report};
 use super::{ledger_step, usage, AnsweredCall};
@@ -67,8 +66,10 @@ pub(in crate::http) async fn run(
         usage: total,
         escalation,
     };
-    ledger_step::answered(state, context, caller, requests, &answered)
-        .instrument(trace::ledger_commit())
+    trace::ledger_commit()
+        .scope(ledger_step::answered(
+            state, context, caller, requests, &answered,
+        ))
         .await?;
     Ok(answered)
 }
