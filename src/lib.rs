@@ -25,7 +25,8 @@
 //! quota/        beside engine/: per-key limits, daily caps and usage behind one LimitStore
 //!               (memory, an embedded redb file, or Redis shared by replicas) and its failure policy
 //! batch/        beside engine/: batch jobs' store (files, batches, per-line progress in SQLite, group
-//!               commit), input files' rules, ids; http/batches/ runs their lines through the doors
+//!               commit), input files' rules, ids, when a line may start (behind online requests);
+//!               http/batches/ runs their lines through the doors
 //! ledger/       beside engine/: the decision ledger (a record per answer or refusal, keyed
 //!               hashes of the caller's text; SQLite or PostgreSQL through sqlx; group commit)
 //! request/      caller JSON → ValidRequest → prompt bytes; pure

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, OnceCell, Semaphore};
 
+use super::online::Online;
 use super::progress::Progress;
 use super::rows::Charger;
 use super::store::Store;
@@ -31,6 +32,9 @@ pub struct Batches {
     /// Upstream reads in flight (online and batch) below which a batch line may start:
     /// `--batch-share` of the in-flight cap, at least one.
     pub room: usize,
+    /// The online requests in progress and the last one's answer, which a line waits behind
+    /// (`--batch-online-gap-ms`).
+    pub online: Arc<Online>,
 }
 
 impl Batches {
@@ -47,6 +51,7 @@ impl Batches {
         let lines = settings.batch_max_concurrency as usize;
         Batches {
             room,
+            online: Online::new(Duration::from_millis(settings.batch_online_gap_ms)),
             settings,
             dir,
             charger,

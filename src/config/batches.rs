@@ -15,6 +15,15 @@ pub struct BatchSettings {
     #[arg(long, env = "SYSTEMONE_BATCH_SHARE", default_value_t = 0.5, value_parser = share)]
     pub batch_share: f64,
 
+    /// Milliseconds after an online answer in which no batch line starts (nor while any
+    /// online request is in progress, from its arrival to its answer): a caller sending
+    /// requests one after another sends its next within this gap (9-30 ms measured on
+    /// llama-server), and a line started there would hold the server ahead of it. Lines
+    /// already running are not stopped. Under continuous online traffic a batch waits; 0
+    /// lets lines start as soon as no online request is in progress.
+    #[arg(long, env = "SYSTEMONE_BATCH_ONLINE_GAP_MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub batch_online_gap_ms: u64,
+
     /// Lines of one batch run at once, at most.
     #[arg(long, env = "SYSTEMONE_BATCH_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub batch_concurrency: u32,

@@ -1,8 +1,9 @@
 //! Runs batches: each in its own task, its pending lines those of one state together (so
 //! their reads reuse the model server's prefix cache, and the routing key sends them to one
 //! replica), at most `--batch-concurrency` of them at once (`--batch-max-concurrency` with
-//! every batch's), each starting only while the upstream reads in flight are fewer than the
-//! batch share of the in-flight cap. A batch ends `completed` when every line
+//! every batch's), each starting only while no online request is in progress nor was answered
+//! within `--batch-online-gap-ms`, and the upstream reads in flight are fewer than the batch
+//! share of the in-flight cap (`batch/online.rs`). A batch ends `completed` when every line
 //! is finished, `expired` when its `completion_window` ends first, `cancelled` when asked;
 //! the lines an ending leaves go to the error file (`batch_expired`, `batch_cancelled`),
 //! the finished ones are kept.
@@ -26,8 +27,6 @@ use crate::http::AppState;
 /// Rounds of a batch's pending lines before it waits for a restart: a line stays pending
 /// only when the commit of its output failed.
 const ROUNDS: usize = 3;
-/// How often a line waiting for room looks again.
-const ROOM_POLL: Duration = Duration::from_millis(1);
 
 /// How a batch ended.
 #[derive(Debug, Clone, Copy)]
@@ -134,14 +133,15 @@ async fn run_lines(
     Err("some lines' progress was not committed".into())
 }
 
-/// Waits until fewer upstream reads are in flight (online and batch together) than the
-/// batch share of the cap: a line starts only in the room online requests leave. Looked at
-/// every millisecond: a line takes at least that long, and online requests never wait for it.
+/// Waits until a line may start behind online traffic ([`crate::batch::Online::room`]): no
+/// online request in progress, none answered within the gap, and fewer upstream reads in
+/// flight than the batch share of the cap.
 async fn room(state: &AppState) {
-    let in_flight = state.pipeline.in_flight();
-    while in_flight.in_use() >= state.batches.room {
-        tokio::time::sleep(ROOM_POLL).await;
-    }
+    let batches = &state.batches;
+    batches
+        .online
+        .room(state.pipeline.in_flight(), batches.room)
+        .await;
 }
 
 /// Records how batch `id` ended: its remaining lines to the error file, its status.

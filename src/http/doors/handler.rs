@@ -1,13 +1,18 @@
 //! The one handler every door runs under: parse → plan → run → answer, with what is the
 //! door's own asked of its [`Door`].
 
-use axum::body::Body;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
+use http_body::{Frame, SizeHint};
 use tracing::Instrument;
 
 use super::Door;
+use crate::batch::OnlineRequest;
 use crate::error::{ApiError, Code};
 use crate::http::auth::scope::Scope;
 use crate::http::auth::Caller;
@@ -20,7 +25,8 @@ use crate::http::trace;
 use crate::http::AppState;
 
 /// The handler of door `D`: the caller is authenticated (and must have the `ask` scope)
-/// before the body is read, and every refusal goes out in `D`'s shape.
+/// before the body is read, and every refusal goes out in `D`'s shape. No batch line starts
+/// from the request's arrival until its answer is written ([`crate::batch::Online`]).
 pub(in crate::http) async fn serve<D: Door>(
     State(state): State<AppState>,
     context: RequestContext,
@@ -28,11 +34,51 @@ pub(in crate::http) async fn serve<D: Door>(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let online = state.batches.online.arrive();
     let answered = match caller.and_then(|c| c.require(Scope::Ask).map(|()| c)) {
         Ok(caller) => answer::<D>(&state, &context, &caller, &headers, body).await,
         Err(e) => Err(e),
     };
-    answered.unwrap_or_else(D::refuse)
+    held_until_written(answered.unwrap_or_else(D::refuse), online)
+}
+
+/// `response`, its body holding `online` until the server has written it (or dropped it,
+/// the caller gone): the middleware's work after the handler (a refusal's ledger record)
+/// and the write itself still count as the request in progress.
+fn held_until_written(response: Response, online: OnlineRequest) -> Response {
+    response.map(|body| {
+        Body::new(Held {
+            body,
+            _online: online,
+        })
+    })
+}
+
+/// A response body and the online request it answers, released together; the body's length
+/// and end are the inner body's, so the server still sends `content-length`.
+struct Held {
+    body: Body,
+    _online: OnlineRequest,
+}
+
+impl http_body::Body for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Door `D`'s answer to `body` (JSON text) from `caller`, in this process: the same steps
@@ -112,4 +158,23 @@ async fn answer<D: Door>(
     set_model_header(&requests[0].model().name, response.headers_mut());
     set_escalation_headers(&answered, response.headers_mut());
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::batch::Online;
+
+    #[tokio::test]
+    async fn an_online_request_lasts_until_its_answer_is_written() {
+        let online = Online::new(Duration::ZERO);
+        let response = held_until_written(Response::new(Body::from("{}")), online.arrive());
+        assert_eq!(online.in_progress(), 1, "made is not yet written");
+        assert_eq!(http_body::Body::size_hint(response.body()).exact(), Some(2));
+        let written = axum::body::to_bytes(response.into_body(), usize::MAX).await;
+        assert_eq!(written.expect("a body").as_ref(), b"{}");
+        assert_eq!(online.in_progress(), 0);
+    }
 }
